@@ -1,0 +1,78 @@
+import { readFileSync } from 'node:fs';
+import { OutboxError } from '../core/errors.js';
+import { migrateCommand } from './commands/migrate.js';
+import { EXIT, UsageError } from './usage-error.js';
+
+const help = `Usage: outbox <command> [options]
+
+The transactional outbox for AI-agent tools: side effects never lost, never doubled.
+
+Commands:
+  migrate     create or upgrade the outbox tables
+
+Global options:
+  -h, --help     show help (also: outbox <command> --help)
+  -v, --version  print the version
+
+Environment:
+  DATABASE_URL   default for --database-url
+
+Exit codes: 0 success, 1 the command failed, 2 the command line was wrong.
+`;
+
+type Command = (argv: string[]) => Promise<number>;
+
+const commands: Record<string, Command> = {
+  migrate: migrateCommand,
+};
+
+function version(): string {
+  // src/cli and dist/cli are both two levels below package.json.
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  return pkg.version;
+}
+
+/** Runs the CLI and returns the process exit code. Never calls process.exit itself. */
+export async function runCli(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '-h' || name === '--help' || name === 'help') {
+    process.stdout.write(help);
+    return name === undefined ? EXIT.usage : EXIT.ok;
+  }
+  if (name === '-v' || name === '--version') {
+    process.stdout.write(`${version()}\n`);
+    return EXIT.ok;
+  }
+  const command = commands[name];
+  if (!command) {
+    process.stderr.write(`outbox: unknown command "${name}"\n\n${help}`);
+    return EXIT.usage;
+  }
+  try {
+    return await command(rest);
+  } catch (error) {
+    return report(name, error);
+  }
+}
+
+function report(command: string, error: unknown): number {
+  const isParseError =
+    error instanceof TypeError &&
+    'code' in error &&
+    String((error as { code: unknown }).code).startsWith('ERR_PARSE_ARGS');
+  if (error instanceof UsageError || isParseError) {
+    process.stderr.write(
+      `outbox ${command}: ${(error as Error).message}\nSee: outbox ${command} --help\n`,
+    );
+    return EXIT.usage;
+  }
+  if (error instanceof OutboxError) {
+    process.stderr.write(`outbox ${command}: ${error.message}\n`);
+    return EXIT.failure;
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  process.stderr.write(`outbox ${command}: ${message}\n`);
+  return EXIT.failure;
+}

@@ -1,0 +1,57 @@
+/** Any value JSON can represent. Payloads must be this (checked at runtime, see validate.ts). */
+export type JsonValue =
+  string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue | undefined };
+
+/**
+ * One side effect to perform later: what a tool writes instead of calling an external API.
+ *
+ * @example
+ * ```ts
+ * const message: OutboxMessage = {
+ *   topic: 'payment.charge',
+ *   aggregateId: `order:${orderId}`,
+ *   payload: { orderId, amount: 1200, currency: 'JPY' },
+ * };
+ * ```
+ */
+export interface OutboxMessage {
+  /** Routing name, e.g. `payment.charge`, `mail.send`. 1-255 characters. */
+  topic: string;
+  /**
+   * The entity the effect belongs to (order id, user id). Messages of one aggregate on ordered
+   * topics are published in commit order. 1-255 characters.
+   */
+  aggregateId: string;
+  /** JSON-serialisable body, at most `maxPayloadBytes` (default 1 MiB) once serialised. */
+  payload: JsonValue;
+  /** String-to-string metadata carried to the consumer (trace context, tenant, ...). */
+  headers?: Record<string, string>;
+  /** Publish no earlier than this many milliseconds after commit time. Non-negative. */
+  delayMs?: number;
+  /** Publish no earlier than this instant. Mutually exclusive with `delayMs`. */
+  availableAt?: Date;
+  /** Version of the payload's shape, stored as the `schema_version` header. Default `"1"`. */
+  schemaVersion?: string | number;
+  /** Tenant the message belongs to, stored as the `tenant_id` header. */
+  tenantId?: string;
+}
+
+/** What `enqueue` returns for each message, in the order the messages were given. */
+export interface EnqueuedMessage {
+  /** Database row id (bigint as a decimal string: it can exceed 2^53). */
+  id: string;
+  /** Globally unique message id (UUID). Consumers and brokers deduplicate on it. */
+  messageId: string;
+  /** Position of this message within its aggregate, in commit order, starting at 1. */
+  sequence: number;
+  topic: string;
+  aggregateId: string;
+}
+
+/** Header names agent-outbox itself writes. */
+export const HEADER = {
+  traceparent: 'traceparent',
+  tracestate: 'tracestate',
+  schemaVersion: 'schema_version',
+  tenantId: 'tenant_id',
+} as const;

@@ -1,0 +1,263 @@
+import { OutboxValidationError } from './errors.js';
+import type { OutboxMessage } from './message.js';
+
+/** Limits applied by {@link validateMessages}. */
+export interface ValidationLimits {
+  /** Largest serialised payload in bytes. Default 1 MiB. */
+  maxPayloadBytes: number;
+  /** Largest serialised headers object in bytes. Default 64 KiB. */
+  maxHeadersBytes: number;
+}
+
+export const DEFAULT_LIMITS: ValidationLimits = {
+  maxPayloadBytes: 1024 * 1024,
+  maxHeadersBytes: 64 * 1024,
+};
+
+/** Longest topic or aggregate id, in characters. Matches the CHECK constraints of the table. */
+export const MAX_NAME_LENGTH = 255;
+
+/** A message after validation: everything the insert statement needs, already serialised. */
+export interface ValidMessage {
+  topic: string;
+  aggregateId: string;
+  /** The payload as JSON text (what will be stored). */
+  payloadJson: string;
+  headers: Record<string, string>;
+  availableAt: Date | undefined;
+  delayMs: number;
+}
+
+// Postgres text and jsonb cannot hold NUL, and jsonb rejects unpaired UTF-16 surrogates; both
+// would otherwise fail deep inside the driver with a message that names no field.
+// eslint-disable-next-line no-control-regex
+const NUL = /\u0000/;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function checkText(field: string, value: string): void {
+  if (NUL.test(value))
+    throw new OutboxValidationError(
+      field,
+      'contains a NUL character (\\u0000), which Postgres cannot store',
+    );
+  if (LONE_SURROGATE.test(value))
+    throw new OutboxValidationError(
+      field,
+      'contains an unpaired UTF-16 surrogate, which is not valid Unicode',
+    );
+}
+
+function checkName(field: string, value: unknown): string {
+  if (typeof value !== 'string') {
+    throw new OutboxValidationError(
+      field,
+      `must be a string, got ${describe(value)}${typeof value === 'number' ? ' (use String(value))' : ''}`,
+    );
+  }
+  if (value.length === 0 || value.trim().length === 0)
+    throw new OutboxValidationError(field, 'must not be empty');
+  if (value.length > MAX_NAME_LENGTH) {
+    throw new OutboxValidationError(
+      field,
+      `is ${value.length} characters long; the limit is ${MAX_NAME_LENGTH}`,
+    );
+  }
+  checkText(field, value);
+  return value;
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object') return (value as object).constructor?.name ?? 'an object';
+  return typeof value;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+/**
+ * Walks a payload and rejects what JSON.stringify would drop, change or choke on silently:
+ * cycles, BigInt, functions, symbols, undefined (at the top or in arrays), NaN/Infinity, and
+ * objects such as Map or Set that serialise to `{}`. Dates are allowed (they become ISO text).
+ */
+function checkJson(field: string, value: unknown, ancestors: Set<object>): void {
+  switch (typeof value) {
+    case 'string':
+      checkText(field, value);
+      return;
+    case 'boolean':
+      return;
+    case 'number':
+      if (!Number.isFinite(value))
+        throw new OutboxValidationError(field, `${value} is not representable in JSON`);
+      return;
+    case 'bigint':
+      throw new OutboxValidationError(
+        field,
+        'is a BigInt, which JSON cannot represent: convert it to a string',
+      );
+    case 'undefined':
+      throw new OutboxValidationError(
+        field,
+        'is undefined, which JSON cannot represent: use null or omit it',
+      );
+    case 'function':
+    case 'symbol':
+      throw new OutboxValidationError(field, `is a ${typeof value}, which JSON cannot represent`);
+  }
+  if (value === null) return;
+  const object = value as object;
+  if (object instanceof Date) {
+    if (Number.isNaN(object.getTime()))
+      throw new OutboxValidationError(field, 'is an invalid Date');
+    return;
+  }
+  if (ancestors.has(object)) throw new OutboxValidationError(field, 'is a circular reference');
+  ancestors.add(object);
+  if (Array.isArray(object)) {
+    object.forEach((item, index) => checkJson(`${field}[${index}]`, item, ancestors));
+  } else if (isPlainObject(object)) {
+    for (const [key, item] of Object.entries(object)) {
+      checkText(`${field} key ${JSON.stringify(key)}`, key);
+      // An undefined property is simply omitted by JSON, as in any JS object literal.
+      if (item !== undefined) checkJson(`${field}.${key}`, item, ancestors);
+    }
+  } else {
+    throw new OutboxValidationError(
+      field,
+      `is a ${describe(object)}, which does not serialise to JSON faithfully: convert it to a plain object or array`,
+    );
+  }
+  ancestors.delete(object);
+}
+
+function checkHeaders(
+  field: string,
+  headers: unknown,
+  limits: ValidationLimits,
+): Record<string, string> {
+  if (headers === undefined) return {};
+  if (!isPlainObject(headers))
+    throw new OutboxValidationError(
+      field,
+      `must be a plain object of string to string, got ${describe(headers)}`,
+    );
+  const result: Record<string, string> = {};
+  for (const [key, value] of Object.entries(headers)) {
+    if (key.length === 0) throw new OutboxValidationError(field, 'has an empty header name');
+    checkText(`${field} key ${JSON.stringify(key)}`, key);
+    if (typeof value !== 'string') {
+      throw new OutboxValidationError(
+        `${field}.${key}`,
+        `must be a string, got ${describe(value)}`,
+      );
+    }
+    checkText(`${field}.${key}`, value);
+    result[key] = value;
+  }
+  const bytes = Buffer.byteLength(JSON.stringify(result));
+  if (bytes > limits.maxHeadersBytes) {
+    throw new OutboxValidationError(
+      field,
+      `is ${bytes} bytes serialised; the limit is ${limits.maxHeadersBytes}`,
+    );
+  }
+  return result;
+}
+
+/**
+ * Validates one message. Throws {@link OutboxValidationError} naming the field; returns the
+ * serialised form on success. `prefix` locates the message in its batch (`messages[3]`).
+ */
+export function validateMessage(
+  message: unknown,
+  limits: ValidationLimits = DEFAULT_LIMITS,
+  prefix = 'message',
+): ValidMessage {
+  if (!isPlainObject(message))
+    throw new OutboxValidationError(prefix, `must be an object, got ${describe(message)}`);
+  const m = message as Partial<OutboxMessage> & Record<string, unknown>;
+  const topic = checkName(`${prefix}.topic`, m.topic);
+  const aggregateId = checkName(`${prefix}.aggregateId`, m.aggregateId);
+
+  if (!('payload' in m))
+    throw new OutboxValidationError(
+      `${prefix}.payload`,
+      'is missing (use null for an empty payload)',
+    );
+  checkJson(`${prefix}.payload`, m.payload, new Set());
+  const payloadJson = JSON.stringify(m.payload);
+  const payloadBytes = Buffer.byteLength(payloadJson);
+  if (payloadBytes > limits.maxPayloadBytes) {
+    throw new OutboxValidationError(
+      `${prefix}.payload`,
+      `is ${payloadBytes} bytes serialised; the limit is ${limits.maxPayloadBytes} (raise maxPayloadBytes, or store the body elsewhere and send a reference)`,
+    );
+  }
+
+  const headers = checkHeaders(`${prefix}.headers`, m.headers, limits);
+  if (m.schemaVersion !== undefined) {
+    if (
+      typeof m.schemaVersion === 'number'
+        ? !Number.isFinite(m.schemaVersion)
+        : typeof m.schemaVersion !== 'string' || m.schemaVersion.length === 0
+    ) {
+      throw new OutboxValidationError(
+        `${prefix}.schemaVersion`,
+        'must be a non-empty string or a finite number',
+      );
+    }
+  }
+  if (m.tenantId !== undefined) checkName(`${prefix}.tenantId`, m.tenantId);
+
+  if (m.delayMs !== undefined && m.availableAt !== undefined) {
+    throw new OutboxValidationError(
+      `${prefix}.delayMs`,
+      'give either delayMs or availableAt, not both',
+    );
+  }
+  let delayMs = 0;
+  if (m.delayMs !== undefined) {
+    if (typeof m.delayMs !== 'number' || !Number.isFinite(m.delayMs) || m.delayMs < 0) {
+      throw new OutboxValidationError(
+        `${prefix}.delayMs`,
+        `must be a finite number >= 0, got ${String(m.delayMs)}`,
+      );
+    }
+    delayMs = m.delayMs;
+  }
+  let availableAt: Date | undefined;
+  if (m.availableAt !== undefined) {
+    if (!(m.availableAt instanceof Date) || Number.isNaN(m.availableAt.getTime())) {
+      throw new OutboxValidationError(`${prefix}.availableAt`, 'must be a valid Date');
+    }
+    availableAt = m.availableAt;
+  }
+  return { topic, aggregateId, payloadJson, headers, availableAt, delayMs };
+}
+
+/** Validates every message of a batch before any is written; the first bad one throws. */
+export function validateMessages(
+  messages: readonly unknown[],
+  limits: ValidationLimits = DEFAULT_LIMITS,
+): ValidMessage[] {
+  return messages.map((message, index) => validateMessage(message, limits, `messages[${index}]`));
+}
+
+/** Checks user-supplied limits (positive integers). */
+export function resolveLimits(options: Partial<ValidationLimits>): ValidationLimits {
+  const limits = { ...DEFAULT_LIMITS, ...stripUndefined(options) };
+  for (const [key, value] of Object.entries(limits)) {
+    if (!Number.isInteger(value) || value <= 0)
+      throw new OutboxValidationError(key, `must be a positive integer, got ${String(value)}`);
+  }
+  return limits;
+}
+
+function stripUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

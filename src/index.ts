@@ -1,0 +1,32 @@
+/**
+ * agent-outbox — the stable public API. Anything not exported here is internal.
+ * @packageDocumentation
+ */
+export { OutboxError, OutboxSchemaError, OutboxValidationError } from './core/errors.js';
+export { DEFAULT_SCHEMA, quoteIdentifier } from './core/identifier.js';
+export {
+  HEADER,
+  type EnqueuedMessage,
+  type JsonValue,
+  type OutboxMessage,
+} from './core/message.js';
+export {
+  DEFAULT_LIMITS,
+  validateMessage,
+  validateMessages,
+  type ValidationLimits,
+} from './core/validate.js';
+export { fromKysely, type KyselyCompiledQuery, type KyselyQueryable } from './store/from-kysely.js';
+export { fromPg, type PgQueryable } from './store/from-pg.js';
+export { fromPglite, type PgliteQueryable } from './store/from-pglite.js';
+export type { SqlExecutor } from './store/sql-executor.js';
+export { createOutbox, type OutboxOptions, type OutboxWriter } from './writer/create-outbox.js';
+export { LATEST_VERSION, MIGRATIONS } from './migrations/index.js';
+export type { Migration } from './migrations/migration.js';
+export {
+  assertSchemaCurrent,
+  migrate,
+  schemaVersion,
+  type MigrateOptions,
+  type MigrateResult,
+} from './migrations/migrate.js';

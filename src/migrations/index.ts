@@ -1,0 +1,8 @@
+import { initial } from './001-initial.js';
+import type { Migration } from './migration.js';
+
+/** Every migration, in order. Append only. */
+export const MIGRATIONS: readonly Migration[] = [initial];
+
+/** The schema version this build of agent-outbox expects. */
+export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;

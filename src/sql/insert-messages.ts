@@ -1,0 +1,30 @@
+/**
+ * Inserts a whole batch in ONE statement. The batch travels as a single jsonb parameter and is
+ * expanded with jsonb_array_elements:
+ * - one round trip and one statement for 1 or 500 messages;
+ * - one parameter works the same through pg, PGlite, postgres.js, Prisma's raw queries and Kysely
+ *   — array parameters (`unnest($1::text[], ...)`) depend on each driver's array encoding, which
+ *   is where jsonb[] escaping bugs live; a multi-VALUES list hits the 65535-parameter limit.
+ *
+ * Rows are inserted ordered by aggregate (then by position): the BEFORE INSERT trigger locks each
+ * aggregate's sequence counter, and taking those locks in one global order means two batches
+ * touching the same aggregates cannot deadlock each other. Positions are kept within an aggregate,
+ * so sequences follow the caller's order.
+ *
+ * `now()` is the transaction's start time: `delayMs` counts from there.
+ */
+export const insertMessagesSql = (schema: string) => `
+INSERT INTO ${schema}.outbox (aggregate_id, topic, payload, headers, available_at)
+SELECT m.value->>'a',
+       m.value->>'t',
+       m.value->'p',
+       m.value->'h',
+       coalesce((m.value->>'at')::timestamptz,
+                now() + (m.value->>'d')::float8 * interval '1 millisecond')
+FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS m(value, position)
+ORDER BY m.value->>'a', m.position
+RETURNING id::text AS id,
+          message_id::text AS "messageId",
+          sequence::text AS sequence,
+          topic,
+          aggregate_id AS "aggregateId"`;

@@ -1,0 +1,171 @@
+import { OutboxValidationError } from '../core/errors.js';
+import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
+import { HEADER, type EnqueuedMessage, type OutboxMessage } from '../core/message.js';
+import { activeTraceHeaders } from '../core/trace.js';
+import {
+  resolveLimits,
+  validateMessages,
+  type ValidationLimits,
+  type ValidMessage,
+} from '../core/validate.js';
+import { insertMessagesSql } from '../sql/insert-messages.js';
+import { isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
+
+/** Options of {@link createOutbox}. */
+export interface OutboxOptions {
+  /** Schema holding the `outbox` table. Default `public`. */
+  schema?: string;
+  /** Largest serialised payload accepted, in bytes. Default 1 MiB (1048576). */
+  maxPayloadBytes?: number;
+  /** Largest serialised headers object accepted, in bytes. Default 64 KiB. */
+  maxHeadersBytes?: number;
+  /** `schema_version` header written when a message gives none. Default `"1"`. */
+  defaultSchemaVersion?: string;
+  /** Capture the active OpenTelemetry span as a `traceparent` header. Default true. */
+  captureTraceContext?: boolean;
+}
+
+/** Writes messages on the caller's transaction. Create one with {@link createOutbox}. */
+export interface OutboxWriter {
+  /** The schema this writer inserts into. */
+  readonly schema: string;
+  /**
+   * Validates and inserts messages on `executor`, which must be the caller's open transaction.
+   * Nothing is written when any message is invalid; an empty array writes nothing. The rows
+   * become visible to dispatchers only when the caller commits — and vanish if it rolls back.
+   */
+  enqueue(executor: SqlExecutor, message: OutboxMessage): Promise<EnqueuedMessage>;
+  enqueue(executor: SqlExecutor, messages: readonly OutboxMessage[]): Promise<EnqueuedMessage[]>;
+}
+
+/**
+ * Creates the writer.
+ *
+ * @example
+ * ```ts
+ * const outbox = createOutbox();
+ * await db.transaction().execute(async (trx) => {
+ *   const order = await trx.insertInto('orders').values(row).returning('id').executeTakeFirstOrThrow();
+ *   await outbox.enqueue(fromKysely(trx), [
+ *     { topic: 'payment.charge', aggregateId: `order:${order.id}`, payload: { orderId: order.id } },
+ *     { topic: 'mail.send', aggregateId: `order:${order.id}`, payload: { template: 'receipt' } },
+ *   ]);
+ * });
+ * ```
+ */
+export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
+  const schemaName = options.schema ?? DEFAULT_SCHEMA;
+  const sql = insertMessagesSql(quoteIdentifier(schemaName));
+  const limits: ValidationLimits = resolveLimits({
+    maxPayloadBytes: options.maxPayloadBytes,
+    maxHeadersBytes: options.maxHeadersBytes,
+  });
+  const defaultSchemaVersion = options.defaultSchemaVersion ?? '1';
+  const captureTrace = options.captureTraceContext ?? true;
+
+  async function enqueueMany(
+    executor: SqlExecutor,
+    messages: readonly OutboxMessage[],
+  ): Promise<EnqueuedMessage[]> {
+    if (!isSqlExecutor(executor)) {
+      throw new OutboxValidationError(
+        'executor',
+        'must be a SqlExecutor: wrap your transaction with fromPg(), fromKysely() or fromPglite()',
+      );
+    }
+    if (!Array.isArray(messages))
+      throw new OutboxValidationError('messages', 'must be a message object or an array of them');
+    const valid = validateMessages(messages, limits);
+    if (valid.length === 0) return [];
+    const traceHeaders = captureTrace ? activeTraceHeaders() : {};
+    const batch = valid.map((message, index) =>
+      toRow(message, messages[index] as OutboxMessage, traceHeaders, defaultSchemaVersion),
+    );
+    const { rows } = await executor.query<{
+      id: string;
+      messageId: string;
+      sequence: string;
+      topic: string;
+      aggregateId: string;
+    }>(sql, [JSON.stringify(batch)]);
+    if (rows.length !== valid.length) {
+      throw new Error(
+        `agent-outbox: inserted ${rows.length} rows for ${valid.length} messages; is a trigger or rule on the outbox table dropping rows?`,
+      );
+    }
+    return inInputOrder(valid, rows);
+  }
+
+  return {
+    schema: schemaName,
+    enqueue: (async (executor: SqlExecutor, input: OutboxMessage | readonly OutboxMessage[]) => {
+      if (Array.isArray(input)) return enqueueMany(executor, input);
+      const [one] = await enqueueMany(executor, [input as OutboxMessage]);
+      return one;
+    }) as OutboxWriter['enqueue'],
+  };
+}
+
+function toRow(
+  message: ValidMessage,
+  original: OutboxMessage,
+  traceHeaders: Record<string, string>,
+  defaultSchemaVersion: string,
+) {
+  // Caller-provided headers win over captured ones: an explicit traceparent is a decision.
+  const headers: Record<string, string> = {
+    ...traceHeaders,
+    [HEADER.schemaVersion]: String(original.schemaVersion ?? defaultSchemaVersion),
+    ...(original.tenantId !== undefined ? { [HEADER.tenantId]: original.tenantId } : {}),
+    ...message.headers,
+  };
+  return {
+    a: message.aggregateId,
+    t: message.topic,
+    p: JSON.parse(message.payloadJson) as unknown,
+    h: headers,
+    at: message.availableAt?.toISOString() ?? null,
+    d: message.delayMs,
+  };
+}
+
+/**
+ * The statement returns rows grouped by aggregate (see insert-messages.ts). Within an aggregate
+ * sequences follow input positions, so the k-th input message of an aggregate is its k-th
+ * returned row by sequence.
+ */
+function inInputOrder(
+  valid: readonly ValidMessage[],
+  rows: readonly {
+    id: string;
+    messageId: string;
+    sequence: string;
+    topic: string;
+    aggregateId: string;
+  }[],
+): EnqueuedMessage[] {
+  const byAggregate = new Map<string, EnqueuedMessage[]>();
+  for (const row of rows) {
+    const list = byAggregate.get(row.aggregateId) ?? [];
+    list.push({
+      id: String(row.id),
+      messageId: row.messageId,
+      sequence: Number(row.sequence),
+      topic: row.topic,
+      aggregateId: row.aggregateId,
+    });
+    byAggregate.set(row.aggregateId, list);
+  }
+  for (const list of byAggregate.values()) list.sort((a, b) => a.sequence - b.sequence);
+  const cursor = new Map<string, number>();
+  return valid.map((message) => {
+    const index = cursor.get(message.aggregateId) ?? 0;
+    cursor.set(message.aggregateId, index + 1);
+    const row = byAggregate.get(message.aggregateId)?.[index];
+    if (!row)
+      throw new Error(
+        `agent-outbox: no inserted row returned for aggregate ${message.aggregateId}`,
+      );
+    return row;
+  });
+}
