@@ -30,3 +30,12 @@ export {
   type MigrateOptions,
   type MigrateResult,
 } from './migrations/migrate.js';
+export {
+  errorText,
+  withMiddleware,
+  type OutgoingMessage,
+  type PublishOutcome,
+  type Publisher,
+  type PublisherMiddleware,
+} from './publishers/publisher.js';
+export { InMemoryPublisher, type FailureInjector } from './publishers/memory/in-memory-publisher.js';

@@ -1,0 +1,62 @@
+import type { JsonValue } from '../core/message.js';
+
+/**
+ * A committed outbox message on its way to a broker: what a {@link Publisher} receives.
+ * `id` is the globally unique message id — the same on every re-publish — so brokers and
+ * consumers deduplicate on it (`Nats-Msg-Id`, `Idempotency-Key`, AMQP `messageId`, ...).
+ */
+export interface OutgoingMessage {
+  /** Message id (UUID), stable across re-publishes. */
+  id: string;
+  /** Outbox row id (bigint as a decimal string). */
+  rowId: string;
+  topic: string;
+  aggregateId: string;
+  /** Position within the aggregate in commit order, from 1. */
+  sequence: number;
+  payload: JsonValue;
+  headers: Record<string, string>;
+  createdAt: Date;
+  /** How many times publishing has been attempted, this one included. */
+  attempts: number;
+}
+
+/**
+ * What happened to one message:
+ * - `published`: the broker accepted it (durably, where the broker can say so);
+ * - `retryable`: try again later (network error, timeout, 5xx, broker down); `retryAfterMs` is a
+ *   hint from the broker (e.g. `Retry-After`) and the dispatcher waits at least that long;
+ * - `permanent`: retrying cannot help (malformed, rejected by the receiver): dead-letter it now.
+ */
+export type PublishOutcome =
+  | { status: 'published' }
+  | { status: 'retryable'; error: string; retryAfterMs?: number }
+  | { status: 'permanent'; error: string };
+
+/**
+ * Sends messages to a broker. Returns exactly one outcome per message, in the same order — a
+ * failure of one message must not be thrown for the whole batch (throwing is treated as
+ * `retryable` for every message of the call).
+ *
+ * The dispatcher never passes two messages of the same aggregate on an ordered topic in one call,
+ * so an implementation may publish a call's messages concurrently.
+ */
+export interface Publisher {
+  publish(messages: readonly OutgoingMessage[], options?: { signal?: AbortSignal }): Promise<PublishOutcome[]>;
+  /** Releases connections. Called once, by whoever created the publisher. */
+  close?(): Promise<void>;
+}
+
+/** Wraps a publisher to add behaviour (timeout, circuit breaker, metrics): `(next) => Publisher`. */
+export type PublisherMiddleware = (next: Publisher) => Publisher;
+
+/** Applies middleware so that the first in the list is the outermost. */
+export function withMiddleware(publisher: Publisher, ...middleware: readonly PublisherMiddleware[]): Publisher {
+  return middleware.reduceRight((next, wrap) => wrap(next), publisher);
+}
+
+/** Turns an unknown thrown value into a one-line error text. */
+export function errorText(error: unknown): string {
+  if (error instanceof Error) return error.message || error.name;
+  return String(error);
+}
