@@ -38,4 +38,10 @@ export {
   type Publisher,
   type PublisherMiddleware,
 } from './publishers/publisher.js';
-export { InMemoryPublisher, type FailureInjector } from './publishers/memory/in-memory-publisher.js';
+export {
+  InMemoryPublisher,
+  type FailureInjector,
+} from './publishers/memory/in-memory-publisher.js';
+export { EnvelopeError, parseEnvelope, toEnvelope, type Envelope } from './publishers/envelope.js';
+export { backoffDelayMs, DEFAULT_BACKOFF, type BackoffOptions } from './core/backoff.js';
+export { redactSecrets } from './core/redact.js';

@@ -42,7 +42,10 @@ export type PublishOutcome =
  * so an implementation may publish a call's messages concurrently.
  */
 export interface Publisher {
-  publish(messages: readonly OutgoingMessage[], options?: { signal?: AbortSignal }): Promise<PublishOutcome[]>;
+  publish(
+    messages: readonly OutgoingMessage[],
+    options?: { signal?: AbortSignal },
+  ): Promise<PublishOutcome[]>;
   /** Releases connections. Called once, by whoever created the publisher. */
   close?(): Promise<void>;
 }
@@ -51,7 +54,10 @@ export interface Publisher {
 export type PublisherMiddleware = (next: Publisher) => Publisher;
 
 /** Applies middleware so that the first in the list is the outermost. */
-export function withMiddleware(publisher: Publisher, ...middleware: readonly PublisherMiddleware[]): Publisher {
+export function withMiddleware(
+  publisher: Publisher,
+  ...middleware: readonly PublisherMiddleware[]
+): Publisher {
   return middleware.reduceRight((next, wrap) => wrap(next), publisher);
 }
 
