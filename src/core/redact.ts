@@ -14,7 +14,7 @@ const PATTERNS: readonly [RegExp, string][] = [
   [/\bxox[abprs]-[A-Za-z0-9-]{10,}/g, '[REDACTED]'],
   [/\beyJ[a-z0-9_-]{5,}\.[a-z0-9_-]{5,}\.[a-z0-9_-]{5,}/gi, '[REDACTED]'],
   [
-    /\b(password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|authorization)(\s*[=:]\s*)("?)[^\s"&,;]+/gi,
+    /\b(password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|authorization)("?\s*[=:]\s*)("?)[^\s"&,;]+/gi,
     '$1$2$3[REDACTED]',
   ],
 ];

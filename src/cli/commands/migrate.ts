@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
+import { validateSchemaFlag } from '../flags.js';
 import { migrate } from '../../migrations/migrate.js';
 import { connect, redactUrl, resolveDatabaseUrl } from '../database.js';
 import { EXIT } from '../usage-error.js';
@@ -31,6 +32,7 @@ export async function migrateCommand(argv: string[]): Promise<number> {
     process.stdout.write(migrateHelp);
     return EXIT.ok;
   }
+  validateSchemaFlag(values.schema);
   const url = resolveDatabaseUrl(values['database-url']);
   const db = await connect(url);
   try {
