@@ -1,0 +1,29 @@
+/**
+ * agent-outbox/agent — Claude Agent SDK tools whose side effects go through the outbox.
+ * Needs the optional peers `@anthropic-ai/claude-agent-sdk` and `zod` (4).
+ * @packageDocumentation
+ */
+export type { BoundOutbox } from './bound-outbox.js';
+export { connectInMemory, type InMemoryToolClient } from './in-memory-client.js';
+export {
+  IDEMPOTENCY_KEY_FIELD,
+  outboxTool,
+  type OutboxToolOptions,
+  type ToolCallContext,
+  type ToolInput,
+  type ToolScope,
+  type WithIdempotencyKey,
+} from './outbox-tool.js';
+export { createToolServer, type ToolServerOptions } from './tool-server.js';
+export type { QueuedEffect } from './tool-result.js';
+export { newTraceContext, parseTraceparent, type TraceContext } from './trace-context.js';
+export {
+  kyselyTransactions,
+  pgliteTransactions,
+  pgPoolTransactions,
+  type KyselyTransactional,
+  type PgliteTransactional,
+  type PgPoolClientLike,
+  type PgPoolLike,
+  type TransactionRunner,
+} from './transaction-runner.js';

@@ -1,0 +1,73 @@
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { redactSecrets } from '../core/redact.js';
+import type { EnqueuedMessage } from '../core/message.js';
+import { errorText } from '../publishers/publisher.js';
+
+/**
+ * The answers a tool gives the model. Each has two text blocks: JSON first (for programs and for
+ * the model to quote ids from), then one plain sentence saying what happened and whether calling
+ * again is useful — the model decides its next step from that sentence.
+ */
+
+/** A queued side effect as reported to the model. */
+export interface QueuedEffect {
+  topic: string;
+  messageId: string;
+}
+
+function result(json: Record<string, unknown>, words: string, isError = false): CallToolResult {
+  return {
+    content: [
+      { type: 'text', text: JSON.stringify(json) },
+      { type: 'text', text: words },
+    ],
+    ...(isError ? { isError: true } : {}),
+  };
+}
+
+/** The call committed. */
+export function committedResult(
+  value: unknown,
+  enqueued: readonly EnqueuedMessage[],
+  summary: string | undefined,
+): CallToolResult {
+  const queued: QueuedEffect[] = enqueued.map((m) => ({ topic: m.topic, messageId: m.messageId }));
+  const topics = queued.map((q) => q.topic).join(', ');
+  const effects =
+    queued.length === 0
+      ? 'Saved; no side effect was queued.'
+      : `Saved in one transaction together with ${queued.length} queued side effect${queued.length === 1 ? '' : 's'} (${topics}); each is performed once, after this call — do not call again to make it happen.`;
+  return result(
+    { ok: true, deduped: false, result: value ?? null, queued },
+    summary ? `${summary} ${effects}` : `Done. ${effects}`,
+  );
+}
+
+/** The key was used by a committed call: nothing written. */
+export function dedupedResult(prior: unknown): CallToolResult {
+  return result(
+    {
+      ok: true,
+      deduped: true,
+      ...(prior !== null && prior !== undefined ? { result: prior } : {}),
+    },
+    'Already done: an earlier call with this idempotency_key was committed, so nothing was written and no side effect was queued again.',
+  );
+}
+
+/**
+ * The call failed. `commitUnknown`: the handler finished but COMMIT did not confirm (e.g. the
+ * connection dropped), so the transaction may or may not have committed — the idempotency key
+ * makes "call again" the safe answer either way.
+ */
+export function failedResult(error: unknown, commitUnknown: boolean): CallToolResult {
+  const message = redactSecrets(errorText(error));
+  const words = commitUnknown
+    ? `The outcome is unknown: the commit was not confirmed (${message}). Call again with the same idempotency_key: if the first call was saved, the answer is "deduped" and nothing is done twice.`
+    : `Failed, and nothing was saved: the transaction was rolled back and no side effect was queued. Error: ${message}. Calling again (with the same idempotency_key) after fixing the cause is safe.`;
+  return result(
+    { ok: false, error: message, ...(commitUnknown ? { commitUnknown } : {}) },
+    words,
+    true,
+  );
+}
