@@ -1,9 +1,10 @@
 import { initial } from './001-initial.js';
 import { toolCalls } from './002-tool-calls.js';
+import { consumerPositions } from './003-consumer-positions.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
-export const MIGRATIONS: readonly Migration[] = [initial, toolCalls];
+export const MIGRATIONS: readonly Migration[] = [initial, toolCalls, consumerPositions];
 
 /** The schema version this build of agent-outbox expects. */
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;

@@ -1,0 +1,74 @@
+import { fromPg, type PgQueryable } from '../store/from-pg.js';
+import { fromPglite, type PgliteQueryable } from '../store/from-pglite.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
+
+/**
+ * Opens transactions for the consumer runtime. `transaction(fn)` commits when `fn` resolves and
+ * rolls back when it throws; `query` runs one statement on its own (autocommit). This is what
+ * lets the transactional mode write the ledger row in the handler's own transaction, and what
+ * keeps claim-first statements short and separate.
+ *
+ * Adapters: {@link pgTransactions} (a `pg` Pool), {@link pgliteTransactions} (PGlite). Any
+ * other client fits in a few lines — implement the two members.
+ */
+export interface TransactionRunner extends SqlExecutor {
+  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T>;
+}
+
+/** The subset of `pg`'s `Pool` used: a checked-out client and single statements. */
+export interface PgPoolLike extends PgQueryable {
+  connect(): Promise<PgQueryable & { release(destroy?: boolean | Error): void }>;
+}
+
+/**
+ * Transactions on a `pg` Pool: one checked-out client per transaction, `BEGIN`/`COMMIT`/`ROLLBACK`.
+ *
+ * @example
+ * ```ts
+ * const runner = pgTransactions(new pg.Pool({ connectionString: process.env.DATABASE_URL }));
+ * ```
+ */
+export function pgTransactions(pool: PgPoolLike): TransactionRunner {
+  const direct = fromPg(pool);
+  return {
+    query: (text, values) => direct.query(text, values),
+    async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+      const client = await pool.connect();
+      let broken: Error | undefined;
+      try {
+        await client.query('BEGIN');
+        try {
+          const result = await fn(fromPg(client));
+          await client.query('COMMIT');
+          return result;
+        } catch (error) {
+          // A failed ROLLBACK means the connection is unusable: destroy it instead of returning
+          // it to the pool with a transaction still open.
+          await client.query('ROLLBACK').catch((rollbackError: Error) => {
+            broken = rollbackError;
+          });
+          throw error;
+        }
+      } finally {
+        client.release(broken ?? false);
+      }
+    },
+  };
+}
+
+/** The subset of PGlite used. */
+export interface PgliteLike extends PgliteQueryable {
+  transaction<T>(fn: (tx: PgliteQueryable) => Promise<T>): Promise<T>;
+}
+
+/**
+ * Transactions on PGlite (`db.transaction`). PGlite is one connection: transactions of
+ * concurrent deliveries queue behind each other, which is correct, only not parallel.
+ */
+export function pgliteTransactions(db: PgliteLike): TransactionRunner {
+  const direct = fromPglite(db);
+  return {
+    query: (text, values) => direct.query(text, values),
+    transaction: (fn) => db.transaction((tx) => fn(fromPglite(tx))),
+  };
+}
