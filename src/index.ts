@@ -45,3 +45,27 @@ export {
 export { EnvelopeError, parseEnvelope, toEnvelope, type Envelope } from './publishers/envelope.js';
 export { backoffDelayMs, DEFAULT_BACKOFF, type BackoffOptions } from './core/backoff.js';
 export { redactSecrets } from './core/redact.js';
+export {
+  createDispatcher,
+  type Dispatcher,
+  type DispatcherState,
+  type DispatcherStats,
+  type DrainResult,
+} from './dispatcher/dispatcher.js';
+export {
+  resolveDispatcherOptions,
+  type DeadLetterPolicy,
+  type DispatcherOptions,
+} from './dispatcher/options.js';
+export type { ClaimRequest, OutboxStore, Settlement } from './dispatcher/outbox-store.js';
+export { PgOutboxStore } from './dispatcher/pg-outbox-store.js';
+export type { DispatcherEventMap } from './dispatcher/events.js';
+export { globMatches, globToLike } from './dispatcher/topic-patterns.js';
+export { planSettlement } from './dispatcher/settle-plan.js';
+export { readStatus, type OutboxStatus } from './admin/status.js';
+export {
+  listDeadLetters,
+  replayDeadLetters,
+  type DeadLetter,
+  type ReplaySelection,
+} from './admin/dead-letters.js';

@@ -1,0 +1,59 @@
+import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
+import { attemptsDistributionSql, lastErrorsSql, statusSql } from '../sql/status.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
+
+/** A snapshot of the outbox for `outbox status`, dashboards and health checks. */
+export interface OutboxStatus {
+  /** Undispatched, not dead-lettered messages. */
+  backlog: number;
+  /** Age of the oldest message in the backlog, in seconds (0 when empty). */
+  oldestPendingAgeSeconds: number;
+  /** Backlog messages a dispatcher could claim right now. */
+  dueNow: number;
+  /** Backlog messages under a live lease (being published). */
+  inFlight: number;
+  /** Backlog messages waiting for their `available_at` (delay or backoff). */
+  scheduled: number;
+  deadLetters: number;
+  /** Undispatched messages by attempts so far. */
+  attempts: { attempts: number; messages: number }[];
+  /** Most recent errors of undispatched messages. */
+  lastErrors: {
+    id: string;
+    messageId: string;
+    topic: string;
+    aggregateId: string;
+    attempts: number;
+    lastError: string;
+    dead: boolean;
+  }[];
+}
+
+/** Reads {@link OutboxStatus}. Cost follows the backlog (partial indexes), not the table size. */
+export async function readStatus(
+  executor: SqlExecutor,
+  options: { schema?: string; lastErrors?: number } = {},
+): Promise<OutboxStatus> {
+  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const [summary, attempts, errors] = await Promise.all([
+    executor.query<Omit<OutboxStatus, 'attempts' | 'lastErrors'>>(statusSql(schema)),
+    executor.query<{ attempts: number; messages: number }>(attemptsDistributionSql(schema)),
+    executor.query<OutboxStatus['lastErrors'][number]>(lastErrorsSql(schema), [
+      options.lastErrors ?? 5,
+    ]),
+  ]);
+  const row = summary.rows[0]!;
+  return {
+    backlog: Number(row.backlog),
+    oldestPendingAgeSeconds: Number(row.oldestPendingAgeSeconds),
+    dueNow: Number(row.dueNow),
+    inFlight: Number(row.inFlight),
+    scheduled: Number(row.scheduled),
+    deadLetters: Number(row.deadLetters),
+    attempts: attempts.rows.map((r) => ({
+      attempts: Number(r.attempts),
+      messages: Number(r.messages),
+    })),
+    lastErrors: errors.rows.map((r) => ({ ...r, id: String(r.id), attempts: Number(r.attempts) })),
+  };
+}

@@ -1,0 +1,440 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { OutboxValidationError } from '../core/errors.js';
+import {
+  errorText,
+  type OutgoingMessage,
+  type PublishOutcome,
+  type Publisher,
+} from '../publishers/publisher.js';
+import { TypedEmitter, type DispatcherEventMap } from './events.js';
+import {
+  resolveDispatcherOptions,
+  type DispatcherOptions,
+  type ResolvedDispatcherOptions,
+} from './options.js';
+import type { OutboxStore, Settlement } from './outbox-store.js';
+import { PgOutboxStore } from './pg-outbox-store.js';
+import { planSettlement } from './settle-plan.js';
+import { globToLike } from './topic-patterns.js';
+
+/**
+ * Lifecycle of a dispatcher:
+ *
+ * - `created`  — constructed; `drain()` may run batches on demand; `start()` → running.
+ * - `running`  — `concurrency` loops each repeat: claim → publish → settle; after a claim that
+ *                found nothing, wait for the poll interval or a `wake()`.
+ * - `stopping` — `stop()` was called: no new claims; in-flight batches finish publishing (bounded by
+ *                the lease) and settle; leases of messages not yet handed to the publisher are
+ *                released. → stopped.
+ * - `stopped`  — final. A stopped dispatcher cannot be restarted; create a new one.
+ *
+ * A batch, per message: claimed (lease + attempts+1) → published | retryable | permanent →
+ * settled as dispatched | retry (backoff) | dead letter. If settling fails the lease simply
+ * expires and the message is claimed and published again, with the same message id (at least
+ * once, never lost).
+ */
+export type DispatcherState = 'created' | 'running' | 'stopping' | 'stopped';
+
+/** Counters since the dispatcher was created. */
+export interface DispatcherStats {
+  batches: number;
+  claimed: number;
+  published: number;
+  retried: number;
+  deadLettered: number;
+  /** Settlements refused because the lease had passed to another claim (fencing). */
+  fenced: number;
+  claimFailures: number;
+  settleFailures: number;
+}
+
+/** What {@link Dispatcher.drain} did. */
+export interface DrainResult extends DispatcherStats {
+  /** True when anything failed: a publish that was not `published`, or a settle failure. */
+  failed: boolean;
+}
+
+/** The polling dispatcher. Create with {@link createDispatcher}. */
+export interface Dispatcher {
+  /** Identifies this dispatcher in lease owners (`<id>#<claim number>`). */
+  readonly id: string;
+  readonly state: DispatcherState;
+  /** Starts the claim loops. */
+  start(): void;
+  /** Stops claiming, finishes or releases in-flight work, resolves when done. Idempotent. */
+  stop(): Promise<void>;
+  /** Claim now instead of waiting for the poll interval (a hint: polling stays the guarantee). */
+  wake(): void;
+  /**
+   * Resolves when nothing is in flight and the latest claim found nothing due. Resolves at once
+   * when that already holds.
+   */
+  onIdle(): Promise<void>;
+  /**
+   * Runs batches until a claim finds nothing due (the `--once` mode). Claim errors are thrown.
+   * Not to be combined with `start()`.
+   */
+  drain(): Promise<DrainResult>;
+  stats(): DispatcherStats;
+  on: TypedEmitter<DispatcherEventMap>['on'];
+}
+
+const CLAIM_RETRY_MAX_MS = 30_000;
+
+class PollingDispatcher implements Dispatcher {
+  readonly id: string;
+  #state: DispatcherState = 'created';
+  readonly #options: ResolvedDispatcherOptions;
+  readonly #store: OutboxStore;
+  readonly #publisher: Publisher;
+  readonly #unorderedLike: string[];
+  readonly #events = new TypedEmitter<DispatcherEventMap>();
+  readonly #stats: DispatcherStats = {
+    batches: 0,
+    claimed: 0,
+    published: 0,
+    retried: 0,
+    deadLettered: 0,
+    fenced: 0,
+    claimFailures: 0,
+    settleFailures: 0,
+  };
+  #claimNumber = 0;
+  #workers: Promise<void>[] = [];
+  #sleepers = new Set<() => void>();
+  #inFlight = 0;
+  #lastClaimEmpty = true;
+  #idleWaiters: (() => void)[] = [];
+  #consecutiveClaimFailures = 0;
+  #wakeRequested = false;
+
+  constructor(options: DispatcherOptions) {
+    this.#options = resolveDispatcherOptions(options);
+    if (!options.publisher || typeof options.publisher.publish !== 'function') {
+      throw new OutboxValidationError(
+        'publisher',
+        'must be a Publisher (an object with publish(messages))',
+      );
+    }
+    this.#publisher = options.publisher;
+    if (options.store) this.#store = options.store;
+    else if (options.executor)
+      this.#store = new PgOutboxStore(options.executor, { schema: this.#options.schema });
+    else
+      throw new OutboxValidationError(
+        'executor',
+        'give an executor (e.g. fromPg(pool)) or a store',
+      );
+    this.#unorderedLike = this.#options.unorderedTopics.map(globToLike);
+    this.id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  }
+
+  get state(): DispatcherState {
+    return this.#state;
+  }
+
+  on: Dispatcher['on'] = (event, listener) => this.#events.on(event, listener);
+
+  stats(): DispatcherStats {
+    return { ...this.#stats };
+  }
+
+  start(): void {
+    if (this.#state !== 'created')
+      throw new Error(`dispatcher is ${this.#state}; create a new one to start again`);
+    this.#state = 'running';
+    this.#events.emit('dispatcher:start', { owner: this.id });
+    for (let i = 0; i < this.#options.concurrency; i++) this.#workers.push(this.#loop());
+  }
+
+  async stop(): Promise<void> {
+    if (this.#state === 'stopped') return;
+    if (this.#state === 'created') {
+      this.#state = 'stopped';
+      return;
+    }
+    if (this.#state === 'running') this.#state = 'stopping';
+    this.#wakeSleepers();
+    await Promise.all(this.#workers);
+    if ((this.#state as DispatcherState) !== 'stopped') {
+      this.#state = 'stopped';
+      this.#events.emit('dispatcher:stop', { owner: this.id });
+    }
+  }
+
+  wake(): void {
+    this.#wakeSleepers();
+  }
+
+  onIdle(): Promise<void> {
+    if (this.#isIdle()) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  async drain(): Promise<DrainResult> {
+    if (this.#state !== 'created')
+      throw new Error(`drain() runs on a dispatcher that was not started (state: ${this.#state})`);
+    const before = this.stats();
+    let failed = false;
+    const unsubscribe = [
+      this.on('dispatcher:publish:outcome', ({ outcome }) => {
+        if (outcome.status !== 'published') failed = true;
+      }),
+      this.on('dispatcher:settle:failure', () => (failed = true)),
+    ];
+    try {
+      while ((await this.#runBatch({ throwClaimErrors: true })) > 0) {
+        /* keep claiming until nothing is due */
+      }
+    } finally {
+      unsubscribe.forEach((off) => off());
+    }
+    const after = this.stats();
+    const diff = Object.fromEntries(
+      Object.entries(after).map(([k, v]) => [k, v - before[k as keyof DispatcherStats]]),
+    ) as unknown as DispatcherStats;
+    return { ...diff, failed };
+  }
+
+  async #loop(): Promise<void> {
+    while (this.#state === 'running') {
+      const claimed = await this.#runBatch({ throwClaimErrors: false });
+      if (this.#state !== 'running') break;
+      // Claim again at once after any work: settling a head makes its successor due now, and a
+      // poll-interval pause per ordered message would add up. Sleep only on an empty claim.
+      if (claimed === 0) {
+        const wait =
+          this.#consecutiveClaimFailures > 0
+            ? this.#claimRetryDelay()
+            : this.#options.pollIntervalMs;
+        await this.#sleep(wait);
+      }
+    }
+  }
+
+  #claimRetryDelay(): number {
+    return Math.min(CLAIM_RETRY_MAX_MS, 250 * 2 ** Math.min(this.#consecutiveClaimFailures, 10));
+  }
+
+  /** One claim → publish → settle cycle. Returns how many messages were claimed. */
+  async #runBatch({ throwClaimErrors }: { throwClaimErrors: boolean }): Promise<number> {
+    const owner = `${this.id}#${++this.#claimNumber}`;
+    this.#inFlight++;
+    try {
+      const started = Date.now();
+      let messages: OutgoingMessage[];
+      try {
+        messages = await this.#store.claim({
+          owner,
+          batchSize: this.#options.batchSize,
+          leaseMs: this.#options.leaseMs,
+          unorderedPatterns: this.#unorderedLike,
+          deadLettersBlock: this.#options.deadLetterPolicy === 'hold',
+        });
+        this.#consecutiveClaimFailures = 0;
+      } catch (error) {
+        this.#consecutiveClaimFailures++;
+        this.#stats.claimFailures++;
+        const err = toError(error);
+        this.#events.emit('dispatcher:claim:failure', {
+          error: err,
+          retryInMs: this.#claimRetryDelay(),
+        });
+        if (throwClaimErrors) throw err;
+        return 0;
+      }
+      const leaseDeadline = started + this.#options.leaseMs;
+      this.#lastClaimEmpty = messages.length === 0;
+      this.#events.emit('dispatcher:claim:success', {
+        owner,
+        count: messages.length,
+        durationMs: Date.now() - started,
+      });
+      if (messages.length === 0) return 0;
+      this.#stats.batches++;
+      this.#stats.claimed += messages.length;
+
+      if (this.#state === 'stopping') {
+        // Nothing was handed to the publisher yet: give the messages back right away.
+        await this.#store
+          .release(
+            owner,
+            messages.map((m) => m.rowId),
+          )
+          .catch(() => undefined);
+        return 0;
+      }
+
+      // Claimed more often than allowed without ever settling: earlier attempts died mid-publish
+      // (crash, kill -9, OOM). Dead-letter instead of crash-looping on a poison message.
+      const exhausted = messages.filter((m) => m.attempts > this.#options.maxAttempts);
+      const toPublish = messages.filter((m) => m.attempts <= this.#options.maxAttempts);
+      const outcomes = await this.#publish(toPublish, leaseDeadline);
+      const settlements: Settlement[] = exhausted.map((m) => ({
+        rowId: m.rowId,
+        kind: 'dead',
+        error: `gave up after ${m.attempts - 1} attempts that never settled (dispatcher crash or lease expiry)`,
+      }));
+      toPublish.forEach((message, i) => {
+        settlements.push(planSettlement(message, outcomes[i]!, this.#options));
+      });
+      await this.#settle(owner, settlements, messages, leaseDeadline);
+      return messages.length;
+    } finally {
+      this.#inFlight--;
+      this.#notifyIdle();
+    }
+  }
+
+  async #publish(messages: OutgoingMessage[], leaseDeadline: number): Promise<PublishOutcome[]> {
+    if (messages.length === 0) return [];
+    const started = Date.now();
+    // Abandon the publish well before the lease runs out, so no other dispatcher can claim these
+    // messages while this publish might still be delivering them (G3).
+    const budget = leaseDeadline - started - Math.max(500, this.#options.leaseMs * 0.1);
+    const controller = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), Math.max(0, budget));
+    });
+    let outcomes: PublishOutcome[];
+    try {
+      const result = await Promise.race([
+        this.#publisher.publish(messages, { signal: controller.signal }),
+        timedOut,
+      ]);
+      if (result === 'timeout') {
+        controller.abort();
+        outcomes = messages.map(() => ({
+          status: 'retryable',
+          error: `publish did not finish within the lease (${this.#options.leaseMs} ms)`,
+        }));
+      } else if (!Array.isArray(result) || result.length !== messages.length) {
+        const got = Array.isArray(result) ? result.length : typeof result;
+        outcomes = messages.map(() => ({
+          status: 'retryable',
+          error: `publisher returned ${got} outcomes for ${messages.length} messages`,
+        }));
+      } else {
+        outcomes = result;
+      }
+    } catch (error) {
+      outcomes = messages.map(() => ({ status: 'retryable', error: errorText(error) }));
+    } finally {
+      clearTimeout(timer);
+    }
+    const durationMs = Date.now() - started;
+    messages.forEach((message, i) =>
+      this.#events.emit('dispatcher:publish:outcome', {
+        message,
+        outcome: outcomes[i]!,
+        durationMs,
+      }),
+    );
+    return outcomes;
+  }
+
+  async #settle(
+    owner: string,
+    settlements: Settlement[],
+    messages: OutgoingMessage[],
+    leaseDeadline: number,
+  ): Promise<void> {
+    const started = Date.now();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const settled = new Set(await this.#store.settle(owner, settlements));
+        const fenced = settlements.length - settled.size;
+        this.#stats.fenced += fenced;
+        for (const s of settlements) {
+          if (!settled.has(s.rowId)) continue;
+          if (s.kind === 'published') this.#stats.published++;
+          else if (s.kind === 'retry') this.#stats.retried++;
+          else {
+            this.#stats.deadLettered++;
+            const message = messages.find((m) => m.rowId === s.rowId);
+            if (message) this.#events.emit('dispatcher:dead-letter', { message, error: s.error });
+          }
+        }
+        this.#events.emit('dispatcher:settle:success', {
+          owner,
+          settled: settled.size,
+          fenced,
+          durationMs: Date.now() - started,
+        });
+        return;
+      } catch (error) {
+        // Retry while we still hold the lease: a settled message is one less duplicate later.
+        const delay = 200 * 2 ** attempt;
+        if (Date.now() + delay >= leaseDeadline) {
+          this.#stats.settleFailures++;
+          this.#events.emit('dispatcher:settle:failure', {
+            owner,
+            error: toError(error),
+            messages: settlements.length,
+          });
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
+  }
+
+  #sleep(ms: number): Promise<void> {
+    // A wake() that arrived while we were claiming must not be lost: skip this wait.
+    if (this.#wakeRequested) {
+      this.#wakeRequested = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#sleepers.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#sleepers.add(done);
+    });
+  }
+
+  #wakeSleepers(): void {
+    if (this.#sleepers.size === 0) this.#wakeRequested = true;
+    for (const wake of [...this.#sleepers]) wake();
+  }
+
+  #isIdle(): boolean {
+    return this.#inFlight === 0 && this.#lastClaimEmpty;
+  }
+
+  #notifyIdle(): void {
+    if (!this.#isIdle()) return;
+    this.#events.emit('dispatcher:idle');
+    const waiters = this.#idleWaiters;
+    this.#idleWaiters = [];
+    waiters.forEach((resolve) => resolve());
+  }
+}
+
+function toError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+/**
+ * Creates a polling dispatcher.
+ *
+ * @example
+ * ```ts
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * const dispatcher = createDispatcher({
+ *   executor: fromPg(pool),
+ *   publisher: new HttpPublisher({ url: 'https://hooks.example.com/outbox' }),
+ *   unorderedTopics: ['mail.*'],
+ * });
+ * dispatcher.start();
+ * process.on('SIGTERM', () => dispatcher.stop().then(() => pool.end()));
+ * ```
+ */
+export function createDispatcher(options: DispatcherOptions): Dispatcher {
+  return new PollingDispatcher(options);
+}

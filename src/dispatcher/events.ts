@@ -1,0 +1,48 @@
+import { EventEmitter } from 'node:events';
+import type { OutgoingMessage, PublishOutcome } from '../publishers/publisher.js';
+
+/**
+ * Events of a dispatcher, named `scope:subject:verb`. Listeners must not throw; metrics and logs
+ * attach here.
+ */
+export interface DispatcherEventMap {
+  'dispatcher:start': [{ owner: string }];
+  'dispatcher:stop': [{ owner: string }];
+  'dispatcher:claim:success': [{ owner: string; count: number; durationMs: number }];
+  'dispatcher:claim:failure': [{ error: Error; retryInMs: number }];
+  /** One per message after its publish attempt. */
+  'dispatcher:publish:outcome': [
+    { message: OutgoingMessage; outcome: PublishOutcome; durationMs: number },
+  ];
+  'dispatcher:settle:success': [
+    { owner: string; settled: number; fenced: number; durationMs: number },
+  ];
+  /** Settling failed: the messages stay leased, and are published again after the lease expires. */
+  'dispatcher:settle:failure': [{ owner: string; error: Error; messages: number }];
+  'dispatcher:dead-letter': [{ message: OutgoingMessage; error: string }];
+  'dispatcher:idle': [];
+}
+
+/** Typed wrapper over node's EventEmitter. */
+export class TypedEmitter<Events extends { [K in keyof Events]: unknown[] }> {
+  readonly #emitter = new EventEmitter();
+
+  on<K extends keyof Events & string>(
+    event: K,
+    listener: (...args: Events[K]) => void,
+  ): () => void {
+    this.#emitter.on(event, listener as (...args: unknown[]) => void);
+    return () => this.#emitter.off(event, listener as (...args: unknown[]) => void);
+  }
+
+  emit<K extends keyof Events & string>(event: K, ...args: Events[K]): void {
+    // A throwing listener must not break the dispatch loop.
+    for (const listener of this.#emitter.listeners(event)) {
+      try {
+        (listener as (...a: Events[K]) => void)(...args);
+      } catch {
+        /* listeners must not throw; ignoring keeps the dispatcher alive */
+      }
+    }
+  }
+}

@@ -1,0 +1,100 @@
+import { DEFAULT_BACKOFF, type BackoffOptions } from '../core/backoff.js';
+import { OutboxValidationError } from '../core/errors.js';
+import { DEFAULT_SCHEMA } from '../core/identifier.js';
+import type { Publisher } from '../publishers/publisher.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
+import type { OutboxStore } from './outbox-store.js';
+
+/** What happens to later messages of an aggregate whose ordered message was dead-lettered. */
+export type DeadLetterPolicy = 'hold' | 'skip';
+
+/** Options of {@link createDispatcher}. Every duration is in milliseconds. */
+export interface DispatcherOptions {
+  /**
+   * Where to run SQL: `fromPg(pool)` (a pool is fine: every statement stands alone). Give either
+   * this or `store`.
+   */
+  executor?: SqlExecutor;
+  /** A custom store (tests wrap PgOutboxStore to inject failures). */
+  store?: OutboxStore;
+  /** Schema of the outbox tables. Default `public`. */
+  schema?: string;
+  publisher: Publisher;
+  /** Messages claimed per batch. Default 200. */
+  batchSize?: number;
+  /**
+   * How long a claim is exclusive. A dispatcher that dies holds its messages this long; a publish
+   * is abandoned (as retryable) before the lease runs out, so no two dispatchers publish the same
+   * message at the same time. Default 30 000.
+   */
+  leaseMs?: number;
+  /** Wait before claiming again after a claim found nothing due. Default 1 000. */
+  pollIntervalMs?: number;
+  /** Retry delays: `{ baseMs: 30 000, maxMs: 900 000, jitterMs: 5 000 }` by default. */
+  backoff?: Partial<BackoffOptions>;
+  /** Attempts before a message is dead-lettered. Default 10. */
+  maxAttempts?: number;
+  /**
+   * Topic globs that need no per-aggregate order (`mail.*`). Every other topic is ordered per
+   * aggregate. Default none.
+   */
+  unorderedTopics?: readonly string[];
+  /** `hold` (default): a dead letter blocks its aggregate's later ordered messages; `skip` lets them go. */
+  deadLetterPolicy?: DeadLetterPolicy;
+  /** Batches in flight at once (claim → publish → settle pipelines). Default 1. */
+  concurrency?: number;
+  /** Identifies this dispatcher in leases and logs. Default `host:pid:random`. */
+  id?: string;
+}
+
+/** Options after defaults, checked. */
+export interface ResolvedDispatcherOptions {
+  schema: string;
+  batchSize: number;
+  leaseMs: number;
+  pollIntervalMs: number;
+  backoff: BackoffOptions;
+  maxAttempts: number;
+  unorderedTopics: readonly string[];
+  deadLetterPolicy: DeadLetterPolicy;
+  concurrency: number;
+}
+
+function positiveInteger(name: string, value: number | undefined, fallback: number): number {
+  const v = value ?? fallback;
+  if (!Number.isInteger(v) || v <= 0)
+    throw new OutboxValidationError(name, `must be a positive integer, got ${String(v)}`);
+  return v;
+}
+
+function nonNegative(name: string, value: number | undefined, fallback: number): number {
+  const v = value ?? fallback;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)
+    throw new OutboxValidationError(name, `must be a finite number >= 0, got ${String(v)}`);
+  return v;
+}
+
+export function resolveDispatcherOptions(options: DispatcherOptions): ResolvedDispatcherOptions {
+  const backoff: BackoffOptions = {
+    baseMs: nonNegative('backoff.baseMs', options.backoff?.baseMs, DEFAULT_BACKOFF.baseMs),
+    maxMs: nonNegative('backoff.maxMs', options.backoff?.maxMs, DEFAULT_BACKOFF.maxMs),
+    jitterMs: nonNegative('backoff.jitterMs', options.backoff?.jitterMs, DEFAULT_BACKOFF.jitterMs),
+  };
+  const policy = options.deadLetterPolicy ?? 'hold';
+  if (policy !== 'hold' && policy !== 'skip')
+    throw new OutboxValidationError(
+      'deadLetterPolicy',
+      `must be "hold" or "skip", got "${String(policy)}"`,
+    );
+  return {
+    schema: options.schema ?? DEFAULT_SCHEMA,
+    batchSize: positiveInteger('batchSize', options.batchSize, 200),
+    leaseMs: positiveInteger('leaseMs', options.leaseMs, 30_000),
+    pollIntervalMs: positiveInteger('pollIntervalMs', options.pollIntervalMs, 1_000),
+    backoff,
+    maxAttempts: positiveInteger('maxAttempts', options.maxAttempts, 10),
+    unorderedTopics: [...(options.unorderedTopics ?? [])],
+    deadLetterPolicy: policy,
+    concurrency: positiveInteger('concurrency', options.concurrency, 1),
+  };
+}

@@ -1,0 +1,79 @@
+import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
+import type { JsonValue } from '../core/message.js';
+import type { OutgoingMessage } from '../publishers/publisher.js';
+import { claimSql } from '../sql/claim.js';
+import { releaseSql, settleSql } from '../sql/settle.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
+import type { ClaimRequest, OutboxStore, Settlement } from './outbox-store.js';
+
+interface ClaimedRow {
+  rowId: string;
+  id: string;
+  topic: string;
+  aggregateId: string;
+  sequence: string;
+  payload: JsonValue;
+  headers: Record<string, string>;
+  createdAt: Date | string;
+  attempts: number;
+}
+
+/**
+ * {@link OutboxStore} on Postgres. Every method is ONE statement, so `executor` may be a pool
+ * (`fromPg(pool)`): no method needs a session.
+ */
+export class PgOutboxStore implements OutboxStore {
+  readonly #executor: SqlExecutor;
+  readonly #claimSql: string;
+  readonly #settleSql: string;
+  readonly #releaseSql: string;
+
+  constructor(executor: SqlExecutor, options: { schema?: string } = {}) {
+    const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+    this.#executor = executor;
+    this.#claimSql = claimSql(schema);
+    this.#settleSql = settleSql(schema);
+    this.#releaseSql = releaseSql(schema);
+  }
+
+  async claim(request: ClaimRequest): Promise<OutgoingMessage[]> {
+    const { rows } = await this.#executor.query<ClaimedRow>(this.#claimSql, [
+      request.owner,
+      request.batchSize,
+      request.unorderedPatterns,
+      request.deadLettersBlock,
+      request.leaseMs,
+    ]);
+    return rows.map((row) => ({
+      id: row.id,
+      rowId: String(row.rowId),
+      topic: row.topic,
+      aggregateId: row.aggregateId,
+      sequence: Number(row.sequence),
+      payload: row.payload,
+      headers: row.headers,
+      createdAt: row.createdAt instanceof Date ? row.createdAt : new Date(row.createdAt),
+      attempts: Number(row.attempts),
+    }));
+  }
+
+  async settle(owner: string, settlements: readonly Settlement[]): Promise<string[]> {
+    if (settlements.length === 0) return [];
+    const records = settlements.map((s) => ({
+      id: s.rowId,
+      kind: s.kind,
+      error: s.kind === 'published' ? null : s.error,
+      delayMs: s.kind === 'retry' ? s.delayMs : null,
+    }));
+    const { rows } = await this.#executor.query<{ id: string }>(this.#settleSql, [
+      owner,
+      JSON.stringify(records),
+    ]);
+    return rows.map((row) => String(row.id));
+  }
+
+  async release(owner: string, rowIds: readonly string[]): Promise<void> {
+    if (rowIds.length === 0) return;
+    await this.#executor.query(this.#releaseSql, [owner, rowIds]);
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * What `outbox status` shows. Every count is over undispatched rows only, so each query is served
+ * by a partial index and costs what the backlog costs, not what the table's history costs.
+ * One statement, so the numbers are from one snapshot and add up.
+ */
+export const statusSql = (schema: string) => `
+SELECT
+  count(*) FILTER (WHERE dead_lettered_at IS NULL)::int AS backlog,
+  coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE dead_lettered_at IS NULL)), 0)::float8
+    AS "oldestPendingAgeSeconds",
+  count(*) FILTER (WHERE dead_lettered_at IS NULL AND available_at <= now()
+                   AND (lease_expires_at IS NULL OR lease_expires_at <= now()))::int AS "dueNow",
+  count(*) FILTER (WHERE dead_lettered_at IS NULL AND lease_expires_at > now())::int AS "inFlight",
+  count(*) FILTER (WHERE dead_lettered_at IS NULL AND available_at > now())::int AS scheduled,
+  count(*) FILTER (WHERE dead_lettered_at IS NOT NULL)::int AS "deadLetters"
+FROM ${schema}.outbox
+WHERE dispatched_at IS NULL`;
+
+export const attemptsDistributionSql = (schema: string) => `
+SELECT attempts, count(*)::int AS messages
+FROM ${schema}.outbox
+WHERE dispatched_at IS NULL
+GROUP BY attempts
+ORDER BY attempts`;
+
+export const lastErrorsSql = (schema: string) => `
+SELECT id::text AS id, message_id::text AS "messageId", topic, aggregate_id AS "aggregateId",
+       attempts, last_error AS "lastError", dead_lettered_at IS NOT NULL AS dead
+FROM ${schema}.outbox
+WHERE dispatched_at IS NULL AND last_error IS NOT NULL
+ORDER BY id DESC
+LIMIT $1`;

@@ -1,0 +1,37 @@
+import type pg from 'pg';
+import { createOutbox, fromPg, type EnqueuedMessage, type OutboxMessage } from '../../src/index.js';
+
+/** Enqueues messages in one committed transaction on `pool`. */
+export async function enqueueCommitted(
+  pool: pg.Pool,
+  messages: OutboxMessage[],
+  schema?: string,
+): Promise<EnqueuedMessage[]> {
+  const outbox = createOutbox({ schema });
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await outbox.enqueue(fromPg(client), messages);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK');
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** `perAggregate` messages for each of `aggregates` aggregates, interleaved. */
+export function manyMessages(
+  aggregates: number,
+  perAggregate: number,
+  topic = 'payment.charge',
+): OutboxMessage[] {
+  const messages: OutboxMessage[] = [];
+  for (let n = 0; n < perAggregate; n++) {
+    for (let a = 0; a < aggregates; a++)
+      messages.push({ topic, aggregateId: `agg-${a}`, payload: { a, n } });
+  }
+  return messages;
+}
