@@ -2,6 +2,7 @@
 import js from '@eslint/js';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
+import agentOutbox from './eslint-plugin/index.js';
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.tmp/**'] },
@@ -16,6 +17,11 @@ export default tseslint.config(
       ],
       '@typescript-eslint/consistent-type-imports': 'error',
     },
+  },
+  {
+    // Tool handlers in the examples must not perform side effects themselves (SPEC §4.3).
+    files: ['examples/**/*.{ts,js,mjs}'],
+    ...agentOutbox.configs.recommended,
   },
   {
     files: ['test/**/*.ts'],
