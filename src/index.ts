@@ -69,3 +69,4 @@ export {
   type DeadLetter,
   type ReplaySelection,
 } from './admin/dead-letters.js';
+export type { WakeSource } from './dispatcher/wake-source.js';

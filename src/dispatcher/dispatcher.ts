@@ -16,6 +16,7 @@ import {
 import type { OutboxStore, Settlement } from './outbox-store.js';
 import { PgOutboxStore } from './pg-outbox-store.js';
 import { planSettlement } from './settle-plan.js';
+import type { WakeSource } from './wake-source.js';
 import { globToLike } from './topic-patterns.js';
 
 /**
@@ -108,6 +109,8 @@ class PollingDispatcher implements Dispatcher {
   #idleWaiters: (() => void)[] = [];
   #consecutiveClaimFailures = 0;
   #wakeRequested = false;
+  readonly #wakeSource: WakeSource | undefined;
+  #armed = false;
 
   constructor(options: DispatcherOptions) {
     this.#options = resolveDispatcherOptions(options);
@@ -128,6 +131,15 @@ class PollingDispatcher implements Dispatcher {
       );
     this.#unorderedLike = this.#options.unorderedTopics.map(globToLike);
     this.id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+    this.#wakeSource = options.wakeSource;
+  }
+
+  async #callWakeSource(method: 'idle' | 'busy'): Promise<void> {
+    try {
+      await this.#wakeSource?.[method]?.();
+    } catch (error) {
+      this.#events.emit('dispatcher:wake-source:failure', { error: toError(error) });
+    }
   }
 
   get state(): DispatcherState {
@@ -145,6 +157,13 @@ class PollingDispatcher implements Dispatcher {
       throw new Error(`dispatcher is ${this.#state}; create a new one to start again`);
     this.#state = 'running';
     this.#events.emit('dispatcher:start', { owner: this.id });
+    if (this.#wakeSource) {
+      this.#wakeSource
+        .start(() => this.wake())
+        .catch((error: unknown) =>
+          this.#events.emit('dispatcher:wake-source:failure', { error: toError(error) }),
+        );
+    }
     for (let i = 0; i < this.#options.concurrency; i++) this.#workers.push(this.#loop());
   }
 
@@ -157,6 +176,7 @@ class PollingDispatcher implements Dispatcher {
     if (this.#state === 'running') this.#state = 'stopping';
     this.#wakeSleepers();
     await Promise.all(this.#workers);
+    await this.#wakeSource?.stop().catch(() => undefined);
     if ((this.#state as DispatcherState) !== 'stopped') {
       this.#state = 'stopped';
       this.#events.emit('dispatcher:stop', { owner: this.id });
@@ -201,6 +221,19 @@ class PollingDispatcher implements Dispatcher {
     while (this.#state === 'running') {
       const claimed = await this.#runBatch({ throwClaimErrors: false });
       if (this.#state !== 'running') break;
+      if (this.#wakeSource && this.#consecutiveClaimFailures === 0) {
+        if (claimed === 0 && !this.#armed) {
+          // Arm first, then claim once more: work committed before arming is found by that claim,
+          // work committed after it triggers a wake-up.
+          this.#armed = true;
+          await this.#callWakeSource('idle');
+          continue;
+        }
+        if (claimed > 0 && this.#armed) {
+          this.#armed = false;
+          await this.#callWakeSource('busy');
+        }
+      }
       // Claim again at once after any work: settling a head makes its successor due now, and a
       // poll-interval pause per ordered message would add up. Sleep only on an empty claim.
       if (claimed === 0) {

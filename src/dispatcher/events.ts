@@ -21,6 +21,8 @@ export interface DispatcherEventMap {
   'dispatcher:settle:failure': [{ owner: string; error: Error; messages: number }];
   'dispatcher:dead-letter': [{ message: OutgoingMessage; error: string }];
   'dispatcher:idle': [];
+  /** A wake source failed; the dispatcher goes on polling. */
+  'dispatcher:wake-source:failure': [{ error: Error }];
 }
 
 /** Typed wrapper over node's EventEmitter. */

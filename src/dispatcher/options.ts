@@ -4,6 +4,7 @@ import { DEFAULT_SCHEMA } from '../core/identifier.js';
 import type { Publisher } from '../publishers/publisher.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import type { OutboxStore } from './outbox-store.js';
+import type { WakeSource } from './wake-source.js';
 
 /** What happens to later messages of an aggregate whose ordered message was dead-lettered. */
 export type DeadLetterPolicy = 'hold' | 'skip';
@@ -43,6 +44,8 @@ export interface DispatcherOptions {
   deadLetterPolicy?: DeadLetterPolicy;
   /** Batches in flight at once (claim → publish → settle pipelines). Default 1. */
   concurrency?: number;
+  /** Wakes the dispatcher early when work arrives (LISTEN/NOTIFY, CDC). Polling stays on. */
+  wakeSource?: WakeSource;
   /** Identifies this dispatcher in leases and logs. Default `host:pid:random`. */
   id?: string;
 }

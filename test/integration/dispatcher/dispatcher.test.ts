@@ -352,4 +352,25 @@ describe('polling dispatcher', () => {
     await expect.poll(() => publisher.published.length, { timeout: 20_000 }).toBe(4);
     await dispatcher.stop();
   });
+
+  it('a wake source is armed when idle (then one more claim), disarmed when busy, and its wake-ups replace polling', async () => {
+    const calls: string[] = [];
+    let wake: () => void = () => undefined;
+    const wakeSource = {
+      start: async (w: () => void) => void (wake = w),
+      idle: async () => void calls.push('idle'),
+      busy: async () => void calls.push('busy'),
+      stop: async () => void calls.push('stop'),
+    };
+    const publisher = new InMemoryPublisher();
+    const dispatcher = createDispatcher({ executor: fromPg(db.pool), publisher, pollIntervalMs: 600_000, wakeSource });
+    dispatcher.start();
+    await expect.poll(() => calls).toEqual(['idle']);
+    await enqueueCommitted(db.pool, manyMessages(2, 1));
+    wake();
+    await expect.poll(() => publisher.published.length, { timeout: 10_000 }).toBe(2);
+    await expect.poll(() => calls).toEqual(['idle', 'busy', 'idle']);
+    await dispatcher.stop();
+    expect(calls.at(-1)).toBe('stop');
+  });
 });

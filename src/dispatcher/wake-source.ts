@@ -1,0 +1,20 @@
+/**
+ * Something that tells an idle dispatcher "new work may be due" sooner than its poll interval
+ * (LISTEN/NOTIFY, CDC). Always a hint: the dispatcher keeps polling, so a lost wake-up costs
+ * latency, never a message.
+ *
+ * Protocol, so producers can skip the wake-up cost while dispatchers are busy:
+ * 1. `start(wake)` once; the source calls `wake()` whenever work may have arrived.
+ * 2. When a claim finds nothing, the dispatcher awaits `idle()` (arm: "notify me now"), then
+ *    claims ONCE more — anything committed before arming is found by that claim — and only then
+ *    sleeps until `wake()` or the poll interval.
+ * 3. When a claim finds work again, it awaits `busy()` (disarm).
+ * 4. `stop()` on shutdown.
+ * Errors thrown by `idle`/`busy` are reported and otherwise ignored: polling covers them.
+ */
+export interface WakeSource {
+  start(wake: () => void): Promise<void>;
+  idle?(): Promise<void>;
+  busy?(): Promise<void>;
+  stop(): Promise<void>;
+}
