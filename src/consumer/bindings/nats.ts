@@ -8,7 +8,7 @@ export interface JetStreamMessageLike {
   readonly info: { readonly deliveryCount: number };
   ack(): void;
   nak(millis?: number): void;
-  term(reason?: string): void;
+  term(): void;
   working(): void;
 }
 
@@ -44,7 +44,7 @@ export interface RunningBinding {
  * Feeds a JetStream pull consumer (durable, `ack_policy: explicit`) to a consumer. Wire format:
  * subject = topic, body = envelope JSON, `Nats-Msg-Id` = message id. Settling:
  * ack → `ack()`; retry → `nak(delayMs)` (the server redelivers after the delay); dead →
- * `onDead` then `term(reason)` (never redelivered; JetStream emits a terminated advisory you can
+ * `onDead` then `term()` (never redelivered; JetStream emits a terminated advisory you can
  * subscribe to). The ack is sent only after the consumer recorded the effect.
  *
  * @example
@@ -80,8 +80,9 @@ export async function bindNatsJetStream(
     observe(options, result, message);
     if (result.action === 'ack') message.ack();
     else if (result.action === 'retry') message.nak(result.delayMs);
-    else if (await reportDead(options, message, result))
-      message.term(`${result.reason}: ${result.detail ?? ''}`.slice(0, 200));
+    // term() without a reason: servers before 2.10 ignore "+TERM <reason>" and would keep the
+    // message pending. The reason reaches onResult/onDead instead.
+    else if (await reportDead(options, message, result)) message.term();
     else message.nak(1_000);
   };
 

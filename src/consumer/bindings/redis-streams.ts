@@ -24,7 +24,7 @@ export const outboxStreamKey = (topic: string): string => `outbox:${topic}`;
 export interface RedisStreamsBindingOptions extends BindingHooks<RedisStreamEntry> {
   /** Topics to read; one stream each. */
   topics: readonly string[];
-  /** Consumer group (one per consuming service). Created at `$`... see `startId`. */
+  /** Consumer group (one per consuming service); created if missing, see `startId`. */
   group: string;
   /** This process's name within the group (unique per process, e.g. hostname-pid). */
   consumerName: string;
