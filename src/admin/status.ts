@@ -1,5 +1,10 @@
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
-import { attemptsDistributionSql, lastErrorsSql, statusSql } from '../sql/status.js';
+import {
+  attemptsDistributionSql,
+  lastErrorsSql,
+  shadowComparisonSql,
+  statusSql,
+} from '../sql/status.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
 /** A snapshot of the outbox for `outbox status`, dashboards and health checks. */
@@ -56,4 +61,34 @@ export async function readStatus(
     })),
     lastErrors: errors.rows.map((r) => ({ ...r, id: String(r.id), attempts: Number(r.attempts) })),
   };
+}
+
+/** Shadow vs live message counts of one topic (retrofit shadow mode). */
+export interface ShadowComparison {
+  topic: string;
+  shadow: number;
+  live: number;
+  shadowDispatched: number;
+  liveDispatched: number;
+}
+
+/**
+ * Per-topic shadow and live counts of messages created in the last `sinceSeconds` (default one
+ * day). Scans that window of history: run it on demand, not on every scrape.
+ */
+export async function readShadowComparison(
+  executor: SqlExecutor,
+  options: { schema?: string; sinceSeconds?: number } = {},
+): Promise<ShadowComparison[]> {
+  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const { rows } = await executor.query<ShadowComparison>(shadowComparisonSql(schema), [
+    options.sinceSeconds ?? 86_400,
+  ]);
+  return rows.map((r) => ({
+    topic: r.topic,
+    shadow: Number(r.shadow),
+    live: Number(r.live),
+    shadowDispatched: Number(r.shadowDispatched),
+    liveDispatched: Number(r.liveDispatched),
+  }));
 }

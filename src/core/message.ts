@@ -34,6 +34,11 @@ export interface OutboxMessage {
   schemaVersion?: string | number;
   /** Tenant the message belongs to, stored as the `tenant_id` header. */
   tenantId?: string;
+  /**
+   * Shadow mode: record and dispatch the message without publishing it (retrofit: compare the new
+   * path's counts with the old path's). Default false.
+   */
+  shadow?: boolean;
 }
 
 /** What `enqueue` returns for each message, in the order the messages were given. */

@@ -26,6 +26,7 @@ export interface ValidMessage {
   headers: Record<string, string>;
   availableAt: Date | undefined;
   delayMs: number;
+  shadow: boolean;
 }
 
 // Postgres text and jsonb cannot hold NUL, and jsonb rejects unpaired UTF-16 surrogates; both
@@ -237,7 +238,21 @@ export function validateMessage(
     }
     availableAt = m.availableAt;
   }
-  return { topic, aggregateId, payloadJson, headers, availableAt, delayMs };
+  if (m.shadow !== undefined && typeof m.shadow !== 'boolean') {
+    throw new OutboxValidationError(
+      `${prefix}.shadow`,
+      `must be a boolean, got ${describe(m.shadow)}`,
+    );
+  }
+  return {
+    topic,
+    aggregateId,
+    payloadJson,
+    headers,
+    availableAt,
+    delayMs,
+    shadow: m.shadow === true,
+  };
 }
 
 /** Validates every message of a batch before any is written; the first bad one throws. */

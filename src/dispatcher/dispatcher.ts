@@ -44,6 +44,8 @@ export interface DispatcherStats {
   published: number;
   retried: number;
   deadLettered: number;
+  /** Shadow messages settled without publishing. */
+  shadowed: number;
   /** Settlements refused because the lease had passed to another claim (fencing). */
   fenced: number;
   claimFailures: number;
@@ -97,6 +99,7 @@ class PollingDispatcher implements Dispatcher {
     published: 0,
     retried: 0,
     deadLettered: 0,
+    shadowed: 0,
     fenced: 0,
     claimFailures: 0,
     settleFailures: 0,
@@ -302,13 +305,18 @@ class PollingDispatcher implements Dispatcher {
       // Claimed more often than allowed without ever settling: earlier attempts died mid-publish
       // (crash, kill -9, OOM). Dead-letter instead of crash-looping on a poison message.
       const exhausted = messages.filter((m) => m.attempts > this.#options.maxAttempts);
-      const toPublish = messages.filter((m) => m.attempts <= this.#options.maxAttempts);
+      // Shadow messages take the whole path except the publisher (retrofit shadow mode).
+      const shadow = messages.filter((m) => m.shadow && m.attempts <= this.#options.maxAttempts);
+      const toPublish = messages.filter(
+        (m) => !m.shadow && m.attempts <= this.#options.maxAttempts,
+      );
       const outcomes = await this.#publish(toPublish, leaseDeadline);
       const settlements: Settlement[] = exhausted.map((m) => ({
         rowId: m.rowId,
         kind: 'dead',
         error: `gave up after ${m.attempts - 1} attempts that never settled (dispatcher crash or lease expiry)`,
       }));
+      for (const m of shadow) settlements.push({ rowId: m.rowId, kind: 'shadow' });
       toPublish.forEach((message, i) => {
         settlements.push(planSettlement(message, outcomes[i]!, this.#options));
       });
@@ -383,6 +391,7 @@ class PollingDispatcher implements Dispatcher {
         for (const s of settlements) {
           if (!settled.has(s.rowId)) continue;
           if (s.kind === 'published') this.#stats.published++;
+          else if (s.kind === 'shadow') this.#stats.shadowed++;
           else if (s.kind === 'retry') this.#stats.retried++;
           else {
             this.#stats.deadLettered++;

@@ -3,6 +3,8 @@ import type { OutgoingMessage } from '../publishers/publisher.js';
 /** How a claimed message ends its attempt. */
 export type Settlement =
   | { rowId: string; kind: 'published' }
+  /** A shadow message, settled as dispatched without being published. */
+  | { rowId: string; kind: 'shadow' }
   | { rowId: string; kind: 'retry'; error: string; delayMs: number }
   | { rowId: string; kind: 'dead'; error: string };
 

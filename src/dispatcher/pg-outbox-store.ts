@@ -16,6 +16,7 @@ interface ClaimedRow {
   headers: Record<string, string>;
   createdAt: Date | string;
   attempts: number;
+  shadow: boolean;
 }
 
 /**
@@ -54,6 +55,7 @@ export class PgOutboxStore implements OutboxStore {
       headers: row.headers,
       createdAt: row.createdAt instanceof Date ? row.createdAt : new Date(row.createdAt),
       attempts: Number(row.attempts),
+      ...(row.shadow ? { shadow: true } : {}),
     }));
   }
 
@@ -62,7 +64,7 @@ export class PgOutboxStore implements OutboxStore {
     const records = settlements.map((s) => ({
       id: s.rowId,
       kind: s.kind,
-      error: s.kind === 'published' ? null : s.error,
+      error: s.kind === 'published' || s.kind === 'shadow' ? null : s.error,
       delayMs: s.kind === 'retry' ? s.delayMs : null,
     }));
     const { rows } = await this.#executor.query<{ id: string }>(this.#settleSql, [

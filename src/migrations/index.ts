@@ -1,10 +1,11 @@
 import { initial } from './001-initial.js';
 import { toolCalls } from './002-tool-calls.js';
 import { consumerPositions } from './003-consumer-positions.js';
+import { shadow } from './004-shadow.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
-export const MIGRATIONS: readonly Migration[] = [initial, toolCalls, consumerPositions];
+export const MIGRATIONS: readonly Migration[] = [initial, toolCalls, consumerPositions, shadow];
 
 /** The schema version this build of agent-outbox expects. */
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;

@@ -72,4 +72,5 @@ RETURNING o.id::text AS "rowId",
           o.payload,
           o.headers,
           o.created_at AS "createdAt",
-          o.attempts`;
+          o.attempts,
+          o.shadow`;

@@ -14,13 +14,14 @@
  * `now()` is the transaction's start time: `delayMs` counts from there.
  */
 export const insertMessagesSql = (schema: string) => `
-INSERT INTO ${schema}.outbox (aggregate_id, topic, payload, headers, available_at)
+INSERT INTO ${schema}.outbox (aggregate_id, topic, payload, headers, available_at, shadow)
 SELECT m.value->>'a',
        m.value->>'t',
        m.value->'p',
        m.value->'h',
        coalesce((m.value->>'at')::timestamptz,
-                now() + (m.value->>'d')::float8 * interval '1 millisecond')
+                now() + (m.value->>'d')::float8 * interval '1 millisecond'),
+       coalesce((m.value->>'s')::boolean, false)
 FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS m(value, position)
 ORDER BY m.value->>'a', m.position
 RETURNING id::text AS id,

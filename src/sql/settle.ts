@@ -10,16 +10,17 @@
  * expiry — the publish did happen. The statement returns the ids it settled so the dispatcher can
  * count fenced-off rows.
  *
- * $1 lease owner token, $2 jsonb array of {id, kind: published|retry|dead, error, delayMs}.
+ * $1 lease owner token, $2 jsonb array of {id, kind: published|shadow|retry|dead, error, delayMs}.
+ * `shadow` settles like `published` (dispatched_at set); the row's `shadow` column tells them apart.
  */
 export const settleSql = (schema: string) => `
 UPDATE ${schema}.outbox o
-SET dispatched_at    = CASE WHEN s.kind = 'published' THEN now() ELSE o.dispatched_at END,
+SET dispatched_at    = CASE WHEN s.kind IN ('published', 'shadow') THEN now() ELSE o.dispatched_at END,
     dead_lettered_at = CASE WHEN s.kind = 'dead' THEN now() ELSE o.dead_lettered_at END,
     available_at     = CASE WHEN s.kind = 'retry'
                             THEN now() + s."delayMs" * interval '1 millisecond'
                             ELSE o.available_at END,
-    last_error       = CASE WHEN s.kind = 'published' THEN o.last_error ELSE s.error END,
+    last_error       = CASE WHEN s.kind IN ('published', 'shadow') THEN o.last_error ELSE s.error END,
     lease_owner      = NULL,
     lease_expires_at = NULL
 FROM jsonb_to_recordset($2::jsonb) AS s(id bigint, kind text, error text, "delayMs" float8)

@@ -30,3 +30,19 @@ FROM ${schema}.outbox
 WHERE dispatched_at IS NULL AND last_error IS NOT NULL
 ORDER BY id DESC
 LIMIT $1`;
+
+/**
+ * Shadow vs live per topic since a point in time (retrofit comparison). Reads dispatched history,
+ * so unlike the queries above it is NOT bounded by the backlog: `outbox status --shadow` runs it
+ * on request only, over a window ($1 seconds) that the caller keeps small.
+ */
+export const shadowComparisonSql = (schema: string) => `
+SELECT topic,
+       count(*) FILTER (WHERE shadow)::int AS shadow,
+       count(*) FILTER (WHERE NOT shadow)::int AS live,
+       count(*) FILTER (WHERE shadow AND dispatched_at IS NOT NULL)::int AS "shadowDispatched",
+       count(*) FILTER (WHERE NOT shadow AND dispatched_at IS NOT NULL)::int AS "liveDispatched"
+FROM ${schema}.outbox
+WHERE created_at >= now() - $1::float8 * interval '1 second'
+GROUP BY topic
+ORDER BY topic`;

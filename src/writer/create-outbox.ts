@@ -126,6 +126,7 @@ function toRow(
     h: headers,
     at: message.availableAt?.toISOString() ?? null,
     d: message.delayMs,
+    ...(message.shadow ? { s: true } : {}),
   };
 }
 

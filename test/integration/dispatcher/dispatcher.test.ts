@@ -4,6 +4,7 @@ import {
   fromPg,
   InMemoryPublisher,
   PgOutboxStore,
+  readShadowComparison,
   readStatus,
   replayDeadLetters,
   listDeadLetters,
@@ -363,7 +364,12 @@ describe('polling dispatcher', () => {
       stop: async () => void calls.push('stop'),
     };
     const publisher = new InMemoryPublisher();
-    const dispatcher = createDispatcher({ executor: fromPg(db.pool), publisher, pollIntervalMs: 600_000, wakeSource });
+    const dispatcher = createDispatcher({
+      executor: fromPg(db.pool),
+      publisher,
+      pollIntervalMs: 600_000,
+      wakeSource,
+    });
     dispatcher.start();
     await expect.poll(() => calls).toEqual(['idle']);
     await enqueueCommitted(db.pool, manyMessages(2, 1));
@@ -372,5 +378,25 @@ describe('polling dispatcher', () => {
     await expect.poll(() => calls).toEqual(['idle', 'busy', 'idle']);
     await dispatcher.stop();
     expect(calls.at(-1)).toBe('stop');
+  });
+
+  it('shadow messages are settled as dispatched without reaching the publisher, and counted apart', async () => {
+    await enqueueCommitted(db.pool, [
+      { topic: 'mail.send', aggregateId: 's1', payload: 1, shadow: true },
+      { topic: 'mail.send', aggregateId: 's1', payload: 2, shadow: true },
+      { topic: 'mail.send', aggregateId: 'l1', payload: 3 },
+    ]);
+    const publisher = new InMemoryPublisher();
+    const result = await createDispatcher({
+      executor: fromPg(db.pool),
+      publisher,
+      ...fast,
+    }).drain();
+    expect(result).toMatchObject({ published: 1, shadowed: 2, failed: false });
+    expect(publisher.published.map((m) => m.aggregateId)).toEqual(['l1']);
+    const comparison = await readShadowComparison(fromPg(db.pool));
+    expect(comparison).toEqual([
+      { topic: 'mail.send', shadow: 2, live: 1, shadowDispatched: 2, liveDispatched: 1 },
+    ]);
   });
 });
