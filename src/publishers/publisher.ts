@@ -19,6 +19,8 @@ export interface OutgoingMessage {
   createdAt: Date;
   /** How many times publishing has been attempted, this one included. */
   attempts: number;
+  /** Shadow message: the dispatcher settles it without publishing (never reaches a publisher). */
+  shadow?: boolean;
 }
 
 /**
@@ -33,6 +35,19 @@ export type PublishOutcome =
   | { status: 'retryable'; error: string; retryAfterMs?: number }
   | { status: 'permanent'; error: string };
 
+/** Per-call options of {@link Publisher.publish}. */
+export interface PublishOptions {
+  /** Aborts the call: unfinished messages come back `retryable`. */
+  signal?: AbortSignal;
+  /**
+   * Where to send, overriding the adapter's topic-derived default: the NATS subject, AMQP
+   * routing key, Redis stream key, SQS queue URL, Kafka topic or HTTP URL (resolved against the
+   * configured one). Set by the `Router` for routes that name a destination. Adapters
+   * without a notion of destination (in-memory) ignore it.
+   */
+  destination?: string;
+}
+
 /**
  * Sends messages to a broker. Returns exactly one outcome per message, in the same order — a
  * failure of one message must not be thrown for the whole batch (throwing is treated as
@@ -44,7 +59,7 @@ export type PublishOutcome =
 export interface Publisher {
   publish(
     messages: readonly OutgoingMessage[],
-    options?: { signal?: AbortSignal },
+    options?: PublishOptions,
   ): Promise<PublishOutcome[]>;
   /** Releases connections. Called once, by whoever created the publisher. */
   close?(): Promise<void>;
