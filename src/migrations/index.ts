@@ -2,10 +2,17 @@ import { initial } from './001-initial.js';
 import { toolCalls } from './002-tool-calls.js';
 import { consumerPositions } from './003-consumer-positions.js';
 import { shadow } from './004-shadow.js';
+import { wakeWaiters } from './005-wake-waiters.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
-export const MIGRATIONS: readonly Migration[] = [initial, toolCalls, consumerPositions, shadow];
+export const MIGRATIONS: readonly Migration[] = [
+  initial,
+  toolCalls,
+  consumerPositions,
+  shadow,
+  wakeWaiters,
+];
 
 /** The schema version this build of agent-outbox expects. */
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
