@@ -1,0 +1,161 @@
+import { toEnvelope } from '../envelope.js';
+import { mapWithConcurrency } from '../concurrency.js';
+import { permanent, published, retryable } from '../outcomes.js';
+import type { OutgoingMessage, PublishOptions, PublishOutcome, Publisher } from '../publisher.js';
+import { classifyStatus, parseRetryAfter } from './http-status.js';
+
+/** The part of the WHATWG `fetch` the publisher calls (global `fetch` fits). */
+export type FetchLike = (
+  url: string,
+  init: {
+    method: string;
+    headers: Record<string, string>;
+    body: string;
+    signal: AbortSignal;
+    redirect: 'manual';
+  },
+) => Promise<{
+  status: number;
+  headers: { get(name: string): string | null };
+  text(): Promise<string>;
+}>;
+
+/** Options of {@link HttpPublisher}. */
+export interface HttpPublisherOptions {
+  /**
+   * Webhook URL every message is POSTed to. Credentials in the URL (`https://user:pass@host/`)
+   * are sent as HTTP Basic auth, because `fetch` refuses URLs that carry them.
+   */
+  url: string | URL;
+  /** Per-request timeout; a request that takes longer is `retryable`. Default 10 000 ms. */
+  timeoutMs?: number;
+  /** How many requests of one `publish` call are in flight at once. Default 16. */
+  concurrency?: number;
+  /** Extra request headers, e.g. `{ Authorization: 'Bearer …' }`. They never reach error texts. */
+  headers?: Record<string, string>;
+  /** Replaces the global `fetch` (for a proxy-aware client, or tests). */
+  fetch?: FetchLike;
+}
+
+/** Default per-request timeout of {@link HttpPublisher}. */
+export const DEFAULT_HTTP_TIMEOUT_MS = 10_000;
+/** Default number of concurrent requests per call of {@link HttpPublisher}. */
+export const DEFAULT_HTTP_CONCURRENCY = 16;
+
+/** Message headers that are also sent as HTTP headers, so HTTP tracing sees the trace. */
+const FORWARDED_HEADERS = ['traceparent', 'tracestate'] as const;
+/** How much of an error response body goes into the error text. */
+const BODY_EXCERPT_LENGTH = 200;
+
+/**
+ * Publishes each message as one webhook call: `POST url` with the envelope as JSON body and the
+ * message id as `Idempotency-Key`, so the receiver can deduplicate re-publishes. Status mapping:
+ * see {@link classifyStatus}; timeouts and network errors are `retryable`; `Retry-After` becomes
+ * `retryAfterMs`.
+ *
+ * @example
+ * ```ts
+ * const publisher = new HttpPublisher({ url: 'https://hooks.example.com/outbox', timeoutMs: 5000 });
+ * ```
+ */
+export class HttpPublisher implements Publisher {
+  readonly #url: URL;
+  readonly #timeoutMs: number;
+  readonly #concurrency: number;
+  readonly #headers: Record<string, string>;
+  readonly #fetch: FetchLike;
+
+  constructor(options: HttpPublisherOptions) {
+    const url = new URL(options.url);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      throw new TypeError(`HttpPublisher needs an http(s) URL, got ${url.protocol}`);
+    }
+    const headers: Record<string, string> = {};
+    if (url.username || url.password) {
+      const user = decodeURIComponent(url.username);
+      const password = decodeURIComponent(url.password);
+      headers.authorization = `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+      url.username = '';
+      url.password = '';
+    }
+    for (const [name, value] of Object.entries(options.headers ?? {})) {
+      headers[name.toLowerCase()] = value;
+    }
+    this.#url = url;
+    this.#timeoutMs = options.timeoutMs ?? DEFAULT_HTTP_TIMEOUT_MS;
+    this.#concurrency = options.concurrency ?? DEFAULT_HTTP_CONCURRENCY;
+    this.#headers = headers;
+    this.#fetch = options.fetch ?? (fetch as unknown as FetchLike);
+    if (!(this.#timeoutMs > 0)) throw new RangeError('timeoutMs must be > 0');
+    if (!(this.#concurrency >= 1)) throw new RangeError('concurrency must be >= 1');
+  }
+
+  async publish(
+    messages: readonly OutgoingMessage[],
+    options: PublishOptions = {},
+  ): Promise<PublishOutcome[]> {
+    const url = options.destination ? new URL(options.destination, this.#url) : this.#url;
+    return mapWithConcurrency(messages, this.#concurrency, (message) =>
+      this.#send(url.toString(), message, options.signal),
+    );
+  }
+
+  async #send(
+    url: string,
+    message: OutgoingMessage,
+    signal?: AbortSignal,
+  ): Promise<PublishOutcome> {
+    if (signal?.aborted) return retryable('publish aborted before the request was sent');
+    const headers: Record<string, string> = {
+      ...this.#headers,
+      'content-type': 'application/json',
+      'idempotency-key': message.id,
+    };
+    for (const name of FORWARDED_HEADERS) {
+      const value = message.headers[name];
+      // A header value fetch would refuse must not turn the whole request into a network error.
+      if (value !== undefined && /^[\x20-\x7e]*$/.test(value)) headers[name] = value;
+    }
+    const timeout = AbortSignal.timeout(this.#timeoutMs);
+    const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    try {
+      const response = await this.#fetch(url, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(toEnvelope(message)),
+        signal: combined,
+        redirect: 'manual',
+      });
+      // Read the body in every case: an unread body keeps the connection from being reused.
+      const body = await response.text().catch(() => '');
+      const kind = classifyStatus(response.status);
+      if (kind === 'published') return published();
+      const error = `HTTP ${response.status}${excerpt(body)}`;
+      if (kind === 'permanent') return permanent(error);
+      return retryable(error, parseRetryAfter(response.headers.get('retry-after')));
+    } catch (error) {
+      if (timeout.aborted) return retryable(`no response within ${this.#timeoutMs} ms`);
+      if (signal?.aborted) return retryable('publish aborted');
+      return retryable(networkErrorText(error));
+    }
+  }
+
+  /** Nothing to release: `fetch` pools connections globally. */
+  async close(): Promise<void> {}
+}
+
+function excerpt(body: string): string {
+  const text = body.replace(/\s+/g, ' ').trim();
+  if (!text) return '';
+  return `: ${text.length > BODY_EXCERPT_LENGTH ? `${text.slice(0, BODY_EXCERPT_LENGTH)}…` : text}`;
+}
+
+/** `fetch` says only "fetch failed"; the useful part (ECONNREFUSED, DNS) is in `cause`. */
+function networkErrorText(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const cause = (error as { cause?: unknown } | null)?.cause;
+  if (cause instanceof Error && cause.message && cause.message !== message) {
+    return `${message}: ${cause.message}`;
+  }
+  return message;
+}

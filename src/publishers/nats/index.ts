@@ -1,0 +1,16 @@
+/**
+ * `agent-outbox/publishers/nats`: NATS JetStream publisher. Peer dependency: `nats` (v2).
+ * @packageDocumentation
+ */
+export {
+  DEFAULT_NATS_STREAM,
+  NatsJetStreamPublisher,
+  type NatsJetStreamPublisherOptions,
+} from './nats-jetstream-publisher.js';
+export type {
+  NatsConnectionLike,
+  NatsJetStreamLike,
+  NatsJetStreamManagerLike,
+  NatsModuleLike,
+  NatsPubAckLike,
+} from './nats-client.js';

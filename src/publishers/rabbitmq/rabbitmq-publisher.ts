@@ -1,0 +1,253 @@
+import { toEnvelope } from '../envelope.js';
+import { importPeer } from '../optional-peer.js';
+import { allRetryable, published, retryable } from '../outcomes.js';
+import type { OutgoingMessage, PublishOptions, PublishOutcome, Publisher } from '../publisher.js';
+import type {
+  AmqpConfirmChannelLike,
+  AmqpConnectionLike,
+  AmqpModuleLike,
+  AmqpReturnedMessageLike,
+} from './amqp-client.js';
+
+/** Options of {@link RabbitMqPublisher}. */
+export interface RabbitMqPublisherOptions {
+  /**
+   * `amqp(s)://user:pass@host:5672/vhost` (the publisher connects itself, with `amqplib`) or an
+   * existing `ChannelModel` from `amqplib.connect` (you keep ownership: `close()` closes only the
+   * publisher's channel).
+   */
+  connection: string | AmqpConnectionLike;
+  /** Topic exchange messages are published to. Default `outbox`. */
+  exchange?: string;
+  /** Declare the exchange (type `topic`, durable) on connect. Default true. */
+  assertExchange?: boolean;
+  /** Socket connect timeout when the publisher connects itself. Default 10 000 ms. */
+  connectTimeoutMs?: number;
+  /** Loads the `amqplib` module (tests; bundlers). Default: `import('amqplib')`. */
+  loadModule?: () => Promise<AmqpModuleLike>;
+}
+
+/** Default exchange of {@link RabbitMqPublisher}. */
+export const DEFAULT_AMQP_EXCHANGE = 'outbox';
+
+interface Session {
+  connection: AmqpConnectionLike;
+  channel: AmqpConfirmChannelLike;
+  /** Ids handed back by `basic.return`; the broker sends the return before the ack. */
+  returned: Map<string, AmqpReturnedMessageLike>;
+  /** Settles every in-flight publish when the channel dies (their confirms never come). */
+  failPending: Set<(error: unknown) => void>;
+  closed: boolean;
+}
+
+/**
+ * Publishes to a RabbitMQ topic exchange on a confirm channel: `published` means the broker
+ * confirmed (`basic.ack`) the message. Routing key = topic (or the router's destination),
+ * `persistent`, `messageId` = message id, message headers as AMQP headers, body = envelope JSON.
+ *
+ * Failures, all `retryable`: a `basic.nack` (the broker could not take responsibility for the
+ * message); a `basic.return` — published with `mandatory`, a message no queue is bound for comes
+ * back instead of being dropped. Unroutable is retryable, not permanent, because its usual cause
+ * is a binding that is not declared *yet* (consumer deployed after the dispatcher); a binding that
+ * never appears ends in the dead letters after `maxAttempts`, where it can be replayed. A lost
+ * connection or closed channel is retryable too, and the next call reconnects.
+ *
+ * RabbitMQ does not deduplicate: a re-publish after a crash is a second delivery with the same
+ * `messageId`, which the consumer runtime drops.
+ */
+export class RabbitMqPublisher implements Publisher {
+  readonly #options: RabbitMqPublisherOptions;
+  readonly #exchange: string;
+  #session: Promise<Session> | undefined;
+
+  constructor(options: RabbitMqPublisherOptions) {
+    this.#options = options;
+    this.#exchange = options.exchange ?? DEFAULT_AMQP_EXCHANGE;
+  }
+
+  async publish(
+    messages: readonly OutgoingMessage[],
+    options: PublishOptions = {},
+  ): Promise<PublishOutcome[]> {
+    if (messages.length === 0) return [];
+    let session: Session;
+    try {
+      session = await this.#connect();
+    } catch (error) {
+      return allRetryable(messages.length, `RabbitMQ: ${describe(error)}`);
+    }
+    const pending: Promise<PublishOutcome>[] = [];
+    for (const message of messages) {
+      if (options.signal?.aborted || session.closed) {
+        pending.push(
+          Promise.resolve(
+            retryable(session.closed ? 'RabbitMQ: channel closed' : 'publish aborted'),
+          ),
+        );
+        continue;
+      }
+      const routingKey = options.destination ?? message.topic;
+      const { outcome, writable } = this.#publishOne(session, message, routingKey);
+      pending.push(outcome);
+      // Respect the socket's backpressure rather than buffering a whole batch in memory.
+      if (!writable && !session.closed) await drained(session.channel);
+    }
+    return Promise.all(pending);
+  }
+
+  #publishOne(
+    session: Session,
+    message: OutgoingMessage,
+    routingKey: string,
+  ): { outcome: Promise<PublishOutcome>; writable: boolean } {
+    let writable = true;
+    const outcome = new Promise<PublishOutcome>((resolve) => {
+      const settle = (error: unknown): void => {
+        if (!session.failPending.delete(settle)) return;
+        const returned = session.returned.get(message.id);
+        session.returned.delete(message.id);
+        if (error) resolve(retryable(`RabbitMQ: ${describe(error)}`));
+        else if (returned) resolve(retryable(unroutableText(returned, this.#exchange, routingKey)));
+        else resolve(published());
+      };
+      session.failPending.add(settle);
+      try {
+        writable = session.channel.publish(
+          this.#exchange,
+          routingKey,
+          Buffer.from(JSON.stringify(toEnvelope(message))),
+          {
+            persistent: true,
+            mandatory: true,
+            messageId: message.id,
+            contentType: 'application/json',
+            type: message.topic,
+            appId: 'agent-outbox',
+            timestamp: Math.floor(message.createdAt.getTime() / 1000),
+            headers: message.headers,
+          },
+          (error) =>
+            settle(
+              error ? (error instanceof Error ? error : 'message nacked by the broker') : undefined,
+            ),
+        );
+      } catch (error) {
+        settle(error);
+      }
+    });
+    return { outcome, writable };
+  }
+
+  /** Closes the publisher's channel, and the connection if the publisher opened it. */
+  async close(): Promise<void> {
+    const session = this.#session;
+    this.#session = undefined;
+    if (!session) return;
+    const opened = await session.catch(() => undefined);
+    if (!opened) return;
+    if (!opened.closed) await opened.channel.close().catch(() => undefined);
+    if (typeof this.#options.connection === 'string') {
+      await opened.connection.close().catch(() => undefined);
+    }
+  }
+
+  #connect(): Promise<Session> {
+    const current = this.#session;
+    if (current) {
+      return current.then((session) => {
+        if (!session.closed) return session;
+        if (this.#session === current) this.#session = undefined;
+        return this.#connect();
+      });
+    }
+    const session = this.#open();
+    this.#session = session;
+    session.catch(() => {
+      if (this.#session === session) this.#session = undefined;
+    });
+    return session;
+  }
+
+  async #open(): Promise<Session> {
+    const ownsConnection = typeof this.#options.connection === 'string';
+    let connection: AmqpConnectionLike;
+    if (typeof this.#options.connection === 'string') {
+      const load =
+        this.#options.loadModule ??
+        (() =>
+          importPeer(
+            'amqplib',
+            'RabbitMqPublisher',
+            () => import('amqplib'),
+          ) as unknown as Promise<AmqpModuleLike>);
+      const amqp = await load();
+      connection = await amqp.connect(this.#options.connection, {
+        timeout: this.#options.connectTimeoutMs ?? 10_000,
+      });
+      // Without a listener an 'error' event would crash the process; 'close' follows it.
+      connection.on('error', () => undefined);
+    } else {
+      connection = this.#options.connection;
+    }
+    try {
+      const channel = await connection.createConfirmChannel();
+      const session: Session = {
+        connection,
+        channel,
+        returned: new Map(),
+        failPending: new Set(),
+        closed: false,
+      };
+      channel.on('error', () => undefined);
+      channel.on('return', (returned: AmqpReturnedMessageLike) => {
+        const id = returned.properties.messageId;
+        if (id !== undefined) session.returned.set(id, returned);
+      });
+      channel.on('close', () => {
+        session.closed = true;
+        for (const settle of [...session.failPending])
+          settle(new Error('channel closed before the broker confirmed'));
+      });
+      if (this.#options.assertExchange ?? true) {
+        await channel.assertExchange(this.#exchange, 'topic', { durable: true });
+      }
+      return session;
+    } catch (error) {
+      if (ownsConnection) await connection.close().catch(() => undefined);
+      throw error;
+    }
+  }
+}
+
+function drained(channel: AmqpConfirmChannelLike): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      channel.removeListener('drain', done);
+      channel.removeListener('close', done);
+      resolve();
+    };
+    channel.once('drain', done);
+    channel.once('close', done);
+  });
+}
+
+function unroutableText(
+  returned: AmqpReturnedMessageLike,
+  exchange: string,
+  routingKey: string,
+): string {
+  const reply = returned.fields.replyCode
+    ? ` (${returned.fields.replyCode} ${returned.fields.replyText ?? ''})`
+    : '';
+  return `RabbitMQ: unroutable — no queue is bound to exchange "${exchange}" for routing key "${routingKey}"${reply.trimEnd()}`;
+}
+
+function describe(error: unknown): string {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    return typeof code === 'string' && !error.message.includes(code)
+      ? `${code} ${error.message}`
+      : error.message;
+  }
+  return String(error);
+}

@@ -1,0 +1,208 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseEnvelope, toEnvelope, type Envelope } from '../../src/publishers/envelope.js';
+import type { OutgoingMessage, Publisher } from '../../src/publishers/publisher.js';
+import type { Collector, Delivery } from './collector.js';
+import { makeMessage, uniqueName } from './messages.js';
+
+/** What a publisher under test claims; the suite checks exactly these claims. */
+export interface PublisherCapabilities {
+  /** The broker drops a re-publish of the same message id (JetStream, Redis script, SQS FIFO). */
+  dedupesById: boolean;
+  /** Messages of one aggregate published in sequence are received in that order. */
+  ordersPerAggregate: boolean;
+  /** The receiver reports the broker-native id (`Delivery.nativeId`). */
+  carriesNativeId: boolean;
+  /**
+   * Turns a message into one this broker fails (unroutable topic, wrong key type, injected
+   * rejection), for the partial-failure test; omit when no such message can be made.
+   */
+  failingMessage?: (message: OutgoingMessage) => OutgoingMessage;
+}
+
+/** A publisher implementation plus the means to observe its broker. */
+export interface PublisherTarget {
+  /** Suite title. */
+  name: string;
+  capabilities: PublisherCapabilities;
+  /** Once before the suite (start servers, create streams). */
+  setup?(): Promise<void>;
+  /** Once after the suite. */
+  teardown?(): Promise<void>;
+  /** A publisher connected to the broker under test. Closed by the suite. */
+  create(): Promise<Publisher> | Publisher;
+  /**
+   * A publisher pointed at a closed port. Closed by the suite. Omit only when there is no broker
+   * to be unreachable (in-memory).
+   */
+  createUnreachable?(): Promise<Publisher> | Publisher;
+  /**
+   * Starts receiving what is published on `topics`, as a consumer of the broker would (NOT from
+   * the publisher's own bookkeeping), into `collector`. Resolves once subscribed; returns a stop
+   * function. `publisher` is the one under test (needed only by the in-memory target).
+   */
+  receive(
+    topics: string[],
+    collector: Collector,
+    publisher: Publisher,
+  ): Promise<() => Promise<void>>;
+  /** Makes a collector (see collector.ts). */
+  collector(): Collector;
+}
+
+function envelopeOf(delivery: Delivery): Envelope {
+  return parseEnvelope(delivery.body);
+}
+
+function idsOf(deliveries: readonly Delivery[]): string[] {
+  return deliveries.map((delivery) => envelopeOf(delivery).id);
+}
+
+/** JSON round trip: what a consumer can get back at best. */
+function expectedEnvelope(message: OutgoingMessage): Envelope {
+  return JSON.parse(JSON.stringify(toEnvelope(message))) as Envelope;
+}
+
+/**
+ * Registers the shared conformance tests for one publisher (Watermill's `TestPubSub` idea): every
+ * adapter, the in-memory one included, must pass the same checks, tuned only by its declared
+ * capabilities.
+ */
+export function describePublisherConformance(target: PublisherTarget): void {
+  describe(`${target.name} — publisher conformance`, () => {
+    let publisher: Publisher;
+    const stops: (() => Promise<void>)[] = [];
+
+    beforeAll(async () => {
+      await target.setup?.();
+      publisher = await target.create();
+    });
+
+    afterAll(async () => {
+      for (const stop of stops) await stop();
+      await publisher?.close?.();
+      await target.teardown?.();
+    });
+
+    async function receive(topics: string[]): Promise<Collector> {
+      const collector = target.collector();
+      stops.push(await target.receive(topics, collector, publisher));
+      return collector;
+    }
+
+    it('publishes a message whose body is the envelope, with id and headers intact', async () => {
+      const topic = `${uniqueName()}.mail.send`;
+      const collector = await receive([topic]);
+      const message = makeMessage({ topic, sequence: 3 });
+
+      expect(await publisher.publish([message])).toEqual([{ status: 'published' }]);
+
+      await collector.waitFor((d) => d.length >= 1, 'the message');
+      const [delivery] = collector.deliveries;
+      expect(envelopeOf(delivery!)).toEqual(expectedEnvelope(message));
+      if (target.capabilities.carriesNativeId) expect(delivery!.nativeId).toBe(message.id);
+    });
+
+    it('returns one outcome per message, in order, and delivers the whole batch', async () => {
+      const root = uniqueName();
+      const topics = [`${root}.alpha`, `${root}.beta`];
+      const collector = await receive(topics);
+      const messages = Array.from({ length: 25 }, (_, i) =>
+        makeMessage({ topic: topics[i % 2]!, aggregateId: `agg-${i % 7}`, sequence: i + 1 }),
+      );
+
+      const outcomes = await publisher.publish(messages);
+
+      expect(outcomes).toEqual(messages.map(() => ({ status: 'published' })));
+      await collector.waitFor((d) => d.length >= messages.length, '25 messages');
+      expect(new Set(idsOf(collector.deliveries))).toEqual(new Set(messages.map((m) => m.id)));
+    });
+
+    it('returns an empty result for an empty batch', async () => {
+      expect(await publisher.publish([])).toEqual([]);
+    });
+
+    it.runIf(target.capabilities.failingMessage !== undefined)(
+      'reports a failing message in its own outcome and still publishes the others',
+      async () => {
+        const topic = `${uniqueName()}.partial`;
+        const collector = await receive([topic]);
+        const good1 = makeMessage({ topic });
+        const bad = target.capabilities.failingMessage!(makeMessage({ topic }));
+        const good2 = makeMessage({ topic });
+
+        const outcomes = await publisher.publish([good1, bad, good2]);
+
+        expect(outcomes[0]).toEqual({ status: 'published' });
+        expect(outcomes[1]!.status).not.toBe('published');
+        expect(outcomes[2]).toEqual({ status: 'published' });
+        await collector.waitFor((d) => d.length >= 2, 'the two good messages');
+        expect(idsOf(collector.deliveries)).not.toContain(bad.id);
+      },
+    );
+
+    it.runIf(target.capabilities.ordersPerAggregate)(
+      'delivers one aggregate’s messages in publish order',
+      async () => {
+        const topic = `${uniqueName()}.ordered`;
+        const collector = await receive([topic]);
+        const messages = Array.from({ length: 12 }, (_, i) =>
+          makeMessage({ topic, aggregateId: 'order-42', sequence: i + 1 }),
+        );
+        // One call per message, as the dispatcher does for an ordered aggregate.
+        for (const message of messages) {
+          expect(await publisher.publish([message])).toEqual([{ status: 'published' }]);
+        }
+        await collector.waitFor((d) => d.length >= messages.length, '12 messages');
+        expect(collector.deliveries.map((d) => envelopeOf(d).sequence)).toEqual(
+          messages.map((m) => m.sequence),
+        );
+      },
+    );
+
+    it(
+      target.capabilities.dedupesById
+        ? 'does not deliver a re-published message id twice'
+        : 're-delivers a re-published message with the same id and body',
+      async () => {
+        const topic = `${uniqueName()}.dedup`;
+        const collector = await receive([topic]);
+        const message = makeMessage({ topic });
+        const republished = { ...message, attempts: 2 };
+        // Published after the duplicate on the same topic: once it has arrived, a second copy
+        // of the duplicate would have arrived before it (FIFO per topic) — no sleeping needed.
+        const sentinel = makeMessage({ topic });
+
+        expect(await publisher.publish([message])).toEqual([{ status: 'published' }]);
+        expect(await publisher.publish([republished])).toEqual([{ status: 'published' }]);
+        expect(await publisher.publish([sentinel])).toEqual([{ status: 'published' }]);
+
+        await collector.waitFor((d) => idsOf(d).includes(sentinel.id), 'the sentinel');
+        const copies = collector.deliveries.filter((d) => envelopeOf(d).id === message.id);
+        if (target.capabilities.dedupesById) {
+          expect(copies).toHaveLength(1);
+        } else {
+          expect(copies).toHaveLength(2);
+          expect(copies[1]!.body).toBe(copies[0]!.body);
+        }
+      },
+    );
+
+    it.runIf(target.createUnreachable !== undefined)(
+      'gives retryable outcomes, not a throw, when the broker is unreachable',
+      async () => {
+        const unreachable = await target.createUnreachable!();
+        try {
+          const messages = [makeMessage(), makeMessage({ topic: 'other.topic' })];
+          const outcomes = await unreachable.publish(messages);
+          expect(outcomes).toHaveLength(2);
+          for (const outcome of outcomes) {
+            expect(outcome.status).toBe('retryable');
+            expect(outcome.status === 'retryable' && outcome.error.length).toBeGreaterThan(0);
+          }
+        } finally {
+          await unreachable.close?.();
+        }
+      },
+    );
+  });
+}

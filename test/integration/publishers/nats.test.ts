@@ -1,0 +1,177 @@
+import { connect, type NatsConnection } from 'nats';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  connectOptions,
+  NatsJetStreamPublisher,
+} from '../../../src/publishers/nats/nats-jetstream-publisher.js';
+import { createCollector } from '../../contract/collector.js';
+import { makeMessage, uniqueName } from '../../contract/messages.js';
+import { describePublisherConformance } from '../../contract/publisher-conformance.js';
+import { closedPort, requireService } from '../../helpers/services.js';
+
+const NATS_URL = 'nats://127.0.0.1:4222';
+const natsUp = await requireService('NATS (JetStream)', '127.0.0.1', 4222);
+
+// Every run gets its own stream and subject prefix: the server is shared with other test runs.
+const prefix = `${uniqueName('aot')}.`;
+const stream = uniqueName('AOTEST_');
+let nc: NatsConnection;
+
+async function openTestConnection(): Promise<void> {
+  nc = await connect({ servers: '127.0.0.1:4222' });
+}
+
+describe.runIf(natsUp)('NATS JetStream', () => {
+  describePublisherConformance({
+    name: 'NatsJetStreamPublisher (real nats-server)',
+    capabilities: {
+      dedupesById: true,
+      ordersPerAggregate: true,
+      carriesNativeId: true,
+      // Above the server's max_payload (1 MiB by default): refused, whatever the stream.
+      failingMessage: (message) => ({ ...message, payload: 'x'.repeat(1_100_000) }),
+    },
+    async setup() {
+      await openTestConnection();
+      const jsm = await nc.jetstreamManager();
+      await jsm.streams.add({ name: stream, subjects: [`${prefix}>`] });
+    },
+    async teardown() {
+      const jsm = await nc.jetstreamManager();
+      await jsm.streams.delete(stream).catch(() => undefined);
+      await nc.close();
+    },
+    create: () => new NatsJetStreamPublisher({ connection: NATS_URL, subjectPrefix: prefix }),
+    createUnreachable: async () =>
+      new NatsJetStreamPublisher({ connection: `nats://127.0.0.1:${await closedPort()}` }),
+    collector: createCollector,
+    async receive(topics, collector) {
+      // Read back what the STREAM stored (a core subscription would also see the duplicates
+      // JetStream dropped). Polls by sequence: the nats-server here (2.9) predates the
+      // consumer API that nats.js' consume() needs.
+      const jsm = await nc.jetstreamManager();
+      const subjects = new Set(topics.map((topic) => prefix + topic));
+      let next = (await jsm.streams.info(stream)).state.last_seq + 1;
+      let running = true;
+      const loop = (async () => {
+        while (running) {
+          const last = (await jsm.streams.info(stream)).state.last_seq;
+          for (; next <= last; next++) {
+            const m = await jsm.streams.getMessage(stream, { seq: next });
+            if (subjects.has(m.subject)) {
+              collector.push({ body: m.string(), nativeId: m.header.get('Nats-Msg-Id') });
+            }
+          }
+          await new Promise((resolve) => setTimeout(resolve, 25));
+        }
+      })();
+      return async () => {
+        running = false;
+        await loop;
+      };
+    },
+  });
+
+  describe('NatsJetStreamPublisher', () => {
+    beforeAll(openTestConnection);
+    afterAll(() => nc.close());
+
+    it('creates the stream when asked, and publishes to prefix + topic', async () => {
+      const name = uniqueName('AOTEST_');
+      const ownPrefix = `${uniqueName('aot')}.`;
+      const publisher = new NatsJetStreamPublisher({
+        connection: NATS_URL,
+        subjectPrefix: ownPrefix,
+        stream: { name },
+      });
+      const jsm = await nc.jetstreamManager();
+      try {
+        const message = makeMessage({ topic: 'mail.send' });
+        expect(await publisher.publish([message])).toEqual([{ status: 'published' }]);
+
+        const info = await jsm.streams.info(name);
+        expect(info.config.subjects).toEqual([`${ownPrefix}>`]);
+        expect(info.state.messages).toBe(1);
+        const stored = await jsm.streams.getMessage(name, { seq: 1 });
+        expect(stored.subject).toBe(`${ownPrefix}mail.send`);
+        expect(stored.header.get('Nats-Msg-Id')).toBe(message.id);
+      } finally {
+        await publisher.close();
+        await jsm.streams.delete(name).catch(() => undefined);
+      }
+    });
+
+    it('leaves an existing stream’s configuration alone', async () => {
+      const name = uniqueName('AOTEST_');
+      const ownPrefix = `${uniqueName('aot')}.`;
+      const jsm = await nc.jetstreamManager();
+      await jsm.streams.add({ name, subjects: [`${ownPrefix}only.>`] });
+      const publisher = new NatsJetStreamPublisher({
+        connection: NATS_URL,
+        subjectPrefix: ownPrefix,
+        stream: { name, subjects: [`${ownPrefix}>`] },
+      });
+      try {
+        const outcomes = await publisher.publish([
+          makeMessage({ topic: 'only.this' }),
+          makeMessage({ topic: 'not.captured' }),
+        ]);
+        expect(outcomes[0]).toEqual({ status: 'published' });
+        expect(outcomes[1]!.status).toBe('retryable');
+        expect((await jsm.streams.info(name)).config.subjects).toEqual([`${ownPrefix}only.>`]);
+      } finally {
+        await publisher.close();
+        await jsm.streams.delete(name).catch(() => undefined);
+      }
+    });
+
+    it('gives retryable when no stream captures the subject', async () => {
+      const publisher = new NatsJetStreamPublisher({
+        connection: NATS_URL,
+        subjectPrefix: `${uniqueName('none')}.`,
+      });
+      try {
+        const [outcome] = await publisher.publish([makeMessage()]);
+        expect(outcome!.status).toBe('retryable');
+        expect(outcome!.status === 'retryable' && outcome!.error).toMatch(
+          /no JetStream stream captures subject/,
+        );
+      } finally {
+        await publisher.close();
+      }
+    });
+
+    it('uses a connection it is given and leaves it open on close()', async () => {
+      const name = uniqueName('AOTEST_');
+      const ownPrefix = `${uniqueName('aot')}.`;
+      const jsm = await nc.jetstreamManager();
+      await jsm.streams.add({ name, subjects: [`${ownPrefix}>`] });
+      const publisher = new NatsJetStreamPublisher({ connection: nc, subjectPrefix: ownPrefix });
+      try {
+        expect(
+          await publisher.publish([makeMessage()], { destination: `${ownPrefix}routed` }),
+        ).toEqual([{ status: 'published' }]);
+        await publisher.close();
+        expect(nc.isClosed()).toBe(false);
+        expect((await jsm.streams.getMessage(name, { seq: 1 })).subject).toBe(`${ownPrefix}routed`);
+      } finally {
+        await jsm.streams.delete(name).catch(() => undefined);
+      }
+    });
+  });
+});
+
+describe('NATS connectOptions', () => {
+  it('moves credentials out of the URL', () => {
+    expect(connectOptions('nats://user:p%40ss@nats.example:4333')).toEqual({
+      servers: 'nats.example:4333',
+      name: 'agent-outbox',
+      user: 'user',
+      pass: 'p@ss',
+    });
+    expect(connectOptions('nats://tok3n@127.0.0.1')).toMatchObject({
+      servers: '127.0.0.1:4222',
+      token: 'tok3n',
+    });
+  });
+});
