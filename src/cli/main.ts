@@ -1,6 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { OutboxError } from '../core/errors.js';
+import { deadCommand, replayCommand } from './commands/dead.js';
+import { dispatchCommand } from './commands/dispatch.js';
 import { migrateCommand } from './commands/migrate.js';
+import { statusCommand } from './commands/status.js';
 import { EXIT, UsageError } from './usage-error.js';
 
 const help = `Usage: outbox <command> [options]
@@ -9,6 +12,10 @@ The transactional outbox for AI-agent tools: side effects never lost, never doub
 
 Commands:
   migrate     create or upgrade the outbox tables
+  dispatch    publish committed messages to a broker (--once to drain and exit)
+  status      backlog, oldest age, in flight, dead letters, last errors (--json)
+  dead list   list dead-lettered messages
+  replay      make dead letters pending again (<id...> or --all-dead)
 
 Global options:
   -h, --help     show help (also: outbox <command> --help)
@@ -24,6 +31,10 @@ type Command = (argv: string[]) => Promise<number>;
 
 const commands: Record<string, Command> = {
   migrate: migrateCommand,
+  dispatch: dispatchCommand,
+  status: statusCommand,
+  dead: deadCommand,
+  replay: replayCommand,
 };
 
 function version(): string {

@@ -1,0 +1,230 @@
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { DEFAULT_SCHEMA } from '../../core/identifier.js';
+import { createDispatcher, type DispatcherStats } from '../../dispatcher/dispatcher.js';
+import { assertSchemaCurrent } from '../../migrations/migrate.js';
+import { createPublisherFromUrl, PUBLISHER_URL_SCHEMES } from '../../publishers/from-url.js';
+import { fromPg } from '../../store/from-pg.js';
+import { redactUrl, resolveDatabaseUrl } from '../database.js';
+import { positiveInt, validateSchemaFlag } from '../flags.js';
+import { EXIT, UsageError } from '../usage-error.js';
+
+export const dispatchHelp = `Usage: outbox dispatch --publisher URL [options]
+
+Publishes committed outbox messages at least once: claims due messages under a lease
+(FOR UPDATE SKIP LOCKED), publishes outside any transaction, marks them dispatched if it still
+holds the lease. Run as many as you like, on as many hosts: they share the work.
+
+Options:
+  --database-url URL         Postgres connection string (default: $DATABASE_URL)
+  --schema NAME              schema of the outbox tables (default: ${DEFAULT_SCHEMA})
+  --publisher URL            where to publish: ${PUBLISHER_URL_SCHEMES.map((s) => `${s}://`).join(', ')}
+  --once                     drain everything due, then exit (0 = all published, 1 = something failed)
+  --batch-size N             messages per claim (default 200)
+  --lease-ms N               exclusive claim duration; a crashed dispatcher's messages wait this
+                             long before another takes them (default 30000)
+  --poll-interval-ms N       wait after an empty claim (default 1000)
+  --concurrency N            batches in flight at once (default 1)
+  --backoff-base-ms N        delay after the first failure, doubling (default 30000)
+  --backoff-max-ms N         cap of the doubling delay (default 900000)
+  --backoff-jitter-ms N      random extra delay, up to (default 5000)
+  --max-attempts N           attempts before dead-lettering (default 10)
+  --unordered GLOB           topics without per-aggregate order, e.g. 'mail.*' (repeatable,
+                             or comma-separated); all other topics are ordered
+  --dead-letter-policy P     hold (default): a dead letter blocks its aggregate's later
+                             ordered messages; skip: they go on
+  --nats-stream NAME         nats:// only: create this JetStream stream if missing
+  --http-timeout-ms N        http(s):// only: request timeout (default 10000)
+  --json                     log one JSON object per line instead of text
+  -h, --help                 show this help
+
+Signals: SIGINT/SIGTERM stop claiming, let in-flight publishes finish (bounded by the lease)
+and settle, then exit 0. A second signal exits at once (leases then expire on their own).
+`;
+
+export async function dispatchCommand(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      'database-url': { type: 'string' },
+      schema: { type: 'string', default: DEFAULT_SCHEMA },
+      publisher: { type: 'string' },
+      once: { type: 'boolean', default: false },
+      'batch-size': { type: 'string' },
+      'lease-ms': { type: 'string' },
+      'poll-interval-ms': { type: 'string' },
+      concurrency: { type: 'string' },
+      'backoff-base-ms': { type: 'string' },
+      'backoff-max-ms': { type: 'string' },
+      'backoff-jitter-ms': { type: 'string' },
+      'max-attempts': { type: 'string' },
+      unordered: { type: 'string', multiple: true },
+      'dead-letter-policy': { type: 'string', default: 'hold' },
+      'nats-stream': { type: 'string' },
+      'http-timeout-ms': { type: 'string' },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(dispatchHelp);
+    return EXIT.ok;
+  }
+  validateSchemaFlag(values.schema);
+  if (!values.publisher)
+    throw new UsageError(
+      '--publisher URL is required, e.g. --publisher http://127.0.0.1:8080/outbox',
+    );
+  const policy = values['dead-letter-policy'];
+  if (policy !== 'hold' && policy !== 'skip')
+    throw new UsageError(`--dead-letter-policy must be hold or skip, got "${policy}"`);
+  const nonNegative = (flag: string, value: string | undefined): number | undefined => {
+    if (value === undefined) return undefined;
+    const n = Number(value);
+    if (!Number.isFinite(n) || n < 0)
+      throw new UsageError(`--${flag} must be a number >= 0, got "${value}"`);
+    return n;
+  };
+  const options = {
+    schema: values.schema,
+    batchSize: positiveInt('batch-size', values['batch-size'], 200),
+    leaseMs: positiveInt('lease-ms', values['lease-ms'], 30_000),
+    pollIntervalMs: positiveInt('poll-interval-ms', values['poll-interval-ms'], 1_000),
+    concurrency: positiveInt('concurrency', values.concurrency, 1),
+    maxAttempts: positiveInt('max-attempts', values['max-attempts'], 10),
+    backoff: {
+      baseMs: nonNegative('backoff-base-ms', values['backoff-base-ms']),
+      maxMs: nonNegative('backoff-max-ms', values['backoff-max-ms']),
+      jitterMs: nonNegative('backoff-jitter-ms', values['backoff-jitter-ms']),
+    },
+    unorderedTopics: (values.unordered ?? [])
+      .flatMap((v) => v.split(','))
+      .map((v) => v.trim())
+      .filter(Boolean),
+    deadLetterPolicy: policy as 'hold' | 'skip',
+  };
+  const httpTimeoutMs =
+    values['http-timeout-ms'] === undefined
+      ? undefined
+      : positiveInt('http-timeout-ms', values['http-timeout-ms'], 10_000);
+  const url = resolveDatabaseUrl(values['database-url']);
+  const log = logger(values.json);
+
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.concurrency + 2,
+    application_name: 'agent-outbox-dispatcher',
+  });
+  // Idle clients that lose their connection emit 'error'; the pool replaces them. Never crash.
+  pool.on('error', (error) =>
+    log('warn', 'idle database connection lost', { error: error.message }),
+  );
+  const publisher = await createPublisherFromUrl(values.publisher, {
+    ...(values['nats-stream'] !== undefined && { natsStream: values['nats-stream'] }),
+    ...(httpTimeoutMs !== undefined && { httpTimeoutMs }),
+  });
+  try {
+    await assertSchemaCurrent(fromPg(pool), values.schema);
+    const dispatcher = createDispatcher({ executor: fromPg(pool), publisher, ...options });
+    dispatcher.on('dispatcher:claim:failure', ({ error, retryInMs }) =>
+      log('error', 'claim failed', { error: error.message, retryInMs }),
+    );
+    dispatcher.on('dispatcher:settle:failure', ({ error, messages }) =>
+      log('error', 'settle failed; messages will be published again after the lease expires', {
+        error: error.message,
+        messages,
+      }),
+    );
+    dispatcher.on('dispatcher:dead-letter', ({ message, error }) =>
+      log('warn', 'dead-lettered', {
+        id: message.id,
+        topic: message.topic,
+        aggregateId: message.aggregateId,
+        attempts: message.attempts,
+        error,
+      }),
+    );
+    log(
+      'info',
+      `dispatcher ${dispatcher.id} on ${redactUrl(url)} → ${redactUrl(values.publisher)}`,
+      { once: values.once, batchSize: options.batchSize, leaseMs: options.leaseMs },
+    );
+
+    if (values.once) {
+      dispatcher.on('dispatcher:settle:success', ({ settled }) => {
+        if (settled > 0) log('info', 'batch settled', progress(dispatcher.stats()));
+      });
+      const result = await dispatcher.drain();
+      log('info', result.failed ? 'drained with failures' : 'drained', progress(result));
+      return result.failed ? EXIT.failure : EXIT.ok;
+    }
+
+    dispatcher.start();
+    const summary = setInterval(
+      () => log('info', 'progress', progress(dispatcher.stats())),
+      10_000,
+    );
+    summary.unref();
+    await waitForSignal(log);
+    log('info', 'stopping: finishing in-flight work');
+    await dispatcher.stop();
+    clearInterval(summary);
+    log('info', 'stopped', progress(dispatcher.stats()));
+    return EXIT.ok;
+  } finally {
+    await publisher.close?.().catch(() => undefined);
+    await pool.end().catch(() => undefined);
+  }
+}
+
+function progress(stats: DispatcherStats): Record<string, number> {
+  return {
+    published: stats.published,
+    retried: stats.retried,
+    deadLettered: stats.deadLettered,
+    fenced: stats.fenced,
+    batches: stats.batches,
+  };
+}
+
+type Log = (
+  level: 'info' | 'warn' | 'error',
+  message: string,
+  fields?: Record<string, unknown>,
+) => void;
+
+function logger(json: boolean): Log {
+  return (level, message, fields = {}) => {
+    const stream = level === 'info' ? process.stdout : process.stderr;
+    if (json) {
+      stream.write(
+        `${JSON.stringify({ time: new Date().toISOString(), level, message, ...fields })}\n`,
+      );
+    } else {
+      const extra = Object.entries(fields).map(
+        ([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`,
+      );
+      stream.write(
+        `${new Date().toISOString()} ${level.padEnd(5)} ${message}${extra.length ? ` ${extra.join(' ')}` : ''}\n`,
+      );
+    }
+  };
+}
+
+function waitForSignal(log: Log): Promise<void> {
+  return new Promise((resolve) => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      log('info', `received ${signal}`);
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      // A second signal means "now": leases expire on their own, nothing is lost.
+      const force = () => process.exit(EXIT.failure);
+      process.once('SIGINT', force);
+      process.once('SIGTERM', force);
+      resolve();
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+}

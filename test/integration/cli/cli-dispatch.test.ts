@@ -1,0 +1,128 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
+import { runCli } from '../../helpers/run-cli.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
+
+let db: TestDatabase;
+let receiver: WebhookReceiver;
+let failAggregate: string | undefined;
+beforeAll(async () => {
+  db = await createTestDatabase();
+  receiver = await startWebhookReceiver({
+    status: (e) => (e.aggregateId === failAggregate ? 422 : 200),
+  });
+});
+afterAll(async () => {
+  await receiver.close();
+  await db.drop();
+});
+beforeEach(async () => {
+  failAggregate = undefined;
+  await db.pool.query('TRUNCATE outbox, outbox_aggregates');
+});
+
+describe('outbox dispatch / status / dead / replay', () => {
+  it('dispatch --once drains everything due and exits 0', async () => {
+    await enqueueCommitted(db.pool, manyMessages(5, 3));
+    const before = receiver.distinct();
+    const result = await runCli([
+      'dispatch',
+      '--once',
+      '--database-url',
+      db.url,
+      '--publisher',
+      receiver.url,
+    ]);
+    expect(result.code, result.stderr).toBe(0);
+    expect(receiver.distinct() - before).toBe(15);
+    expect(result.stdout).toMatch(/drained published=15/);
+    const status = JSON.parse(
+      (await runCli(['status', '--json', '--database-url', db.url])).stdout,
+    );
+    expect(status).toMatchObject({ backlog: 0, deadLetters: 0, inFlight: 0, dueNow: 0 });
+  });
+
+  it('a permanent failure dead-letters, --once exits 1, status and dead list show it, replay brings it back', async () => {
+    failAggregate = 'agg-0';
+    await enqueueCommitted(db.pool, manyMessages(2, 1));
+    const run = await runCli([
+      'dispatch',
+      '--once',
+      '--database-url',
+      db.url,
+      '--publisher',
+      receiver.url,
+    ]);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/dead-lettered/);
+
+    const status = JSON.parse(
+      (await runCli(['status', '--json', '--database-url', db.url])).stdout,
+    );
+    expect(status.deadLetters).toBe(1);
+    expect(status.lastErrors[0]).toMatchObject({ aggregateId: 'agg-0', dead: true });
+    expect(status.lastErrors[0].lastError).toMatch(/permanent: .*422/);
+    const human = await runCli(['status', '--database-url', db.url]);
+    expect(human.stdout).toMatch(/dead letters\s+1/);
+
+    const dead = JSON.parse(
+      (await runCli(['dead', 'list', '--json', '--database-url', db.url])).stdout,
+    );
+    expect(dead).toHaveLength(1);
+
+    failAggregate = undefined;
+    const replay = await runCli(['replay', dead[0].messageId, '--database-url', db.url]);
+    expect(replay.code, replay.stderr).toBe(0);
+    expect(replay.stdout).toMatch(/replayed 1/);
+    const again = await runCli([
+      'dispatch',
+      '--once',
+      '--database-url',
+      db.url,
+      '--publisher',
+      receiver.url,
+    ]);
+    expect(again.code).toBe(0);
+    expect(
+      JSON.parse((await runCli(['status', '--json', '--database-url', db.url])).stdout),
+    ).toMatchObject({ backlog: 0, deadLetters: 0 });
+    // Nothing left to replay: exit 1 and say so.
+    const none = await runCli(['replay', '--all-dead', '--database-url', db.url]);
+    expect(none.code).toBe(1);
+  });
+
+  it('rejects bad flags with exit 2 before doing anything', async () => {
+    const noPublisher = await runCli(['dispatch', '--database-url', db.url]);
+    expect(noPublisher.code).toBe(2);
+    expect(noPublisher.stderr).toMatch(/--publisher URL is required/);
+    const badBatch = await runCli([
+      'dispatch',
+      '--database-url',
+      db.url,
+      '--publisher',
+      receiver.url,
+      '--batch-size',
+      '0',
+    ]);
+    expect(badBatch.code).toBe(2);
+    expect(badBatch.stderr).toMatch(/--batch-size must be a positive integer/);
+    expect((await runCli(['replay', '--database-url', db.url])).code).toBe(2);
+    expect((await runCli(['dispatch', '--help'])).stdout).toMatch(/--unordered GLOB/);
+  });
+
+  it('dispatch refuses an unmigrated schema with the command to run', async () => {
+    const result = await runCli([
+      'dispatch',
+      '--once',
+      '--database-url',
+      db.url,
+      '--schema',
+      'nowhere',
+      '--publisher',
+      receiver.url,
+    ]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/outbox migrate --schema nowhere/);
+  });
+});
