@@ -3,6 +3,7 @@ import { toolCalls } from './002-tool-calls.js';
 import { consumerPositions } from './003-consumer-positions.js';
 import { shadow } from './004-shadow.js';
 import { wakeWaiters } from './005-wake-waiters.js';
+import { archive } from './006-archive.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -12,6 +13,7 @@ export const MIGRATIONS: readonly Migration[] = [
   consumerPositions,
   shadow,
   wakeWaiters,
+  archive,
 ];
 
 /** The schema version this build of agent-outbox expects. */

@@ -1,0 +1,19 @@
+/**
+ * Prometheus metrics and the `/metrics` + `/healthz` server (SPEC §4.8). Needs the optional peer
+ * dependency `prom-client`.
+ * @packageDocumentation
+ */
+export {
+  ATTEMPT_BUCKETS,
+  createOutboxMetrics,
+  LATENCY_BUCKETS_SECONDS,
+  type OutboxHealth,
+  type OutboxMetrics,
+  type OutboxMetricsOptions,
+} from './outbox-metrics.js';
+export {
+  startMetricsServer,
+  type MetricsServer,
+  type MetricsServerOptions,
+} from './metrics-server.js';
+export { OTHER_TOPIC, TopicLabels } from './topic-labels.js';

@@ -1,0 +1,92 @@
+/**
+ * Retention of dispatched outbox rows (SPEC §4.9). Each statement below is ONE batch and runs in
+ * its own transaction (autocommit), so locks are held for one batch only and a crash loses at
+ * most the batch in flight (which then simply did not happen).
+ *
+ * Which rows: `dispatched_at IS NOT NULL AND dead_lettered_at IS NULL`. A pending row has no
+ * `dispatched_at`; a dead letter has no `dispatched_at` either (settling a dead letter leaves it
+ * NULL) — the second condition states the rule where a reader looks for it and holds should a
+ * future change set both.
+ *
+ * How: `ORDER BY dispatched_at LIMIT $2` over `outbox_dispatched_at_idx` (migration 006), so a
+ * batch costs its size, not the table's. `FOR UPDATE SKIP LOCKED` lets two pruners (or a pruner
+ * and a replay) run side by side without waiting on each other.
+ * Tried and rejected: one unbounded DELETE (a long lock, a WAL burst and a bloated table on a big
+ * outbox); a keyset walk over the primary key (the last batch scans every retained row to find
+ * out it is done); `DELETE ... LIMIT` (not Postgres syntax).
+ *
+ * $1 age cut-off in ms, $2 batch size. Returns the number of rows in the batch: fewer than $2
+ * means the backlog of old rows is exhausted.
+ */
+export const pruneDispatchedBatchSql = (s: string) => `
+WITH batch AS (
+  SELECT id FROM ${s}.outbox
+   WHERE dispatched_at IS NOT NULL
+     AND dispatched_at < now() - $1::float8 * interval '1 millisecond'
+     AND dead_lettered_at IS NULL
+   ORDER BY dispatched_at
+   LIMIT $2
+   FOR UPDATE SKIP LOCKED
+), gone AS (
+  DELETE FROM ${s}.outbox o USING batch WHERE o.id = batch.id RETURNING 1
+)
+SELECT count(*)::int AS n FROM gone`;
+
+/**
+ * The same batch, moved instead of deleted: the DELETE's RETURNING feeds the INSERT in the same
+ * statement, so a row is either still in `outbox` or already in `outbox_archive`, never in both
+ * or neither. Columns are listed explicitly so a column added to `outbox` later cannot shift
+ * values into the wrong archive column. `ON CONFLICT DO NOTHING` keeps a re-archived id (a row
+ * restored by hand and archived again) from failing the whole batch.
+ */
+export const archiveDispatchedBatchSql = (s: string) => `
+WITH batch AS (
+  SELECT id FROM ${s}.outbox
+   WHERE dispatched_at IS NOT NULL
+     AND dispatched_at < now() - $1::float8 * interval '1 millisecond'
+     AND dead_lettered_at IS NULL
+   ORDER BY dispatched_at
+   LIMIT $2
+   FOR UPDATE SKIP LOCKED
+), gone AS (
+  DELETE FROM ${s}.outbox o USING batch WHERE o.id = batch.id
+  RETURNING o.id, o.message_id, o.aggregate_id, o.topic, o.payload, o.headers, o.sequence,
+            o.created_at, o.available_at, o.dispatched_at, o.attempts, o.last_error, o.shadow
+), moved AS (
+  INSERT INTO ${s}.outbox_archive
+    (id, message_id, aggregate_id, topic, payload, headers, sequence,
+     created_at, available_at, dispatched_at, attempts, last_error, shadow)
+  SELECT * FROM gone
+  ON CONFLICT (id) DO NOTHING
+  RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone)::int AS n`;
+
+/**
+ * Dry run: how many dispatched rows a prune would take now. An index-only count over
+ * `outbox_dispatched_at_idx`; it reads every old row's index entry once, which is what the
+ * operator asked to see.
+ */
+export const countPrunableSql = (s: string) => `
+SELECT count(*)::int AS n, min(dispatched_at) AS oldest
+FROM ${s}.outbox
+WHERE dispatched_at IS NOT NULL
+  AND dispatched_at < now() - $1::float8 * interval '1 millisecond'
+  AND dead_lettered_at IS NULL`;
+
+/** Dry run of ledger pruning: the rows `pruneLedger` would delete (done rows only). */
+export const countPrunableLedgerSql = (s: string) => `
+SELECT count(*)::int AS n
+FROM ${s}.processed_messages
+WHERE state = 'done'
+  AND processed_at < now() - $1::float8 * interval '1 millisecond'`;
+
+/**
+ * One retention runner per schema at a time, across processes and hosts. Session-level (the run
+ * spans many transactions), so the job unlocks explicitly and drops the connection if it cannot.
+ * The key pairs a constant with the schema, like the migrator's lock, but a different constant:
+ * a prune must not wait for a migration, nor the other way round.
+ */
+export const tryRetentionLockSql = `SELECT pg_try_advisory_lock(hashtext('agent-outbox:retention'), hashtext($1)) AS locked`;
+
+export const retentionUnlockSql = `SELECT pg_advisory_unlock(hashtext('agent-outbox:retention'), hashtext($1)) AS unlocked`;
