@@ -16,7 +16,7 @@ export interface PublisherCapabilities {
    * Turns a message into one this broker fails (unroutable topic, wrong key type, injected
    * rejection), for the partial-failure test; omit when no such message can be made.
    */
-  failingMessage?: (message: OutgoingMessage) => OutgoingMessage;
+  failingMessage?: (message: OutgoingMessage) => OutgoingMessage | Promise<OutgoingMessage>;
 }
 
 /** A publisher implementation plus the means to observe its broker. */
@@ -127,7 +127,7 @@ export function describePublisherConformance(target: PublisherTarget): void {
         const topic = `${uniqueName()}.partial`;
         const collector = await receive([topic]);
         const good1 = makeMessage({ topic });
-        const bad = target.capabilities.failingMessage!(makeMessage({ topic }));
+        const bad = await target.capabilities.failingMessage!(makeMessage({ topic }));
         const good2 = makeMessage({ topic });
 
         const outcomes = await publisher.publish([good1, bad, good2]);
