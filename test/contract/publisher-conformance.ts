@@ -3,6 +3,7 @@ import { parseEnvelope, toEnvelope, type Envelope } from '../../src/publishers/e
 import type { OutgoingMessage, Publisher } from '../../src/publishers/publisher.js';
 import type { Collector, Delivery } from './collector.js';
 import { makeMessage, uniqueName } from './messages.js';
+import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 
 /** What a publisher under test claims; the suite checks exactly these claims. */
 export interface PublisherCapabilities {
@@ -47,6 +48,15 @@ export interface PublisherTarget {
   ): Promise<() => Promise<void>>;
   /** Makes a collector (see collector.ts). */
   collector(): Collector;
+  /**
+   * For the dropped-connection test: the broker's port, and a publisher connecting to
+   * 127.0.0.1:`proxyPort` (a {@link TcpProxy} in front of the broker) instead. Omit for
+   * brokers without a connection (in-memory).
+   */
+  throughProxy?: {
+    brokerPort(): number;
+    create(proxyPort: number): Promise<Publisher> | Publisher;
+  };
 }
 
 function envelopeOf(delivery: Delivery): Envelope {
@@ -183,6 +193,42 @@ export function describePublisherConformance(target: PublisherTarget): void {
         } else {
           expect(copies).toHaveLength(2);
           expect(copies[1]!.body).toBe(copies[0]!.body);
+        }
+      },
+    );
+
+    it.runIf(target.throughProxy !== undefined)(
+      'gives retryable, never published, while the broker is gone, and recovers when it is back',
+      async () => {
+        const proxy: TcpProxy = await startTcpProxy(target.throughProxy!.brokerPort());
+        const viaProxy = await target.throughProxy!.create(proxy.port);
+        try {
+          const topic = `${uniqueName()}.outage`;
+          const collector = await receive([topic]);
+          const before = makeMessage({ topic });
+          expect(await viaProxy.publish([before])).toEqual([{ status: 'published' }]);
+
+          await proxy.stop();
+          const during = [makeMessage({ topic }), makeMessage({ topic })];
+          const outcomes = await viaProxy.publish(during);
+          expect(outcomes.map((o) => o.status)).toEqual(['retryable', 'retryable']);
+
+          await proxy.start();
+          // Clients reconnect on their own schedule: retry like the dispatcher would.
+          const after = makeMessage({ topic });
+          let outcome = (await viaProxy.publish([after]))[0]!;
+          for (let i = 0; i < 60 && outcome.status !== 'published'; i++) {
+            await new Promise((resolve) => setTimeout(resolve, 250));
+            outcome = (await viaProxy.publish([after]))[0]!;
+          }
+          expect(outcome).toEqual({ status: 'published' });
+          await collector.waitFor(
+            (d) => idsOf(d).includes(before.id) && idsOf(d).includes(after.id),
+            'the messages before and after the outage',
+          );
+        } finally {
+          await viaProxy.close?.();
+          await proxy.stop();
         }
       },
     );

@@ -41,6 +41,10 @@ describePublisherConformance({
   createUnreachable: async () =>
     new HttpPublisher({ url: `http://127.0.0.1:${await closedPort()}/hook` }),
   collector: createCollector,
+  throughProxy: {
+    brokerPort: () => Number(new URL(conformanceHook.baseUrl).port),
+    create: (port) => new HttpPublisher({ url: `http://127.0.0.1:${port}/hook` }),
+  },
   async receive(topics, collector) {
     for (const topic of topics) collectorsByTopic.set(topic, collector);
     return async () => {

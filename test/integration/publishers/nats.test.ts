@@ -45,6 +45,15 @@ describe.runIf(natsUp)('NATS JetStream', () => {
     createUnreachable: async () =>
       new NatsJetStreamPublisher({ connection: `nats://127.0.0.1:${await closedPort()}` }),
     collector: createCollector,
+    throughProxy: {
+      brokerPort: () => 4222,
+      create: (port) =>
+        new NatsJetStreamPublisher({
+          connection: `nats://127.0.0.1:${port}`,
+          subjectPrefix: prefix,
+          ackTimeoutMs: 2000,
+        }),
+    },
     async receive(topics, collector) {
       // Read back what the STREAM stored (a core subscription would also see the duplicates
       // JetStream dropped). Polls by sequence: the nats-server here (2.9) predates the

@@ -57,6 +57,11 @@ describe.runIf(rabbitUp)('RabbitMQ', () => {
     createUnreachable: async () =>
       new RabbitMqPublisher({ connection: `amqp://guest:guest@127.0.0.1:${await closedPort()}` }),
     collector: createCollector,
+    throughProxy: {
+      brokerPort: () => 5672,
+      create: (port) =>
+        new RabbitMqPublisher({ connection: `amqp://guest:guest@127.0.0.1:${port}`, exchange }),
+    },
     receive: (topics, collector) => bindQueue(connection, exchange, topics, collector),
   });
 

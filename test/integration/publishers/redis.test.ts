@@ -40,6 +40,11 @@ describe.runIf(redisUp)('Redis Streams', () => {
     createUnreachable: async () =>
       new RedisStreamsPublisher({ connection: `redis://127.0.0.1:${await closedPort()}` }),
     collector: createCollector,
+    throughProxy: {
+      brokerPort: () => 6379,
+      create: (port) =>
+        new RedisStreamsPublisher({ connection: `redis://127.0.0.1:${port}`, keyPrefix }),
+    },
     async receive(topics, collector) {
       // A consumer of the test's own, reading the streams with XREAD on a second connection.
       const reader = new Redis(REDIS_URL);
