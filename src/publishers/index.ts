@@ -29,6 +29,13 @@ export {
   type MetricsHooks,
 } from './middleware/index.js';
 export { importPeer, MissingPeerDependencyError } from './optional-peer.js';
+export {
+  createPublisherFromConfig,
+  loadPublisherConfig,
+  parsePublisherConfig,
+  PublisherConfigError,
+  type PublisherConfig,
+} from './publisher-config.js';
 export { allRetryable, permanent, published, retryable } from './outcomes.js';
 export type { PublishOptions } from './publisher.js';
 export { Router, type Route, type RouterOptions } from './router.js';
