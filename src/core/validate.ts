@@ -33,6 +33,9 @@ export interface ValidMessage {
 // would otherwise fail deep inside the driver with a message that names no field.
 // eslint-disable-next-line no-control-regex
 const NUL = /\u0000/;
+// TextEncoder rather than Buffer: this module also runs in Workers without nodejs_compat.
+const utf8 = new TextEncoder();
+const byteLength = (text: string): number => utf8.encode(text).length;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function checkText(field: string, value: string): void {
@@ -160,7 +163,7 @@ function checkHeaders(
     checkText(`${field}.${key}`, value);
     result[key] = value;
   }
-  const bytes = Buffer.byteLength(JSON.stringify(result));
+  const bytes = byteLength(JSON.stringify(result));
   if (bytes > limits.maxHeadersBytes) {
     throw new OutboxValidationError(
       field,
@@ -192,7 +195,7 @@ export function validateMessage(
     );
   checkJson(`${prefix}.payload`, m.payload, new Set());
   const payloadJson = JSON.stringify(m.payload);
-  const payloadBytes = Buffer.byteLength(payloadJson);
+  const payloadBytes = byteLength(payloadJson);
   if (payloadBytes > limits.maxPayloadBytes) {
     throw new OutboxValidationError(
       `${prefix}.payload`,
