@@ -1,0 +1,438 @@
+import type { ClientConfig } from 'pg';
+import { OutboxValidationError } from '../core/errors.js';
+import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
+import { createDispatcher, type Dispatcher } from '../dispatcher/dispatcher.js';
+import { TypedEmitter } from '../dispatcher/events.js';
+import type { DispatcherOptions } from '../dispatcher/options.js';
+import {
+  DEFAULT_RECONNECT_DELAY,
+  reconnectDelayMs,
+  type ReconnectDelayOptions,
+} from '../dispatcher/wake/reconnect-delay.js';
+import { candidateStatesSql } from '../sql/cdc.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
+import { CandidateStore } from './candidate-store.js';
+import { ConfirmTracker } from './confirm-tracker.js';
+import type { CdcEventMap } from './events.js';
+import { formatLsn, type Lsn } from './lsn.js';
+import {
+  currentDatabase,
+  defaultPublicationName,
+  defaultSlotName,
+  ensurePublication,
+  ensureSlot,
+  readSlotLag,
+} from './slot.js';
+import { openWalStream, type WalStream } from './wal-stream.js';
+
+/** Options of {@link createCdcDispatcher}; the polling options apply to both workers. */
+export interface CdcDispatcherOptions extends Omit<
+  DispatcherOptions,
+  'executor' | 'store' | 'wakeSource' | 'pollIntervalMs'
+> {
+  /** Where claims, settles and the sweeper run: `fromPg(pool)`. */
+  executor: SqlExecutor;
+  /**
+   * Connection for the replication stream (a `pg` ClientConfig; `replication: 'database'` is
+   * added). The role needs the REPLICATION attribute; the server `wal_level = logical`.
+   */
+  replicationConnection: ClientConfig;
+  /** Default `agent_outbox_<database>_<schema>`. Slots are cluster-wide. */
+  slotName?: string;
+  /** Default `agent_outbox_<schema>`. Created (INSERTs of the outbox only) when missing. */
+  publicationName?: string;
+  /** Poll interval of the sweeper, the polling dispatcher that catches what CDC did not. Default 30 000. */
+  sweepIntervalMs?: number;
+  /** Report the confirmed position to the server at least this often. Default 1 000. */
+  confirmIntervalMs?: number;
+  /** Emit `cdc:slot:lag` this often. Default 10 000. */
+  lagIntervalMs?: number;
+  /** Re-check candidates that another dispatcher holds or that wait on a predecessor. Default 250. */
+  recheckMs?: number;
+  /**
+   * Candidates kept in memory at most; beyond it the stream pauses (and later resumes from the
+   * confirmed position). Default 100 000.
+   */
+  maxCandidates?: number;
+  /** Deferred candidates due later than this are left to the sweeper. Default 60 000. */
+  maxHoldMs?: number;
+  reconnectDelay?: Partial<ReconnectDelayOptions>;
+}
+
+/**
+ * - `created` → `start()` → `running` (stream open, or reopening after a loss) → `stop()` →
+ *   `stopping` → `stopped`.
+ */
+export type CdcDispatcherState = 'created' | 'running' | 'stopping' | 'stopped';
+
+/** A dispatcher driven by logical replication. Create with {@link createCdcDispatcher}. */
+export interface CdcDispatcher {
+  readonly state: CdcDispatcherState;
+  readonly slotName: string | undefined;
+  /** Highest position confirmed (or confirmable) so far, as Postgres prints it. */
+  readonly confirmedLsn: string;
+  /** Creates publication and slot if missing, starts the sweeper, opens the stream. */
+  start(): Promise<void>;
+  /** Stops streaming and sweeping; in-flight batches finish and settle. Idempotent. */
+  stop(): Promise<void>;
+  /** WAL bytes retained for the slot, or null without a slot. */
+  slotLagBytes(): Promise<number | null>;
+  /** Published/retried/... counts of the WAL-driven worker and of the sweeper. */
+  stats(): { cdc: ReturnType<Dispatcher['stats']>; sweeper: ReturnType<Dispatcher['stats']> };
+  on<K extends keyof CdcEventMap & string>(
+    event: K,
+    listener: (...args: CdcEventMap[K]) => void,
+  ): () => void;
+}
+
+/** Re-check of a candidate not visible yet (see #classify). */
+const MISSING_RECHECK_MS = 2;
+/** A candidate invisible this long was deleted after its commit (retention, manual cleanup). */
+const MISSING_FOR_GOOD_MS = 10_000;
+
+interface CandidateState {
+  id: string;
+  state: 'gone' | 'done' | 'deferred' | 'leased' | 'blocked';
+  availableAtMs: number | null;
+}
+
+class PgCdcDispatcher implements CdcDispatcher {
+  #state: CdcDispatcherState = 'created';
+  readonly #options: CdcDispatcherOptions;
+  readonly #schema: string;
+  readonly #events = new TypedEmitter<CdcEventMap>();
+  readonly #store: CandidateStore;
+  readonly #worker: Dispatcher;
+  readonly #sweeper: Dispatcher;
+  readonly #statesSql: string;
+  readonly #reconnect: ReconnectDelayOptions;
+  #slot: string | undefined;
+  #publication = '';
+  #tracker = new ConfirmTracker(0n);
+  #stream: WalStream | undefined;
+  #streams = 0;
+  #failures = 0;
+  #paused = false;
+  /** Rows of the transaction being streamed, until its COMMIT. */
+  #open: string[] = [];
+  #sentLsn: Lsn = 0n;
+  #cycle: Promise<void> | undefined;
+  #again = false;
+  #timers = new Set<NodeJS.Timeout>();
+  #nextCycle: NodeJS.Timeout | undefined;
+  /** Candidates the state query did not find, since when (see #classify). */
+  #missingSince = new Map<string, number>();
+
+  constructor(options: CdcDispatcherOptions) {
+    if (!options.replicationConnection)
+      throw new OutboxValidationError('replicationConnection', 'is required (a pg ClientConfig)');
+    this.#options = options;
+    this.#schema = options.schema ?? DEFAULT_SCHEMA;
+    quoteIdentifier(this.#schema);
+    this.#store = new CandidateStore(options.executor, this.#schema);
+    const { sweepIntervalMs, executor, ...shared } = options;
+    // The worker is never started: each WAL-driven cycle calls its drain(), which runs the polling
+    // dispatcher's claim → publish → settle code on the candidate store.
+    this.#worker = createDispatcher({
+      ...shared,
+      store: this.#store,
+      id: `${options.id ?? 'cdc'}`,
+    });
+    this.#sweeper = createDispatcher({
+      ...shared,
+      executor,
+      pollIntervalMs: sweepIntervalMs ?? 30_000,
+      ...(options.id !== undefined && { id: `${options.id}-sweeper` }),
+    });
+    this.#statesSql = candidateStatesSql(quoteIdentifier(this.#schema));
+    this.#reconnect = { ...DEFAULT_RECONNECT_DELAY, ...options.reconnectDelay };
+  }
+
+  get state(): CdcDispatcherState {
+    return this.#state;
+  }
+
+  get slotName(): string | undefined {
+    return this.#slot;
+  }
+
+  get confirmedLsn(): string {
+    return formatLsn(this.#tracker.confirmed);
+  }
+
+  on: CdcDispatcher['on'] = (event, listener) => {
+    if (event.startsWith('cdc:')) return this.#events.on(event, listener);
+    const offs = [this.#worker, this.#sweeper].map((d) => d.on(event as never, listener as never));
+    return () => offs.forEach((off) => off());
+  };
+
+  stats(): ReturnType<CdcDispatcher['stats']> {
+    return { cdc: this.#worker.stats(), sweeper: this.#sweeper.stats() };
+  }
+
+  async slotLagBytes(): Promise<number | null> {
+    return this.#slot ? readSlotLag(this.#options.executor, this.#slot) : null;
+  }
+
+  async start(): Promise<void> {
+    if (this.#state !== 'created') throw new Error(`CDC dispatcher is ${this.#state}`);
+    const { executor } = this.#options;
+    const database = await currentDatabase(executor);
+    this.#slot = this.#options.slotName ?? defaultSlotName(database, this.#schema);
+    this.#publication = this.#options.publicationName ?? defaultPublicationName(this.#schema);
+    await ensurePublication(executor, this.#publication, this.#schema);
+    const slot = await ensureSlot(executor, this.#slot, database);
+    if (slot.created)
+      this.#events.emit('cdc:slot:create', { slot: this.#slot, lsn: formatLsn(slot.confirmedLsn) });
+    this.#tracker = new ConfirmTracker(slot.confirmedLsn);
+    this.#sentLsn = slot.confirmedLsn;
+    this.#state = 'running';
+    this.#sweeper.start();
+    this.#every(this.#options.confirmIntervalMs ?? 1_000, () => void this.#confirm(true));
+    this.#every(this.#options.lagIntervalMs ?? 10_000, () => void this.#reportLag());
+    await this.#openStream();
+  }
+
+  async stop(): Promise<void> {
+    if (this.#state === 'stopped' || this.#state === 'stopping') return;
+    const wasRunning = this.#state === 'running';
+    this.#state = 'stopping';
+    for (const timer of this.#timers) clearInterval(timer);
+    clearTimeout(this.#nextCycle);
+    if (wasRunning) {
+      // Finish the cycle in flight (no new one starts: #kick checks the state), confirm what it
+      // settled, then close. Commits arriving now are not confirmed and will be re-streamed.
+      await this.#cycle;
+      await this.#confirm(false);
+      await this.#stream?.close();
+      this.#stream = undefined;
+      await this.#sweeper.stop();
+    }
+    this.#state = 'stopped';
+  }
+
+  #every(ms: number, fn: () => void): void {
+    const timer = setInterval(fn, ms);
+    timer.unref();
+    this.#timers.add(timer);
+  }
+
+  async #openStream(): Promise<void> {
+    if (this.#state !== 'running' || this.#stream) return;
+    this.#tracker.reset();
+    this.#open = [];
+    const startLsn = this.#tracker.confirmed;
+    try {
+      const stream = await openWalStream({
+        connection: this.#options.replicationConnection,
+        slot: this.#slot!,
+        publication: this.#publication,
+        schema: this.#schema,
+        table: 'outbox',
+        startLsn,
+        handlers: {
+          begin: () => {
+            this.#open = [];
+            this.#tracker.begin();
+          },
+          insert: (rowId) => this.#open.push(rowId),
+          commit: (endLsn) => this.#onCommit(endLsn),
+          keepalive: (lsn, reply) => {
+            this.#tracker.keepalive(lsn);
+            if (reply) void this.#confirm(false);
+          },
+          lost: (error) => this.#onLost(stream, error),
+        },
+      });
+      if ((this.#state as CdcDispatcherState) !== 'running') {
+        await stream.close();
+        return;
+      }
+      this.#stream = stream;
+      this.#failures = 0;
+      this.#events.emit('cdc:stream:start', {
+        slot: this.#slot!,
+        lsn: formatLsn(startLsn),
+        reconnect: this.#streams++ > 0,
+      });
+      // Candidates kept across a reconnect (and anything the sweeper left) get a cycle now.
+      this.#kick();
+    } catch (error) {
+      this.#scheduleReopen(toError(error));
+    }
+  }
+
+  #onCommit(endLsn: Lsn): void {
+    const rows = this.#open;
+    this.#open = [];
+    for (const id of rows) this.#store.candidates.add(id);
+    this.#tracker.commit(endLsn, rows);
+    if (rows.length > 0)
+      this.#events.emit('cdc:transaction:receive', { lsn: formatLsn(endLsn), rowIds: rows });
+    const max = this.#options.maxCandidates ?? 100_000;
+    if (!this.#paused && this.#store.candidates.size >= max) {
+      // Stop reading: resuming from the confirmed position later re-streams what we skip now.
+      this.#paused = true;
+      this.#events.emit('cdc:stream:pause', { candidates: this.#store.candidates.size });
+      const stream = this.#stream;
+      this.#stream = undefined;
+      void stream?.close();
+    }
+    if (rows.length > 0) this.#kick();
+  }
+
+  #onLost(stream: WalStream, error: Error): void {
+    if (this.#stream !== stream) return;
+    this.#stream = undefined;
+    void stream.close();
+    this.#scheduleReopen(error);
+  }
+
+  #scheduleReopen(error: Error): void {
+    if (this.#state !== 'running') return;
+    const retryInMs = reconnectDelayMs(this.#failures++, this.#reconnect);
+    this.#events.emit('cdc:stream:lost', { error, retryInMs });
+    const timer = setTimeout(() => {
+      this.#timers.delete(timer);
+      void this.#openStream();
+    }, retryInMs);
+    timer.unref();
+    this.#timers.add(timer);
+  }
+
+  /** Runs a cycle now, or right after the running one (never two at once). */
+  #kick(): void {
+    if (this.#state !== 'running') return;
+    if (this.#cycle) {
+      this.#again = true;
+      return;
+    }
+    clearTimeout(this.#nextCycle);
+    this.#cycle = this.#runCycle().finally(() => {
+      this.#cycle = undefined;
+      if (this.#again && this.#state === 'running') {
+        this.#again = false;
+        this.#kick();
+      }
+    });
+  }
+
+  /** Publish what is claimable among the candidates, then settle their WAL positions. */
+  async #runCycle(): Promise<void> {
+    let nextInMs: number | undefined;
+    try {
+      if (this.#store.candidates.size === 0) return;
+      await this.#worker.drain();
+      nextInMs = await this.#classify();
+    } catch (error) {
+      this.#events.emit('cdc:cycle:failure', { error: toError(error) });
+      nextInMs = this.#options.recheckMs ?? 250;
+    }
+    await this.#confirm(false);
+    if (
+      this.#paused &&
+      this.#store.candidates.size < (this.#options.maxCandidates ?? 100_000) / 2
+    ) {
+      this.#paused = false;
+      void this.#openStream();
+    }
+    if (nextInMs !== undefined && this.#state === 'running') {
+      clearTimeout(this.#nextCycle);
+      this.#nextCycle = setTimeout(() => this.#kick(), nextInMs);
+      this.#nextCycle.unref();
+    }
+  }
+
+  /** Reads where every candidate stands; resolves positions; returns when to look again. */
+  async #classify(): Promise<number | undefined> {
+    const ids = [...this.#store.candidates];
+    const { rows } = await this.#options.executor.query<CandidateState>(this.#statesSql, [ids]);
+    const now = Date.now();
+    const recheckMs = this.#options.recheckMs ?? 250;
+    const maxHoldMs = this.#options.maxHoldMs ?? 60_000;
+    let next: number | undefined;
+    const later = (ms: number) => (next = Math.min(next ?? Infinity, Math.max(ms, 1)));
+    for (const row of rows) {
+      if (row.state === 'gone' && !this.#goneForGood(row.id, now)) {
+        // The walsender sends a commit as soon as it is flushed, and the committing backend makes
+        // it visible a moment later: "not found" right after the WAL said "inserted" means "not
+        // visible yet". Look again very soon; only a row missing for long was really deleted.
+        later(MISSING_RECHECK_MS);
+      } else if (row.state === 'done' || row.state === 'gone') {
+        this.#missingSince.delete(row.id);
+        this.#store.candidates.delete(row.id);
+        this.#tracker.resolve(row.id);
+      } else if (row.state === 'deferred') {
+        this.#missingSince.delete(row.id);
+        this.#tracker.resolve(row.id);
+        const dueInMs = Number(row.availableAtMs ?? now) - now;
+        if (dueInMs > maxHoldMs)
+          this.#store.candidates.delete(row.id); // the sweeper's now
+        else later(dueInMs > 0 ? dueInMs : recheckMs);
+      } else {
+        this.#missingSince.delete(row.id);
+        later(recheckMs);
+      }
+    }
+    return next;
+  }
+
+  #goneForGood(rowId: string, now: number): boolean {
+    const since = this.#missingSince.get(rowId);
+    if (since === undefined) this.#missingSince.set(rowId, now);
+    return since !== undefined && now - since > MISSING_FOR_GOOD_MS;
+  }
+
+  async #confirm(ping: boolean): Promise<void> {
+    const stream = this.#stream;
+    const lsn = this.#tracker.confirmed;
+    if (!stream) return;
+    try {
+      await stream.confirm(lsn, ping);
+    } catch {
+      return; // the stream's own error handling reopens it
+    }
+    if (lsn > this.#sentLsn) {
+      this.#sentLsn = lsn;
+      this.#events.emit('cdc:lsn:confirm', { lsn: formatLsn(lsn) });
+    }
+  }
+
+  async #reportLag(): Promise<void> {
+    try {
+      const lagBytes = await this.slotLagBytes();
+      if (lagBytes !== null) this.#events.emit('cdc:slot:lag', { slot: this.#slot!, lagBytes });
+    } catch {
+      /* a failed lag read is not worth an error event; the next one will tell */
+    }
+  }
+}
+
+function toError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+/**
+ * Creates a CDC dispatcher: logical replication (`pgoutput`) tells it the moment an outbox row is
+ * committed, and it publishes that row through the polling dispatcher's own claim → publish →
+ * settle path (leases, fencing, per-aggregate order, backoff, dead letters — identical
+ * semantics). The slot is confirmed only up to the last transaction whose rows are all
+ * published, dead-lettered, or recorded as failed/deferred in the table. A polling sweeper with a
+ * long interval publishes whatever the stream did not deliver (rows from before the slot, rows
+ * deferred past `maxHoldMs`, anything during an outage).
+ *
+ * @example
+ * ```ts
+ * const cdc = createCdcDispatcher({
+ *   executor: fromPg(pool),
+ *   replicationConnection: { connectionString: process.env.DATABASE_URL },
+ *   publisher,
+ * });
+ * cdc.on('cdc:slot:lag', ({ lagBytes }) => slotLagGauge.set(lagBytes));
+ * await cdc.start();
+ * process.on('SIGTERM', () => cdc.stop().then(() => pool.end()));
+ * ```
+ */
+export function createCdcDispatcher(options: CdcDispatcherOptions): CdcDispatcher {
+  return new PgCdcDispatcher(options);
+}

@@ -1,0 +1,226 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import {
+  createCdcDispatcher,
+  parseLsn,
+  readSlotLag,
+  type CdcDispatcher,
+  type CdcDispatcherOptions,
+} from '../../../src/cdc/index.js';
+import { fromPg, InMemoryPublisher, type OutgoingMessage } from '../../../src/index.js';
+import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { checkHistory } from '../../helpers/history.js';
+import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
+import { dropSlots, slotState } from '../../fixtures/latency/cdc-helpers.js';
+
+let db: TestDatabase;
+let walLevel = '';
+beforeAll(async () => {
+  db = await createTestDatabase();
+  walLevel = (await db.pool.query<{ wal_level: string }>('SHOW wal_level')).rows[0]!.wal_level;
+});
+afterAll(async () => {
+  await dropSlots(db.pool, db.name);
+  await db.drop();
+});
+
+let slotNumber = 0;
+let slot = '';
+const running: CdcDispatcher[] = [];
+beforeEach(async () => {
+  await db.pool.query('TRUNCATE outbox, outbox_aggregates');
+  slot = `ao_cdc_${db.name.slice(-8)}_${++slotNumber}`;
+});
+afterEach(async () => {
+  while (running.length) await running.pop()!.stop();
+  await dropSlots(db.pool, db.name);
+});
+
+function cdc(
+  options: Partial<CdcDispatcherOptions> & { publisher: CdcDispatcherOptions['publisher'] },
+) {
+  const dispatcher = createCdcDispatcher({
+    executor: fromPg(db.pool),
+    replicationConnection: { connectionString: db.url },
+    slotName: slot,
+    sweepIntervalMs: 600_000, // the sweeper claims once at start, then stays out of the way
+    confirmIntervalMs: 100,
+    backoff: { baseMs: 200, maxMs: 200, jitterMs: 0 },
+    ...options,
+  });
+  running.push(dispatcher);
+  return dispatcher;
+}
+
+const ordered = (m: { messageId: string; aggregateId: string; sequence: number }) => ({
+  messageId: m.messageId,
+  aggregateId: m.aggregateId,
+  sequence: m.sequence,
+  ordered: true,
+});
+const asEvents = (published: OutgoingMessage[]) =>
+  published.map((m, i) => ({ messageId: m.id, publisher: 'p', start: i, end: i + 0.5 }));
+
+describe('CDC dispatcher (logical replication, pgoutput)', () => {
+  it('needs wal_level=logical (run .ci/run or ALTER SYSTEM SET wal_level = logical + restart)', () => {
+    expect(walLevel).toBe('logical');
+  });
+
+  it('publishes from the WAL every message once, in per-aggregate order, and confirms the slot past them', async () => {
+    const publisher = new InMemoryPublisher();
+    const dispatcher = cdc({ publisher });
+    await dispatcher.start();
+    const written = [];
+    // Many small transactions, several of them concurrent and on the same aggregates.
+    for (let round = 0; round < 10; round++) {
+      const batches = await Promise.all(
+        [0, 1, 2].map((k) =>
+          enqueueCommitted(
+            db.pool,
+            manyMessages(5, 2).map((m) => ({ ...m, payload: { round, k } })),
+          ),
+        ),
+      );
+      written.push(...batches.flat());
+    }
+    await expect.poll(() => publisher.published.length, { timeout: 30_000 }).toBe(300);
+    const report = checkHistory(written.map(ordered), asEvents(publisher.published));
+    expect(report).toMatchObject({ lost: [], orderViolations: [], duplicates: 0 });
+    // The WAL-driven worker published them, not the sweeper.
+    expect(dispatcher.stats().cdc.published).toBe(300);
+    expect(dispatcher.stats().sweeper.published).toBe(0);
+    const { rows } = await db.pool.query<{ lsn: string }>(
+      `SELECT pg_current_wal_lsn()::text AS lsn`,
+    );
+    await expect
+      .poll(
+        async () => parseLsn((await slotState(db.pool, slot))!.confirmed) >= parseLsn(rows[0]!.lsn),
+        { timeout: 30_000 },
+      )
+      .toBe(true);
+  });
+
+  it('never confirms a position before the rows committed up to it are published', async () => {
+    let open: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const inner = new InMemoryPublisher();
+    let calls = 0;
+    const publisher = {
+      publish: async (messages: readonly OutgoingMessage[]) => {
+        calls++;
+        await gate;
+        return inner.publish(messages);
+      },
+    };
+    const dispatcher = cdc({ publisher });
+    const received: { lsn: string; rowIds: string[] }[] = [];
+    dispatcher.on('cdc:transaction:receive', (t) => received.push(t));
+    const confirms: string[] = [];
+    dispatcher.on('cdc:lsn:confirm', ({ lsn }) => confirms.push(lsn));
+    await dispatcher.start();
+    const [message] = await enqueueCommitted(db.pool, manyMessages(1, 1));
+    await expect.poll(() => calls, { timeout: 30_000 }).toBe(1);
+    const commit = received.find((t) => t.rowIds.length === 1)!;
+    expect(commit).toBeDefined();
+    // The commit was received and handed to the publisher, which has not answered.
+    expect(parseLsn(dispatcher.confirmedLsn)).toBeLessThan(parseLsn(commit.lsn));
+    expect(confirms.every((lsn) => parseLsn(lsn) < parseLsn(commit.lsn))).toBe(true);
+    open();
+    await expect
+      .poll(() => inner.published.map((m) => m.id), { timeout: 30_000 })
+      .toEqual([message!.messageId]);
+    await expect
+      .poll(() => parseLsn(dispatcher.confirmedLsn) >= parseLsn(commit.lsn), { timeout: 30_000 })
+      .toBe(true);
+    await expect
+      .poll(
+        async () => parseLsn((await slotState(db.pool, slot))!.confirmed) >= parseLsn(commit.lsn),
+        { timeout: 30_000 },
+      )
+      .toBe(true);
+  });
+
+  it('retries and dead-letters like the polling dispatcher; a failing head blocks only its aggregate', async () => {
+    let failures = 0;
+    const publisher = new InMemoryPublisher({
+      inject: (m) => {
+        if (m.aggregateId === 'flaky' && m.sequence === 1 && failures++ < 1)
+          return { status: 'retryable', error: 'broker hiccup' };
+        if (m.aggregateId === 'poison') return { status: 'permanent', error: 'rejected' };
+        return undefined;
+      },
+    });
+    const dispatcher = cdc({ publisher });
+    await dispatcher.start();
+    await enqueueCommitted(db.pool, [
+      { topic: 'payment.charge', aggregateId: 'flaky', payload: { n: 1 } },
+      { topic: 'payment.charge', aggregateId: 'flaky', payload: { n: 2 } },
+      { topic: 'payment.charge', aggregateId: 'poison', payload: {} },
+      { topic: 'payment.charge', aggregateId: 'fine', payload: {} },
+    ]);
+    await expect.poll(() => publisher.published.length, { timeout: 30_000 }).toBe(3);
+    expect(publisher.published.map((m) => `${m.aggregateId}:${m.sequence}`)).toEqual([
+      'fine:1',
+      'flaky:1',
+      'flaky:2',
+    ]);
+    const { rows } = await db.pool.query(
+      `SELECT aggregate_id, attempts, dead_lettered_at IS NOT NULL AS dead, last_error FROM outbox ORDER BY aggregate_id, sequence`,
+    );
+    expect(rows).toEqual([
+      { aggregate_id: 'fine', attempts: 1, dead: false, last_error: null },
+      { aggregate_id: 'flaky', attempts: 2, dead: false, last_error: 'broker hiccup' },
+      { aggregate_id: 'flaky', attempts: 1, dead: false, last_error: null },
+      { aggregate_id: 'poison', attempts: 1, dead: true, last_error: 'permanent: rejected' },
+    ]);
+    // All by the WAL-driven worker (its own retry timer), none by the sweeper.
+    expect(dispatcher.stats().sweeper.published).toBe(0);
+    expect(dispatcher.stats().cdc.deadLettered).toBe(1);
+  });
+
+  it('reuses its slot across restarts, resumes where it confirmed, and reports slot lag', async () => {
+    const first = cdc({ publisher: new InMemoryPublisher(), lagIntervalMs: 50 });
+    const created: string[] = [];
+    first.on('cdc:slot:create', ({ slot: name }) => created.push(name));
+    const lags: number[] = [];
+    first.on('cdc:slot:lag', ({ lagBytes }) => lags.push(lagBytes));
+    await first.start();
+    expect(created).toEqual([slot]);
+    await expect.poll(() => lags.length, { timeout: 30_000 }).toBeGreaterThan(0);
+    expect(lags.every((lag) => Number.isFinite(lag) && lag >= 0)).toBe(true);
+    await first.stop();
+    running.length = 0;
+
+    // Written while no CDC dispatcher runs: the slot retains it, and the lag grows.
+    const lagBefore = (await readSlotLag(fromPg(db.pool), slot))!;
+    const written = await enqueueCommitted(db.pool, manyMessages(3, 3));
+    expect((await readSlotLag(fromPg(db.pool), slot))!).toBeGreaterThan(lagBefore);
+    expect(await readSlotLag(fromPg(db.pool), 'no_such_slot')).toBeNull();
+
+    const publisher = new InMemoryPublisher();
+    const second = cdc({ publisher, sweepIntervalMs: 600_000 });
+    second.on('cdc:slot:create', ({ slot: name }) => created.push(name));
+    await second.start();
+    await expect.poll(() => publisher.published.length, { timeout: 30_000 }).toBe(9);
+    expect(created).toEqual([slot]); // not recreated
+    const report = checkHistory(written.map(ordered), asEvents(publisher.published));
+    expect(report).toMatchObject({ lost: [], orderViolations: [], duplicates: 0 });
+    const slots = await db.pool.query(
+      `SELECT count(*)::int AS n FROM pg_replication_slots WHERE slot_name = $1`,
+      [slot],
+    );
+    expect(slots.rows[0].n).toBe(1);
+    expect(await second.slotLagBytes()).toEqual(expect.any(Number));
+  });
+
+  it('the sweeper publishes rows the stream never sees (committed before the slot existed)', async () => {
+    const [before] = await enqueueCommitted(db.pool, manyMessages(1, 1));
+    const publisher = new InMemoryPublisher();
+    const dispatcher = cdc({ publisher });
+    await dispatcher.start();
+    await expect
+      .poll(() => publisher.published.map((m) => m.id), { timeout: 30_000 })
+      .toEqual([before!.messageId]);
+    expect(dispatcher.stats().sweeper.published).toBe(1);
+    expect(dispatcher.stats().cdc.published).toBe(0);
+  });
+});
