@@ -1,40 +1,141 @@
 /**
- * The quick-start demo: an embedded Postgres (PGlite, in-process), the outbox schema, and an
- * "agent tool" that writes an order and its side effects in one transaction — twice, the second
- * time failing midway to show that nothing half-written survives.
+ * `npm start` — the quick-start demo (SPEC §5). No server, no API key:
+ *
+ * 1. embedded Postgres (PGlite, in-process) with the outbox schema and the orders example;
+ * 2. a scripted agent calls `create_order` / `refund_order` through a real MCP client (in-memory
+ *    transport): a repeated idempotency key (deduped), a call that throws midway (rolled back,
+ *    then retried with the same key), a refund;
+ * 3. meanwhile the polling dispatcher publishes to an in-memory broker that fails transiently;
+ * 4. consumers (the consumer runtime, claim-first) charge, refund and mail — once each, even when
+ *    a message is delivered twice on purpose;
+ * 5. a summary with checks; the exit code is 1 if any check fails.
+ *
+ * `npm run demo:agent` does the same through the Agent SDK's `query()` loop (examples/demo/agent.ts).
  */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
-import { createOutbox, fromPglite, migrate } from '../../src/index.js';
+import { connectInMemory } from '../../src/agent/index.js';
+import { createDemoPipeline } from './pipeline.js';
+import { buildReport, emptyTally, formatReport, tallyToolAnswer } from './report.js';
 
+const started = Date.now();
+const log = (line: string) =>
+  console.log(`${String(Date.now() - started).padStart(5)} ms  ${line}`);
+
+const mailboxDir = await mkdtemp(join(tmpdir(), 'agent-outbox-demo-mail-'));
 const db = await PGlite.create();
-const migrated = await migrate(fromPglite(db));
-console.log(`schema ready (version ${migrated.version}) on embedded PGlite`);
-await db.query('CREATE TABLE orders (id serial PRIMARY KEY, user_id text NOT NULL, amount int NOT NULL)');
+// The one injected tool failure: carol's first create_order throws after writing its order row
+// and both outbox messages. Her retry (same key) goes through.
+let carolFailed = false;
+const pipeline = await createDemoPipeline({
+  database: { pglite: db },
+  mailboxDir,
+  log,
+  injectToolFailure: (tool, input) => {
+    if (tool !== 'create_order' || (input as { user_id?: string }).user_id !== 'u-carol')
+      return false;
+    if (carolFailed) return false;
+    carolFailed = true;
+    return true;
+  },
+});
+log('embedded PGlite ready: outbox schema migrated, orders table created');
 
-const outbox = createOutbox();
+const count = async (sql: string) =>
+  (await pipeline.executor.query<{ n: number }>(sql)).rows[0]?.n ?? 0;
 
-async function createOrderTool(userId: string, amount: number, failMidway: boolean) {
-  return db.transaction(async (tx) => {
-    const { rows } = await tx.query<{ id: number }>('INSERT INTO orders (user_id, amount) VALUES ($1, $2) RETURNING id', [userId, amount]);
-    const orderId = rows[0]!.id;
-    const written = await outbox.enqueue(fromPglite(tx), [
-      { topic: 'payment.charge', aggregateId: `order:${orderId}`, payload: { orderId, amount, currency: 'JPY' } },
-      { topic: 'mail.send', aggregateId: `order:${orderId}`, payload: { to: userId, template: 'order-received' } },
-    ]);
-    if (failMidway) throw new Error('simulated crash after the outbox insert');
-    return { orderId, written };
-  });
+pipeline.start();
+log('dispatcher polling (backoff 50 ms doubling, jitter 20 ms; mail.* unordered)');
+
+const { client, close } = await connectInMemory(pipeline.example.createServer(), {
+  name: 'scripted-agent',
+  version: '1.0.0',
+});
+const tools = await client.listTools();
+log(`[agent] MCP tools/list: ${tools.tools.map((t) => t.name).join(', ')}`);
+
+const tally = emptyTally();
+// Keys come from the application (one per user request), never from the model: a retry of the
+// same request reuses its key.
+async function call(tool: string, args: Record<string, unknown>, note: string) {
+  const answer = await client.callTool({ name: tool, arguments: args });
+  const { kind, json } = tallyToolAnswer(tally, answer);
+  const detail =
+    kind === 'failed'
+      ? String(json.error ?? 'error')
+      : JSON.stringify((json.result as unknown) ?? null);
+  log(
+    `[agent] ${tool}(${String(args.idempotency_key)})${note ? ` ${note}` : ''} → ${kind}: ${detail}`,
+  );
+  dispatcherNudge();
+  return json;
+}
+// A hint only (polling is the guarantee): publish what this call committed without waiting.
+const dispatcherNudge = () => pipeline.dispatcher.wake();
+
+const order = (user: string, amount: number, currency: 'JPY' | 'USD', key: string) => ({
+  user_id: `u-${user}`,
+  email: `${user}@example.com`,
+  amount,
+  currency,
+  idempotency_key: key,
+});
+
+await call('create_order', order('alice', 1200, 'JPY', 'req-1001'), '');
+const bob = await call('create_order', order('bob', 25, 'USD', 'req-1002'), '');
+await call(
+  'create_order',
+  order('alice', 1200, 'JPY', 'req-1001'),
+  '(retried after a timeout, same key)',
+);
+
+const ordersBefore = await count('SELECT count(*)::int AS n FROM orders');
+const messagesBefore = await count('SELECT count(*)::int AS n FROM outbox');
+await call('create_order', order('carol', 4800, 'JPY', 'req-1003'), '(fails midway)');
+const leftOver =
+  (await count('SELECT count(*)::int AS n FROM orders')) -
+  ordersBefore +
+  ((await count('SELECT count(*)::int AS n FROM outbox')) - messagesBefore);
+log(
+  `[check] after the failed call: ${leftOver === 0 ? 'no order and no outbox row left behind (G1)' : `${leftOver} rows LEFT BEHIND`}`,
+);
+await call('create_order', order('carol', 4800, 'JPY', 'req-1003'), '(retried, same key)');
+await call('create_order', order('dave', 300, 'USD', 'req-1004'), '');
+const bobOrderId = (bob.result as { orderId: number }).orderId;
+await call(
+  'refund_order',
+  { order_id: bobOrderId, reason: 'customer cancelled', idempotency_key: 'req-1005' },
+  '',
+);
+await close();
+
+await pipeline.settle();
+log('outbox drained; consumers idle');
+
+// A broker may deliver a message again (lost ack, consumer restart): do it on purpose once.
+const again = pipeline.publisher.published.find((m) => m.topic === 'payment.charge');
+if (again) {
+  const result = await pipeline.redeliver(again);
+  log(
+    `[broker] redelivered ${again.topic} ${again.aggregateId} → ${result.action} (${result.reason})`,
+  );
 }
 
-const ok = await createOrderTool('alice@example.com', 1200, false);
-console.log(`create_order committed order ${ok.orderId} with ${ok.written.length} outbox messages`);
-await createOrderTool('bob@example.com', 900, true).catch((error: Error) => console.log(`create_order failed as scripted: ${error.message}`));
+const report = await buildReport(pipeline, tally, {
+  orders: 4,
+  refunds: 1,
+  toolDeduped: 1,
+  consumerDuplicates: 1,
+});
+if (leftOver !== 0)
+  report.checks.push({ name: 'failed call rolled back', ok: false, detail: `${leftOver} rows` });
+const ok = report.ok && leftOver === 0;
+for (const line of formatReport({ ...report, ok }, tally)) console.log(line);
+console.log(`finished in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 
-const orders = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM orders');
-const pending = await db.query<{ topic: string; aggregate_id: string; sequence: number }>(
-  'SELECT topic, aggregate_id, sequence FROM outbox WHERE dispatched_at IS NULL ORDER BY aggregate_id, sequence',
-);
-console.log(`orders: ${orders.rows[0]!.n}, pending outbox messages: ${pending.rows.length}`);
-for (const row of pending.rows) console.log(`  ${row.aggregate_id} #${row.sequence} ${row.topic}`);
-console.log('The failed call left neither an order nor a message behind (G1).');
+await pipeline.stop();
 await db.close();
+await rm(mailboxDir, { recursive: true, force: true });
+process.exitCode = ok ? 0 : 1;

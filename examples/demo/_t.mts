@@ -1,0 +1,11 @@
+const t0 = Date.now();
+const { PGlite } = await import('@electric-sql/pglite');
+const db = await PGlite.create();
+console.log('create', Date.now() - t0);
+const dump = await db.dumpDataDir('none');
+console.log('dump', Date.now() - t0, dump.size);
+await db.close();
+const t1 = Date.now();
+const db2 = await PGlite.create({ loadDataDir: dump });
+console.log('create from dump', Date.now() - t1);
+console.log((await db2.query('select 1 as x')).rows);

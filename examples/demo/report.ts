@@ -1,0 +1,258 @@
+/**
+ * The demo's summary: counts what happened and checks the invariants the product promises
+ * (SPEC §2) against the database, the fake payment provider and the mailbox — not against the
+ * demo's own counters, so a bug anywhere on the path shows up as a failed check.
+ */
+import { TOPIC } from '../orders/index.js';
+import type { DemoPipeline } from './pipeline.js';
+
+/** What the agent's tool calls came to, as the tools answered them. */
+export interface ToolCallTally {
+  calls: number;
+  committed: number;
+  deduped: number;
+  failed: number;
+}
+
+/** A tool answer as MCP returns it. */
+export interface ToolAnswer {
+  content?: unknown;
+  isError?: boolean;
+}
+
+/** Reads the JSON block every outbox tool answers with (see docs/agent.md). */
+export function classifyToolAnswer(raw: ToolAnswer | object): {
+  kind: 'committed' | 'deduped' | 'failed';
+  json: Record<string, unknown>;
+} {
+  const answer = raw as ToolAnswer;
+  // MCP answers carry content blocks; a transcript may flatten them to one string.
+  const blocks =
+    typeof answer.content === 'string'
+      ? [{ text: answer.content.split('\n')[0] }]
+      : Array.isArray(answer.content)
+        ? (answer.content as { text?: unknown }[])
+        : [];
+  let json: Record<string, unknown> = {};
+  try {
+    json = JSON.parse(String(blocks[0]?.text ?? '{}')) as Record<string, unknown>;
+  } catch {
+    /* not our tool's answer: counted as failed below */
+  }
+  if (answer.isError || json.ok !== true) return { kind: 'failed', json };
+  return { kind: json.deduped === true ? 'deduped' : 'committed', json };
+}
+
+/** Adds one answer to a tally; returns its classification. */
+export function tallyToolAnswer(tally: ToolCallTally, answer: ToolAnswer | object) {
+  const classified = classifyToolAnswer(answer);
+  tally.calls++;
+  tally[classified.kind]++;
+  return classified;
+}
+
+/** A new, empty tally. */
+export function emptyTally(): ToolCallTally {
+  return { calls: 0, committed: 0, deduped: 0, failed: 0 };
+}
+
+/** One checked invariant. */
+export interface Check {
+  name: string;
+  ok: boolean;
+  detail: string;
+}
+
+/** Everything the summary prints. */
+export interface DemoReport {
+  orders: { total: number; refunded: number };
+  messages: { total: number; byTopic: Record<string, number>; dispatched: number; dead: number };
+  published: number;
+  retries: { publish: number; consumer: number };
+  duplicatesSuppressed: { tool: number; consumer: number };
+  effects: { charges: number; refunds: number; mails: number; providerReplays: number };
+  latency: { p50: number; p95: number; max: number };
+  publishedOnAttempt: Record<number, number>;
+  checks: Check[];
+  ok: boolean;
+}
+
+/** Optional expectations of a scripted run (the real model may do otherwise). */
+export interface Expectations {
+  orders?: number;
+  refunds?: number;
+  /** At least this many tool calls answered deduped. */
+  toolDeduped?: number;
+  /** At least this many deliveries recognised by the ledger as duplicates. */
+  consumerDuplicates?: number;
+}
+
+function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return 0;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? 0;
+}
+
+function sameSet(a: readonly string[], b: readonly string[]): boolean {
+  const x = [...a].sort();
+  const y = [...b].sort();
+  return x.length === y.length && x.every((v, i) => v === y[i]);
+}
+
+const TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+/** Collects the report; call after `pipeline.settle()`. */
+export async function buildReport(
+  pipeline: DemoPipeline,
+  tally: ToolCallTally,
+  expect: Expectations = {},
+): Promise<DemoReport> {
+  const { executor, example, counters } = pipeline;
+  const orders = (
+    await executor.query<{ id: number; status: string }>(
+      'SELECT id, status FROM orders ORDER BY id',
+    )
+  ).rows.map((o) => ({ id: Number(o.id), status: o.status }));
+  const messages = (
+    await executor.query<{
+      id: string;
+      topic: string;
+      aggregate_id: string;
+      traceparent: string | null;
+      dispatched: boolean;
+      dead: boolean;
+    }>(
+      `SELECT message_id::text AS id, topic, aggregate_id, headers->>'traceparent' AS traceparent,
+              dispatched_at IS NOT NULL AS dispatched, dead_lettered_at IS NOT NULL AS dead
+         FROM outbox ORDER BY id`,
+    )
+  ).rows;
+  const keys = (
+    await executor.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox_tool_calls')
+  ).rows[0]?.n;
+
+  const byTopic: Record<string, number> = {};
+  for (const m of messages) byTopic[m.topic] = (byTopic[m.topic] ?? 0) + 1;
+  const idsOf = (topic: string, aggregateId?: string) =>
+    messages
+      .filter((m) => m.topic === topic && (!aggregateId || m.aggregate_id === aggregateId))
+      .map((m) => m.id);
+  const charges = example.provider.list('charge');
+  const refunds = example.provider.list('refund');
+  const mails = await example.mailbox.list();
+  const refunded = orders.filter((o) => o.status === 'refunded');
+
+  const checks: Check[] = [];
+  const check = (name: string, ok: boolean, detail: string) => checks.push({ name, ok, detail });
+
+  const dispatched = messages.filter((m) => m.dispatched).length;
+  const dead = messages.filter((m) => m.dead).length;
+  check(
+    'every message published (G2), none dead-lettered',
+    dispatched === messages.length && dead === 0 && counters.consumerDead === 0,
+    `${dispatched}/${messages.length} dispatched, ${dead} dead, ${counters.consumerDead} dead at consumers`,
+  );
+  check(
+    'rows match the committed calls (G1)',
+    messages.length === 2 * orders.length + 2 * refunded.length &&
+      keys === tally.committed &&
+      orders.length + refunded.length === tally.committed,
+    `${orders.length} orders + ${refunded.length} refunds from ${tally.committed} committed calls, ` +
+      `${messages.length} messages, ${keys} idempotency keys kept (failed calls kept none)`,
+  );
+  const perOrder = (records: typeof charges, order: { id: number }, topic: string) => {
+    const mine = records.filter((r) => r.orderId === order.id);
+    return (
+      mine.length === 1 && sameSet([mine[0]!.idempotencyKey], idsOf(topic, `order:${order.id}`))
+    );
+  };
+  check(
+    'each charge performed exactly once (G5)',
+    charges.length === orders.length && orders.every((o) => perOrder(charges, o, TOPIC.charge)),
+    `${charges.length} charges for ${orders.length} orders`,
+  );
+  check(
+    'each refund performed exactly once (G5)',
+    refunds.length === refunded.length && refunded.every((o) => perOrder(refunds, o, TOPIC.refund)),
+    `${refunds.length} refunds for ${refunded.length} refunded orders`,
+  );
+  check(
+    'each mail sent exactly once (G5)',
+    sameSet(
+      mails.map((m) => m.key),
+      idsOf(TOPIC.mail),
+    ),
+    `${mails.length} mails for ${idsOf(TOPIC.mail).length} mail messages`,
+  );
+  check(
+    'trace context on every message',
+    messages.every((m) => m.traceparent !== null && TRACEPARENT.test(m.traceparent)),
+    `${messages.filter((m) => m.traceparent && TRACEPARENT.test(m.traceparent)).length}/${messages.length} carry a traceparent`,
+  );
+  if (expect.orders !== undefined || expect.refunds !== undefined)
+    check(
+      'orders as scripted',
+      (expect.orders ?? orders.length) === orders.length &&
+        (expect.refunds ?? refunded.length) === refunded.length,
+      `expected ${expect.orders ?? '-'} orders / ${expect.refunds ?? '-'} refunds, got ${orders.length} / ${refunded.length}`,
+    );
+  if (expect.toolDeduped !== undefined || expect.consumerDuplicates !== undefined)
+    check(
+      'duplicates suppressed',
+      tally.deduped >= (expect.toolDeduped ?? 0) &&
+        counters.consumerDuplicates >= (expect.consumerDuplicates ?? 0),
+      `${tally.deduped} deduped tool calls, ${counters.consumerDuplicates} duplicate deliveries`,
+    );
+
+  const publishedOnAttempt: Record<number, number> = {};
+  counters.publishedOnAttempt.forEach((n, attempt) => {
+    if (n) publishedOnAttempt[attempt] = n;
+  });
+  return {
+    orders: { total: orders.length, refunded: refunded.length },
+    messages: { total: messages.length, byTopic, dispatched, dead },
+    published: pipeline.publisher.published.length,
+    retries: { publish: counters.publishRetries, consumer: counters.consumerRetries },
+    duplicatesSuppressed: { tool: tally.deduped, consumer: counters.consumerDuplicates },
+    effects: {
+      charges: charges.length,
+      refunds: refunds.length,
+      mails: mails.length,
+      providerReplays: example.provider.replays,
+    },
+    latency: {
+      p50: percentile(counters.latenciesMs, 50),
+      p95: percentile(counters.latenciesMs, 95),
+      max: percentile(counters.latenciesMs, 100),
+    },
+    publishedOnAttempt,
+    checks,
+    ok: checks.every((c) => c.ok),
+  };
+}
+
+/** The summary lines (the demo test reads the `effects` line). */
+export function formatReport(report: DemoReport, tally: ToolCallTally): string[] {
+  const topics = Object.entries(report.messages.byTopic)
+    .map(([topic, n]) => `${topic} ${n}`)
+    .join(', ');
+  const attempts = Object.entries(report.publishedOnAttempt)
+    .map(([attempt, n]) => `${n} on attempt ${attempt}`)
+    .join(', ');
+  const once = report.checks.filter((c) => c.name.includes('exactly once')).every((c) => c.ok);
+  return [
+    '',
+    '── summary ─────────────────────────────────────────────',
+    `tool calls   ${tally.calls}: ${tally.committed} committed, ${tally.deduped} deduped, ${tally.failed} failed and rolled back`,
+    `orders       ${report.orders.total} (${report.orders.refunded} refunded)`,
+    `messages     ${report.messages.total} (${topics})`,
+    `published    ${report.published} (${attempts})`,
+    `retries      ${report.retries.publish} publish attempts failed transiently and were retried; ${report.retries.consumer} consumer retries`,
+    `duplicates   ${report.duplicatesSuppressed.tool + report.duplicatesSuppressed.consumer} suppressed: ${report.duplicatesSuppressed.tool} by the tools' idempotency keys, ${report.duplicatesSuppressed.consumer} by the consumer ledger`,
+    `effects      ${report.effects.charges} charges, ${report.effects.refunds} refunds, ${report.effects.mails} mails — each exactly once: ${once ? 'yes' : 'NO'}`,
+    `latency      commit → publish p50 ${report.latency.p50} ms, p95 ${report.latency.p95} ms, max ${report.latency.max} ms`,
+    '── checks ──────────────────────────────────────────────',
+    ...report.checks.map((c) => `${c.ok ? 'ok  ' : 'FAIL'} ${c.name} — ${c.detail}`),
+    report.ok ? 'All invariants hold.' : 'INVARIANTS FAILED.',
+  ];
+}
