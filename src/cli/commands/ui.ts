@@ -1,0 +1,88 @@
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { DEFAULT_SCHEMA } from '../../core/identifier.js';
+import { startDashboard } from '../../dashboard/server.js';
+import { assertSchemaCurrent } from '../../migrations/migrate.js';
+import { fromPg } from '../../store/from-pg.js';
+import { redactUrl, resolveDatabaseUrl } from '../database.js';
+import { positiveInt, validateSchemaFlag } from '../flags.js';
+import { EXIT, UsageError } from '../usage-error.js';
+import { isLoopbackHost } from '../../dashboard/access.js';
+
+/** `outbox ui --help`. */
+export const uiHelp = `Usage: outbox ui [--port 8080] [--host 127.0.0.1] [--token T] [options]
+
+Serves a dashboard: backlog and published rate over time, dispatch latency histogram
+(last hour), dead letters with their last error and a Replay button, and the latest errors.
+One self-contained page (no CDN); open the printed URL.
+
+Options:
+  --port N              port (default 8080; 0 picks a free one)
+  --host ADDR           interface to bind (default 127.0.0.1). Any non-loopback address
+                        requires --token: the page can replay dead letters
+  --token T             require "Authorization: Bearer T" on every API call (the page asks for
+                        it); default $OUTBOX_UI_TOKEN. At least 8 characters
+  --sample-interval-ms N  how often backlog and rate are sampled (default 5000)
+  --database-url URL    Postgres connection string (default: $DATABASE_URL)
+  --schema NAME         schema of the outbox tables (default: ${DEFAULT_SCHEMA})
+  -h, --help            show this help
+
+Stops on SIGINT/SIGTERM.
+`;
+
+/** `outbox ui`: the web dashboard. */
+export async function uiCommand(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      port: { type: 'string' },
+      host: { type: 'string', default: '127.0.0.1' },
+      token: { type: 'string' },
+      'sample-interval-ms': { type: 'string' },
+      'database-url': { type: 'string' },
+      schema: { type: 'string', default: DEFAULT_SCHEMA },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(uiHelp);
+    return EXIT.ok;
+  }
+  validateSchemaFlag(values.schema);
+  const port = values.port === '0' ? 0 : positiveInt('port', values.port, 8080);
+  if (port > 65_535) throw new UsageError(`--port must be at most 65535, got ${port}`);
+  const token = values.token ?? (process.env.OUTBOX_UI_TOKEN || undefined);
+  if (token !== undefined && token.length < 8)
+    throw new UsageError('--token must be at least 8 characters');
+  if (!isLoopbackHost(values.host) && token === undefined)
+    throw new UsageError(
+      `--host ${values.host} can be reached from other machines: give --token (or set OUTBOX_UI_TOKEN), or bind to 127.0.0.1`,
+    );
+  const url = resolveDatabaseUrl(values['database-url']);
+  const pool = new pg.Pool({ connectionString: url, max: 4, application_name: 'agent-outbox-ui' });
+  pool.on('error', () => undefined);
+  try {
+    await assertSchemaCurrent(fromPg(pool), values.schema);
+    const dashboard = await startDashboard({
+      executor: fromPg(pool),
+      schema: values.schema,
+      port,
+      host: values.host,
+      token,
+      sampleIntervalMs: positiveInt('sample-interval-ms', values['sample-interval-ms'], 5_000),
+    });
+    process.stdout.write(
+      `Dashboard for ${redactUrl(url)} (schema "${values.schema}") at ${dashboard.url}` +
+        `${token ? ' (token required)' : ''}\n`,
+    );
+    await new Promise<void>((resolve) => {
+      process.once('SIGINT', () => resolve());
+      process.once('SIGTERM', () => resolve());
+    });
+    await dashboard.close();
+    return EXIT.ok;
+  } finally {
+    await pool.end().catch(() => undefined);
+  }
+}

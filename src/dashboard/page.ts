@@ -1,0 +1,253 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * The dashboard's one page. Everything is inline — no CDN, no framework, no build step: charts are
+ * SVG drawn by ~150 lines of plain JS that polls `GET /api/state`. Every value from the database
+ * is inserted with `textContent` (never innerHTML), since `last_error` is whatever a broker said.
+ * The Content-Security-Policy allows exactly this script and this stylesheet by hash.
+ */
+const STYLE = String.raw`
+:root { --bg:#0f1419; --panel:#171e26; --line:#263241; --text:#d8dee6; --dim:#8b98a8;
+        --accent:#4aa3ff; --good:#3fb950; --warn:#d29922; --bad:#f85149; }
+* { box-sizing: border-box; }
+body { margin:0; font:14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif;
+       background:var(--bg); color:var(--text); }
+header { display:flex; align-items:center; gap:16px; padding:12px 20px;
+         border-bottom:1px solid var(--line); }
+header h1 { font-size:16px; margin:0; }
+header .updated { color:var(--dim); margin-left:auto; }
+main { padding:16px 20px; display:grid; gap:16px; grid-template-columns:repeat(3, 1fr); }
+section { background:var(--panel); border:1px solid var(--line); border-radius:6px; padding:12px; }
+section h2 { font-size:13px; font-weight:600; color:var(--dim); margin:0 0 8px;
+             text-transform:uppercase; letter-spacing:.04em; }
+.tiles { grid-column:1 / -1; display:grid; grid-template-columns:repeat(5, 1fr); gap:12px;
+         background:none; border:none; padding:0; }
+.tile { background:var(--panel); border:1px solid var(--line); border-radius:6px; padding:10px 12px; }
+.tile .label { color:var(--dim); font-size:12px; }
+.tile .value { font-size:26px; font-weight:600; font-variant-numeric:tabular-nums; }
+.tile.bad .value { color:var(--bad); } .tile.warn .value { color:var(--warn); }
+.wide { grid-column:1 / -1; }
+svg { width:100%; height:160px; display:block; }
+svg .axis { stroke:var(--line); } svg text { fill:var(--dim); font-size:10px; }
+svg .series { fill:none; stroke:var(--accent); stroke-width:2; }
+svg .series.rate { stroke:var(--good); } svg .bar { fill:var(--accent); }
+table { width:100%; border-collapse:collapse; }
+th, td { text-align:left; padding:6px 8px; border-bottom:1px solid var(--line); vertical-align:top; }
+th { color:var(--dim); font-weight:500; font-size:12px; }
+td.error { color:var(--bad); font-family:ui-monospace, monospace; font-size:12px;
+           word-break:break-word; }
+.empty { color:var(--dim); padding:8px 0; }
+button { background:var(--accent); color:#fff; border:0; border-radius:4px; padding:4px 10px;
+         cursor:pointer; font:inherit; } button:disabled { opacity:.5; cursor:default; }
+#notice { color:var(--warn); } #token-form { display:none; gap:6px; } #token-form.shown { display:flex; }
+input { background:var(--bg); color:var(--text); border:1px solid var(--line); border-radius:4px;
+        padding:4px 8px; font:inherit; }
+`;
+
+const SCRIPT = String.raw`
+(function () {
+  'use strict';
+  var token = sessionStorage.getItem('outbox-token') || '';
+  var $ = function (id) { return document.getElementById(id); };
+  var NS = 'http://www.w3.org/2000/svg';
+  function el(tag, attrs, text) {
+    var node = document.createElement(tag);
+    for (var k in attrs || {}) node.setAttribute(k, attrs[k]);
+    if (text !== undefined) node.textContent = String(text);
+    return node;
+  }
+  function svgEl(tag, attrs, text) {
+    var node = document.createElementNS(NS, tag);
+    for (var k in attrs || {}) node.setAttribute(k, attrs[k]);
+    if (text !== undefined) node.textContent = String(text);
+    return node;
+  }
+  function headers(json) {
+    var h = {};
+    if (json) h['content-type'] = 'application/json';
+    if (token) h.authorization = 'Bearer ' + token;
+    return h;
+  }
+  function age(s) {
+    if (s < 1) return '0s';
+    if (s < 120) return s.toFixed(1) + 's';
+    if (s < 7200) return (s / 60).toFixed(1) + 'm';
+    return (s / 3600).toFixed(1) + 'h';
+  }
+  function fmt(n) { return n >= 100 ? Math.round(n).toString() : (Math.round(n * 10) / 10).toString(); }
+
+  function lineChart(svg, points, cls) {
+    while (svg.firstChild) svg.removeChild(svg.firstChild);
+    var W = 600, H = 160, L = 44, B = 18;
+    svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
+    var values = points.filter(function (p) { return p.v !== null; });
+    var max = Math.max(1, Math.max.apply(null, values.map(function (p) { return p.v; }).concat([0])));
+    svg.appendChild(svgEl('line', { x1: L, y1: H - B, x2: W, y2: H - B, 'class': 'axis' }));
+    svg.appendChild(svgEl('line', { x1: L, y1: 4, x2: L, y2: H - B, 'class': 'axis' }));
+    svg.appendChild(svgEl('text', { x: L - 6, y: 12, 'text-anchor': 'end' }, fmt(max)));
+    svg.appendChild(svgEl('text', { x: L - 6, y: H - B, 'text-anchor': 'end' }, '0'));
+    if (values.length === 0) {
+      svg.appendChild(svgEl('text', { x: W / 2, y: H / 2, 'text-anchor': 'middle' }, 'collecting samples...'));
+      return;
+    }
+    var t0 = values[0].t, t1 = values[values.length - 1].t, span = Math.max(1, t1 - t0);
+    var d = values.map(function (p, i) {
+      var x = L + ((p.t - t0) / span) * (W - L - 4);
+      var y = H - B - (p.v / max) * (H - B - 8);
+      return (i ? 'L' : 'M') + x.toFixed(1) + ' ' + y.toFixed(1);
+    }).join(' ');
+    svg.appendChild(svgEl('path', { d: d, 'class': 'series ' + cls }));
+    svg.appendChild(svgEl('text', { x: L, y: H - 4 }, new Date(t0).toLocaleTimeString()));
+    svg.appendChild(svgEl('text', { x: W, y: H - 4, 'text-anchor': 'end' }, new Date(t1).toLocaleTimeString()));
+  }
+
+  function histogram(svg, latency) {
+    while (svg.firstChild) svg.removeChild(svg.firstChild);
+    var W = 600, H = 160, B = 18, n = latency.counts.length;
+    svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
+    var max = Math.max(1, Math.max.apply(null, latency.counts));
+    var w = W / n;
+    latency.counts.forEach(function (c, i) {
+      var h = (c / max) * (H - B - 14);
+      var bar = svgEl('rect', { x: i * w + 3, y: H - B - h, width: w - 6, height: h, 'class': 'bar' });
+      bar.appendChild(svgEl('title', {}, c + ' messages'));
+      svg.appendChild(bar);
+      if (c > 0) svg.appendChild(svgEl('text', { x: i * w + w / 2, y: H - B - h - 3, 'text-anchor': 'middle' }, c));
+      var lo = latency.edgesSeconds[i], hi = latency.edgesSeconds[i + 1];
+      svg.appendChild(svgEl('text', { x: i * w + w / 2, y: H - 4, 'text-anchor': 'middle' },
+        hi === undefined ? '>' + lo + 's' : lo + '-' + hi + 's'));
+    });
+  }
+
+  function tile(label, value, level) {
+    var t = el('div', { 'class': 'tile' + (level ? ' ' + level : ''), 'data-tile': label });
+    t.appendChild(el('div', { 'class': 'label' }, label));
+    t.appendChild(el('div', { 'class': 'value' }, value));
+    return t;
+  }
+
+  function render(state) {
+    var s = state.status;
+    var tiles = $('tiles');
+    tiles.replaceChildren(
+      tile('backlog', s.backlog, s.backlog > 1000 ? 'warn' : ''),
+      tile('oldest pending', age(s.oldestPendingAgeSeconds), s.oldestPendingAgeSeconds > 300 ? 'warn' : ''),
+      tile('due now', s.dueNow),
+      tile('in flight', s.inFlight),
+      tile('dead letters', s.deadLetters, s.deadLetters > 0 ? 'bad' : ''));
+    lineChart($('backlog-chart'), state.samples.map(function (p) { return { t: p.at, v: p.backlog }; }), '');
+    lineChart($('rate-chart'), state.samples.map(function (p) { return { t: p.at, v: p.publishedPerSecond }; }), 'rate');
+    histogram($('latency-chart'), state.latency);
+    $('latency-total').textContent = state.latency.total + ' messages';
+
+    var body = $('dead-rows');
+    body.replaceChildren();
+    state.deadLetters.forEach(function (d) {
+      var tr = el('tr', { 'data-dead-id': d.id });
+      tr.appendChild(el('td', {}, '#' + d.id));
+      tr.appendChild(el('td', {}, d.topic));
+      tr.appendChild(el('td', {}, d.aggregateId));
+      tr.appendChild(el('td', {}, d.attempts));
+      tr.appendChild(el('td', {}, new Date(d.deadLetteredAt).toLocaleString()));
+      tr.appendChild(el('td', { 'class': 'error' }, d.lastError || ''));
+      var cell = el('td');
+      var button = el('button', { 'data-replay': d.id }, 'Replay');
+      button.addEventListener('click', function () { replay(d.id, button); });
+      cell.appendChild(button);
+      tr.appendChild(cell);
+      body.appendChild(tr);
+    });
+    $('dead-empty').hidden = state.deadLetters.length > 0;
+
+    var errors = $('errors');
+    errors.replaceChildren();
+    s.lastErrors.forEach(function (e) {
+      var tr = el('tr');
+      tr.appendChild(el('td', {}, '#' + e.id + (e.dead ? ' (dead)' : '')));
+      tr.appendChild(el('td', {}, e.topic));
+      tr.appendChild(el('td', {}, e.attempts));
+      tr.appendChild(el('td', { 'class': 'error' }, e.lastError));
+      errors.appendChild(tr);
+    });
+    $('errors-empty').hidden = s.lastErrors.length > 0;
+    $('updated').textContent = 'updated ' + new Date(state.now).toLocaleTimeString() +
+      (state.sampleError ? ' (sampling failed: ' + state.sampleError + ')' : '');
+  }
+
+  function needToken() { $('token-form').classList.add('shown'); $('notice').textContent = 'token required'; }
+
+  function refresh() {
+    return fetch('/api/state', { headers: headers(false) }).then(function (r) {
+      if (r.status === 401) { needToken(); return; }
+      if (!r.ok) throw new Error('HTTP ' + r.status);
+      return r.json().then(function (state) { $('notice').textContent = ''; render(state); });
+    }).catch(function (e) { $('notice').textContent = 'cannot reach the dashboard server: ' + e.message; });
+  }
+
+  function replay(id, button) {
+    button.disabled = true;
+    fetch('/api/replay', { method: 'POST', headers: headers(true), body: JSON.stringify({ ids: [id] }) })
+      .then(function (r) {
+        if (r.status === 401) { needToken(); throw new Error('token required'); }
+        return r.json().then(function (body) {
+          if (!r.ok) throw new Error(body.error || ('HTTP ' + r.status));
+          $('notice').textContent = 'replayed ' + body.replayed.map(function (x) { return '#' + x.id; }).join(' ');
+        });
+      })
+      .catch(function (e) { $('notice').textContent = 'replay failed: ' + e.message; button.disabled = false; })
+      .then(refresh);
+  }
+
+  $('token-form').addEventListener('submit', function (event) {
+    event.preventDefault();
+    token = $('token').value;
+    sessionStorage.setItem('outbox-token', token);
+    $('token-form').classList.remove('shown');
+    refresh();
+  });
+  refresh();
+  setInterval(refresh, 3000);
+})();
+`;
+
+const BODY = String.raw`
+<header>
+  <h1>agent-outbox</h1>
+  <span id="notice" role="status"></span>
+  <form id="token-form"><input id="token" type="password" placeholder="dashboard token" autocomplete="off"><button>Use token</button></form>
+  <span class="updated" id="updated">loading...</span>
+</header>
+<main>
+  <div class="tiles" id="tiles"></div>
+  <section><h2>Backlog</h2><svg id="backlog-chart" role="img" aria-label="backlog over time"></svg></section>
+  <section><h2>Published per second</h2><svg id="rate-chart" role="img" aria-label="published rate over time"></svg></section>
+  <section><h2>Dispatch latency, last hour · <span id="latency-total"></span></h2><svg id="latency-chart" role="img" aria-label="latency histogram"></svg></section>
+  <section class="wide"><h2>Dead letters</h2>
+    <table><thead><tr><th>id</th><th>topic</th><th>aggregate</th><th>attempts</th><th>dead since</th><th>last error</th><th></th></tr></thead>
+    <tbody id="dead-rows"></tbody></table><div class="empty" id="dead-empty">No dead letters.</div></section>
+  <section class="wide"><h2>Last errors</h2>
+    <table><thead><tr><th>id</th><th>topic</th><th>attempts</th><th>error</th></tr></thead>
+    <tbody id="errors"></tbody></table><div class="empty" id="errors-empty">No errors.</div></section>
+</main>
+`;
+
+const sha256 = (text: string) => `'sha256-${createHash('sha256').update(text).digest('base64')}'`;
+
+/** The page's HTML. */
+export const DASHBOARD_HTML = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,"><title>agent-outbox dashboard</title><style>${STYLE}</style></head>
+<body>${BODY}<script>${SCRIPT}</script></body></html>
+`;
+
+/** Content-Security-Policy of the page: only its own inline script and style, same-origin API. */
+export const DASHBOARD_CSP = [
+  "default-src 'none'",
+  `script-src ${sha256(SCRIPT)}`,
+  `style-src ${sha256(STYLE)}`,
+  "connect-src 'self'",
+  "img-src 'self' data:",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+].join('; ');

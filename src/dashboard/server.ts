@@ -1,0 +1,170 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { replayDeadLetters } from '../admin/dead-letters.js';
+import { OutboxError, OutboxValidationError } from '../core/errors.js';
+import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
+import { isLoopbackHost, presentedToken, refuseCrossSite, tokenMatches } from './access.js';
+import { DASHBOARD_CSP, DASHBOARD_HTML } from './page.js';
+import { DashboardSampler } from './sampler.js';
+import { readDashboardState } from './state.js';
+
+/** Options of {@link startDashboard}. */
+export interface DashboardOptions {
+  /** Runs the dashboard's queries. A pool (every statement stands alone). */
+  executor: SqlExecutor;
+  /** Schema of the outbox tables. Default `public`. */
+  schema?: string;
+  /** TCP port; 0 picks a free one. Default 8080. */
+  port?: number;
+  /** Interface to bind. Default `127.0.0.1`. Any other address needs a `token`. */
+  host?: string;
+  /**
+   * Required by every `/api` request as `Authorization: Bearer <token>` when set. Mandatory when
+   * `host` is not a loopback address: the page can replay dead letters.
+   */
+  token?: string;
+  /** Backlog/rate sampling interval in ms. Default 5 000. */
+  sampleIntervalMs?: number;
+}
+
+/** A running dashboard. */
+export interface Dashboard {
+  /** `http://host:port/` */
+  readonly url: string;
+  readonly port: number;
+  /** Takes a backlog/rate sample now (tests, or to refresh before a screenshot). */
+  sample(): Promise<void>;
+  close(): Promise<void>;
+}
+
+const MAX_BODY_BYTES = 64 * 1024;
+
+/**
+ * Serves the dashboard (SPEC §4.13): `GET /` the page, `GET /api/state` its data,
+ * `POST /api/replay` `{ "ids": ["42"] }` to replay dead letters. Refuses to start on a
+ * non-loopback address without a token.
+ *
+ * @example
+ * ```ts
+ * const dashboard = await startDashboard({ executor: fromPg(pool), port: 8080 });
+ * console.log(`open ${dashboard.url}`);
+ * ```
+ */
+export async function startDashboard(options: DashboardOptions): Promise<Dashboard> {
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  quoteIdentifier(schema);
+  const host = options.host ?? '127.0.0.1';
+  const loopback = isLoopbackHost(host);
+  const token = options.token;
+  if (token !== undefined && token.length < 8)
+    throw new OutboxValidationError('token', 'must be at least 8 characters');
+  if (!loopback && token === undefined)
+    throw new OutboxValidationError(
+      'token',
+      `is required to serve the dashboard on ${host}, which other machines can reach: its replay button changes data (set a token, or bind to 127.0.0.1)`,
+    );
+  const sampler = new DashboardSampler({
+    executor: options.executor,
+    schema,
+    intervalMs: options.sampleIntervalMs ?? 5_000,
+  });
+
+  const server = createServer((request, response) => {
+    handle(request, response).catch((error: unknown) => {
+      const status = error instanceof OutboxValidationError ? 400 : 500;
+      const message =
+        error instanceof OutboxError || status === 400
+          ? (error as Error).message
+          : 'internal error';
+      if (!response.headersSent) send(response, status, { error: message });
+      else response.end();
+    });
+  });
+
+  async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const path = (request.url ?? '/').split('?')[0];
+    if (path === '/' && request.method === 'GET') {
+      response.writeHead(200, {
+        'content-type': 'text/html; charset=utf-8',
+        'content-security-policy': DASHBOARD_CSP,
+        'x-content-type-options': 'nosniff',
+        'referrer-policy': 'no-referrer',
+        'cache-control': 'no-store',
+      });
+      response.end(DASHBOARD_HTML);
+      return;
+    }
+    if (!path?.startsWith('/api/')) return send(response, 404, { error: 'not found' });
+    if (token !== undefined && !tokenMatches(presentedToken(request), token))
+      return send(response, 401, { error: 'token required: Authorization: Bearer <token>' });
+    if (path === '/api/state' && request.method === 'GET') {
+      return send(
+        response,
+        200,
+        await readDashboardState(options.executor, schema, sampler.samples(), sampler.lastError()),
+      );
+    }
+    if (path === '/api/replay' && request.method === 'POST') {
+      const refused = refuseCrossSite(request, loopback);
+      if (refused) return send(response, 403, { error: refused });
+      const body = await readJson(request);
+      const ids =
+        typeof body === 'object' && body !== null ? (body as { ids?: unknown }).ids : undefined;
+      if (!Array.isArray(ids) || ids.length === 0 || !ids.every((id) => typeof id === 'string'))
+        return send(response, 400, {
+          error: 'body must be {"ids": ["<row id or message id>", ...]}',
+        });
+      const replayed = await replayDeadLetters(
+        options.executor,
+        { ids: ids as string[] },
+        { schema },
+      );
+      return send(response, 200, { replayed });
+    }
+    return send(response, 404, { error: 'not found' });
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 8080, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  sampler.start();
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}/`,
+    port,
+    sample: () => sampler.sample(),
+    async close() {
+      await sampler.stop();
+      await new Promise<void>((resolve, reject) => {
+        server.closeAllConnections();
+        server.close((error) => (error ? reject(error) : resolve()));
+      });
+    },
+  };
+}
+
+function send(response: ServerResponse, status: number, body: unknown): void {
+  response
+    .writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' })
+    .end(JSON.stringify(body));
+}
+
+async function readJson(request: IncomingMessage): Promise<unknown> {
+  let size = 0;
+  const chunks: Buffer[] = [];
+  for await (const chunk of request) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY_BYTES) throw new OutboxValidationError('body', 'is too large');
+    chunks.push(chunk as Buffer);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
+  } catch {
+    throw new OutboxValidationError('body', 'is not valid JSON');
+  }
+}

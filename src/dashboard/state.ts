@@ -1,0 +1,58 @@
+import { listDeadLetters, type DeadLetter } from '../admin/dead-letters.js';
+import { readStatus, type OutboxStatus } from '../admin/status.js';
+import { quoteIdentifier } from '../core/identifier.js';
+import { latencyHistogramSql } from '../sql/dashboard.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
+import type { DashboardSample } from './sampler.js';
+
+/** Lower edges of the latency histogram's buckets, in seconds; the last bucket is open-ended. */
+export const LATENCY_EDGES_SECONDS = [0, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300];
+
+/** Most dispatched rows the latency histogram reads. */
+export const LATENCY_SAMPLE_ROWS = 10_000;
+
+/** Everything the page shows, in one JSON document (`GET /api/state`). */
+export interface DashboardState {
+  /** Server time, ms since the epoch. */
+  now: number;
+  status: OutboxStatus;
+  samples: DashboardSample[];
+  /** Error of the latest background sample, if it failed. */
+  sampleError?: string;
+  latency: { edgesSeconds: number[]; counts: number[]; total: number };
+  deadLetters: DeadLetter[];
+}
+
+/** Reads the current state (status, dead letters, latency histogram) plus the sampled history. */
+export async function readDashboardState(
+  executor: SqlExecutor,
+  schema: string,
+  samples: DashboardSample[],
+  sampleError?: string,
+): Promise<DashboardState> {
+  const [status, deadLetters, histogram] = await Promise.all([
+    readStatus(executor, { schema, lastErrors: 10 }),
+    listDeadLetters(executor, { schema, limit: 50 }),
+    executor.query<{ bucket: number; n: number }>(latencyHistogramSql(quoteIdentifier(schema)), [
+      LATENCY_SAMPLE_ROWS,
+      LATENCY_EDGES_SECONDS,
+    ]),
+  ]);
+  const counts = LATENCY_EDGES_SECONDS.map(() => 0);
+  for (const row of histogram.rows) {
+    const index = Math.min(Math.max(Number(row.bucket) - 1, 0), counts.length - 1);
+    counts[index]! += Number(row.n);
+  }
+  return {
+    now: Date.now(),
+    status,
+    samples,
+    ...(sampleError !== undefined && { sampleError }),
+    latency: {
+      edgesSeconds: LATENCY_EDGES_SECONDS,
+      counts,
+      total: counts.reduce((a, b) => a + b, 0),
+    },
+    deadLetters,
+  };
+}
