@@ -1,0 +1,166 @@
+import { createDispatcher, fromPg } from '../../src/index.js';
+import type { BenchDatabase } from '../lib/database.js';
+import { resetOutbox, seedPending } from '../lib/database.js';
+import { log, round, timed } from '../lib/measure.js';
+import { noopPublisher } from './enqueue.js';
+
+/**
+ * The baseline: the least a correct lease-based dispatcher must do per batch, as a plain `pg`
+ * loop on one connection — claim 200 due rows under a lease with SKIP LOCKED, then mark them
+ * dispatched. No ordering check, no attempts, no fencing, no events.
+ */
+const rawClaim = `
+WITH due AS (
+  SELECT id FROM outbox
+  WHERE dispatched_at IS NULL AND available_at <= now()
+    AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+  ORDER BY available_at, id
+  LIMIT 200
+  FOR UPDATE SKIP LOCKED
+)
+UPDATE outbox o SET lease_owner = $1, lease_expires_at = now() + interval '30 seconds'
+FROM due WHERE o.id = due.id
+RETURNING o.id, o.topic, o.aggregate_id, o.payload`;
+const rawMark = `
+UPDATE outbox SET dispatched_at = now(), lease_owner = NULL, lease_expires_at = NULL
+WHERE id = ANY($1::bigint[]) AND lease_owner = $2`;
+
+async function rawLoop(db: BenchDatabase): Promise<number> {
+  const client = await db.client();
+  let rows = 0;
+  try {
+    for (let batch = 0; ; batch++) {
+      const claimed = await client.query<{ id: string }>(rawClaim, [`raw#${batch}`]);
+      if (claimed.rows.length === 0) return rows;
+      await client.query(rawMark, [claimed.rows.map((r) => r.id), `raw#${batch}`]);
+      rows += claimed.rows.length;
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+async function ourDrain(db: BenchDatabase, ordered: boolean): Promise<number> {
+  const dispatcher = createDispatcher({
+    executor: fromPg(db.pool),
+    publisher: noopPublisher,
+    batchSize: 200,
+    unorderedTopics: ordered ? [] : ['mail.*'],
+  });
+  const result = await dispatcher.drain();
+  return result.published;
+}
+
+/** Rows/s of one drain of `count` fresh rows, for our dispatcher or the raw loop. */
+async function rate(
+  db: BenchDatabase,
+  who: 'raw' | 'ours',
+  count: number,
+  ordered: boolean,
+): Promise<number> {
+  await resetOutbox(db.pool);
+  await seedPending(db.pool, count, {
+    topic: ordered ? 'payment.charge' : 'mail.send',
+    aggregates: ordered ? 500 : count,
+  });
+  let done = 0;
+  const ms = await timed(async () => {
+    done = who === 'raw' ? await rawLoop(db) : await ourDrain(db, ordered);
+  });
+  if (done !== count) throw new Error(`${who} dispatched ${done} of ${count}`);
+  return (count / ms) * 1000;
+}
+
+/**
+ * `dispatch_vs_raw_sql` (unordered topic) and `dispatch_ordered_vs_raw_sql` (ordered topic, 500
+ * aggregates): our dispatcher (no-op publisher, batch 200, one loop) over the raw loop, the same
+ * rows and the same one connection. Best of `rounds` alternated runs each, to damp noise.
+ */
+export async function dispatchVsRaw(db: BenchDatabase, count: number, rounds: number) {
+  const best = { raw: 0, ours: 0, rawOrdered: 0, oursOrdered: 0 };
+  for (let round = 0; round < rounds; round++) {
+    best.raw = Math.max(best.raw, await rate(db, 'raw', count, false));
+    best.ours = Math.max(best.ours, await rate(db, 'ours', count, false));
+    best.rawOrdered = Math.max(best.rawOrdered, await rate(db, 'raw', count, true));
+    best.oursOrdered = Math.max(best.oursOrdered, await rate(db, 'ours', count, true));
+  }
+  log(
+    `dispatch rows/s: raw ${Math.round(best.raw)}, ours ${Math.round(best.ours)} (unordered), ours ${Math.round(best.oursOrdered)} (ordered, 500 aggregates)`,
+  );
+  return {
+    unorderedRatio: round(best.ours / best.raw, 3),
+    orderedRatio: round(best.oursOrdered / best.rawOrdered, 3),
+    rowsPerSecond: {
+      raw: Math.round(best.raw),
+      ours: Math.round(best.ours),
+      rawOrdered: Math.round(best.rawOrdered),
+      oursOrdered: Math.round(best.oursOrdered),
+    },
+  };
+}
+
+/**
+ * `history_scaling`: our dispatch rate with `historyRows` dispatched rows in the table over the
+ * rate with none. The history is bulk-loaded with user triggers off (it is history: sequences
+ * are given, nothing is pending), then VACUUM ANALYZE, as a long-running table would be.
+ */
+export async function historyScaling(db: BenchDatabase, historyRows: number, count: number) {
+  const empty = Math.max(
+    await rate(db, 'ours', count, false),
+    await rate(db, 'ours', count, false),
+  );
+  await resetOutbox(db.pool);
+  const loadMs = await timed(async () => {
+    const client = await db.client();
+    try {
+      await client.query('BEGIN');
+      await client.query('ALTER TABLE outbox DISABLE TRIGGER USER');
+      await client.query(
+        `INSERT INTO outbox (aggregate_id, topic, payload, sequence, created_at, available_at, dispatched_at, attempts)
+         SELECT 'hist-' || (g % 100000), 'mail.send', '{"h":1}'::jsonb, g / 100000 + 1,
+                now() - interval '10 days', now() - interval '10 days', now() - interval '9 days', 1
+         FROM generate_series(1, $1) g`,
+        [historyRows],
+      );
+      await client.query('ALTER TABLE outbox ENABLE TRIGGER USER');
+      await client.query('COMMIT');
+      await client.query('VACUUM ANALYZE outbox');
+    } finally {
+      await client.end();
+    }
+  });
+  log(`history: loaded ${historyRows} dispatched rows in ${Math.round(loadMs / 1000)} s`);
+  const withHistory = Math.max(
+    await rateKeepingHistory(db, count),
+    await rateKeepingHistory(db, count),
+  );
+  log(`history: ${Math.round(empty)} rows/s empty, ${Math.round(withHistory)} with history`);
+  return {
+    ratio: round(withHistory / empty, 3),
+    historyRows,
+    rowsPerSecond: { empty: Math.round(empty), withHistory: Math.round(withHistory) },
+  };
+}
+
+/** Like `rate` for our dispatcher, but keeps the history: deletes only the rows it added. */
+async function rateKeepingHistory(db: BenchDatabase, count: number): Promise<number> {
+  await db.pool.query(`DELETE FROM outbox WHERE topic = 'bench.pending'`);
+  await db.pool.query(
+    `INSERT INTO outbox (aggregate_id, topic, payload)
+     SELECT 'p-' || g, 'bench.pending', jsonb_build_object('n', g) FROM generate_series(1, $1) g`,
+    [count],
+  );
+  await db.pool.query('VACUUM ANALYZE outbox');
+  const dispatcher = createDispatcher({
+    executor: fromPg(db.pool),
+    publisher: noopPublisher,
+    batchSize: 200,
+    unorderedTopics: ['bench.*'],
+  });
+  let published = 0;
+  const ms = await timed(async () => {
+    published = (await dispatcher.drain()).published;
+  });
+  if (published !== count) throw new Error(`dispatched ${published} of ${count}`);
+  return (count / ms) * 1000;
+}

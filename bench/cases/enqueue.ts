@@ -1,0 +1,171 @@
+import type pg from 'pg';
+import { randomUUID } from 'node:crypto';
+import {
+  createDispatcher,
+  createOutbox,
+  fromPg,
+  type Dispatcher,
+  type Publisher,
+} from '../../src/index.js';
+import { createListenNotifyWakeSource } from '../../src/dispatcher/wake/listen-notify.js';
+import type { BenchDatabase } from '../lib/database.js';
+import { resetOutbox } from '../lib/database.js';
+import { log, round, sleep } from '../lib/measure.js';
+
+const outbox = createOutbox();
+
+/** Publishes nothing, instantly: the bench measures the outbox, not a broker. */
+export const noopPublisher: Publisher = {
+  publish: async (messages) => messages.map(() => ({ status: 'published' as const })),
+};
+
+async function businessTransaction(client: pg.Client, withOutbox: boolean): Promise<void> {
+  await client.query('BEGIN');
+  const order = await client.query<{ id: string }>(
+    `INSERT INTO bench_orders (customer, total) VALUES ($1, $2) RETURNING id`,
+    ['customer-42', 99.5],
+  );
+  if (withOutbox) {
+    const id = order.rows[0]!.id;
+    await outbox.enqueue(fromPg(client), [
+      {
+        topic: 'payment.charge',
+        aggregateId: `order:${id}`,
+        payload: { orderId: id, total: 99.5 },
+      },
+      {
+        topic: 'mail.send',
+        aggregateId: `order:${id}`,
+        payload: { orderId: id, template: 'receipt' },
+      },
+    ]);
+  }
+  await client.query('COMMIT');
+}
+
+/**
+ * `enqueue_overhead`: a business transaction (order row + 2 outbox messages through the writer)
+ * vs the same transaction without the outbox, 1 client, alternating blocks so drift hits both.
+ */
+export async function enqueueOverhead(db: BenchDatabase, transactions: number) {
+  await db.pool.query(
+    `CREATE TABLE IF NOT EXISTS bench_orders (id bigserial PRIMARY KEY, customer text NOT NULL, total numeric NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`,
+  );
+  await resetOutbox(db.pool);
+  const client = await db.client();
+  const block = 250;
+  const ms = { with: 0, without: 0, noTrigger: 0 };
+  try {
+    for (let i = 0; i < 100; i++) await businessTransaction(client, i % 2 === 0); // warm-up
+    for (let done = 0; done < transactions; done += block) {
+      for (const withOutbox of [false, true]) {
+        const started = performance.now();
+        for (let i = 0; i < block; i++) await businessTransaction(client, withOutbox);
+        ms[withOutbox ? 'with' : 'without'] += performance.now() - started;
+      }
+      // The same with migration 005's wake trigger off, to isolate what it costs producers.
+      await client.query('ALTER TABLE outbox DISABLE TRIGGER outbox_wake_waiters');
+      const started = performance.now();
+      for (let i = 0; i < block; i++) await businessTransaction(client, true);
+      ms.noTrigger += performance.now() - started;
+      await client.query('ALTER TABLE outbox ENABLE TRIGGER outbox_wake_waiters');
+    }
+  } finally {
+    await client.end();
+  }
+  const n = Math.ceil(transactions / block) * block;
+  log(`enqueue: ${round(ms.with / n, 3)} ms/tx with outbox, ${round(ms.without / n, 3)} without`);
+  return {
+    ratio: round(ms.with / ms.without, 3),
+    wakeTriggerRatio: round(ms.with / ms.noTrigger, 3),
+    withOutboxMsPerTx: round(ms.with / n, 3),
+    withoutOutboxMsPerTx: round(ms.without / n, 3),
+  };
+}
+
+type NotifyMode = 'off' | 'on' | 'unconditional' | 'armed';
+
+/** 8 clients enqueueing one message per transaction for `seconds`; returns transactions/s. */
+async function enqueueRate(db: BenchDatabase, seconds: number, clients: number): Promise<number> {
+  const connections = await Promise.all(Array.from({ length: clients }, () => db.client()));
+  let count = 0;
+  const deadline = performance.now() + seconds * 1000;
+  await Promise.all(
+    connections.map(async (client) => {
+      while (performance.now() < deadline) {
+        await client.query('BEGIN');
+        await outbox.enqueue(fromPg(client), {
+          topic: 'mail.send',
+          aggregateId: randomUUID(), // no sequence-lock contention: measure NOTIFY, not ordering
+          payload: { n: count },
+        });
+        await client.query('COMMIT');
+        count++;
+      }
+    }),
+  );
+  await Promise.all(connections.map((c) => c.end()));
+  return count / seconds;
+}
+
+/**
+ * Enqueue throughput at 8 clients while a dispatcher drains the table:
+ * - `off`: polling dispatcher, no wake-ups (no waiter rows: the trigger only probes);
+ * - `on`: the same dispatcher with the LISTEN/NOTIFY wake source (our conditional NOTIFY);
+ * - `unconditional`: `off` plus a trigger that NOTIFYs in every transaction (pg-boss style);
+ * - `armed`: a waiter row that never goes away (every transaction notifies: our worst case,
+ *   e.g. a dispatcher that is idle-armed while a burst starts).
+ */
+export async function notifyCost(db: BenchDatabase, seconds: number) {
+  await db.pool.query(`
+    CREATE OR REPLACE FUNCTION bench_always_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN PERFORM pg_notify('bench_always', ''); RETURN NULL; END $$`);
+  await db.pool.query(`DROP TRIGGER IF EXISTS bench_always_notify ON outbox`);
+  await db.pool.query(`
+    CREATE TRIGGER bench_always_notify AFTER INSERT ON outbox
+    FOR EACH STATEMENT EXECUTE FUNCTION bench_always_notify()`);
+  await db.pool.query(`ALTER TABLE outbox DISABLE TRIGGER bench_always_notify`);
+  const rates: Record<NotifyMode, number[]> = { off: [], on: [], unconditional: [], armed: [] };
+  const order: NotifyMode[] = ['off', 'on', 'unconditional', 'armed', 'off', 'on'];
+  for (const mode of order) {
+    await resetOutbox(db.pool);
+    // Every mode drains with the same polling dispatcher, so the load besides NOTIFY is equal.
+    const dispatcher: Dispatcher = createDispatcher({
+      executor: fromPg(db.pool),
+      publisher: noopPublisher,
+      unorderedTopics: ['mail.*'],
+      pollIntervalMs: mode === 'on' ? 5_000 : 1_000,
+      ...(mode === 'on' && {
+        wakeSource: createListenNotifyWakeSource({ connect: () => db.client() }),
+      }),
+    });
+    dispatcher.start();
+    await sleep(300);
+    if (mode === 'armed') {
+      await db.pool.query(
+        `INSERT INTO outbox_waiters VALUES ('bench-armed', clock_timestamp() + interval '1 hour')`,
+      );
+    }
+    if (mode === 'unconditional')
+      await db.pool.query(`ALTER TABLE outbox ENABLE TRIGGER bench_always_notify`);
+    const rate = await enqueueRate(db, seconds, 8);
+    rates[mode].push(rate);
+    log(`enqueue at 8 clients, notify ${mode}: ${Math.round(rate)} tx/s`);
+    await db.pool.query(`ALTER TABLE outbox DISABLE TRIGGER bench_always_notify`);
+    await dispatcher.stop();
+  }
+  await db.pool.query(`DROP TRIGGER bench_always_notify ON outbox`);
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const off = mean(rates.off);
+  return {
+    notifyEnqueueRatio: round(mean(rates.on) / off, 3),
+    unconditionalRatio: round(mean(rates.unconditional) / off, 3),
+    armedRatio: round(mean(rates.armed) / off, 3),
+    txPerSecond: {
+      off: Math.round(off),
+      on: Math.round(mean(rates.on)),
+      unconditional: Math.round(mean(rates.unconditional)),
+      armed: Math.round(mean(rates.armed)),
+    },
+  };
+}

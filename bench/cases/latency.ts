@@ -1,0 +1,147 @@
+import type pg from 'pg';
+import { randomUUID } from 'node:crypto';
+import { createCdcDispatcher } from '../../src/cdc/index.js';
+import { createListenNotifyWakeSource } from '../../src/dispatcher/wake/listen-notify.js';
+import { createDispatcher, createOutbox, fromPg, type Publisher } from '../../src/index.js';
+import type { BenchDatabase } from '../lib/database.js';
+import { resetOutbox } from '../lib/database.js';
+import { log, percentiles, sleep, type Percentiles } from '../lib/measure.js';
+
+const outbox = createOutbox();
+const PRODUCERS = 4;
+
+/**
+ * Commits one message per transaction at a steady `perSecond` from PRODUCERS connections for
+ * `seconds`. `send` runs inside the open transaction; the clock starts when COMMIT is sent, so
+ * every figure includes the commit itself (its WAL flush), the same for every mode.
+ */
+async function steadyLoad(
+  db: BenchDatabase,
+  perSecond: number,
+  seconds: number,
+  send: (client: pg.Client, key: string) => Promise<string>,
+  sentAt: Map<string, number>,
+): Promise<void> {
+  const clients = await Promise.all(Array.from({ length: PRODUCERS }, () => db.client()));
+  const intervalMs = (1000 * PRODUCERS) / perSecond;
+  const started = performance.now();
+  const total = Math.floor((perSecond * seconds) / PRODUCERS);
+  await Promise.all(
+    clients.map(async (client, p) => {
+      for (let i = 0; i < total; i++) {
+        const due = started + (i + p / PRODUCERS) * intervalMs;
+        const wait = due - performance.now();
+        if (wait > 0) await sleep(wait);
+        await client.query('BEGIN');
+        const key = await send(client, `${p}-${i}`);
+        sentAt.set(key, performance.now());
+        await client.query('COMMIT');
+      }
+    }),
+  );
+  await Promise.all(clients.map((c) => c.end()));
+}
+
+/** A publisher that timestamps each first arrival. */
+function timingPublisher(receivedAt: Map<string, number>): Publisher {
+  return {
+    publish: async (messages) => {
+      const now = performance.now();
+      for (const m of messages) if (!receivedAt.has(m.id)) receivedAt.set(m.id, now);
+      return messages.map(() => ({ status: 'published' as const }));
+    },
+  };
+}
+
+function latencies(sentAt: Map<string, number>, receivedAt: Map<string, number>, skip: number) {
+  const samples: number[] = [];
+  let index = 0;
+  for (const [key, sent] of sentAt) {
+    if (index++ < skip) continue; // warm-up
+    const received = receivedAt.get(key);
+    if (received === undefined) throw new Error(`message ${key} never arrived`);
+    samples.push(received - sent);
+  }
+  return percentiles(samples);
+}
+
+async function waitFor(condition: () => boolean, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('bench: timed out waiting for deliveries');
+    await sleep(20);
+  }
+}
+
+export type LatencyMode =
+  'polling' | 'notify' | 'cdc' | 'raw_notify' | 'notify_sync_commit_off' | 'cdc_sync_commit_off';
+
+/** commit → publish percentiles for one mode at a steady rate. */
+export async function latency(
+  db: BenchDatabase,
+  mode: LatencyMode,
+  perSecond: number,
+  seconds: number,
+): Promise<Percentiles> {
+  await resetOutbox(db.pool);
+  const sentAt = new Map<string, number>();
+  const receivedAt = new Map<string, number>();
+  const enqueue = async (client: pg.Client) => {
+    const [m] = await outbox.enqueue(fromPg(client), [
+      { topic: 'payment.charge', aggregateId: randomUUID(), payload: { at: Date.now() } },
+    ]);
+    return m!.messageId;
+  };
+  // The *_sync_commit_off variants run the dispatcher's statements with synchronous_commit=off.
+  const executor = fromPg(mode.endsWith('_sync_commit_off') ? db.asyncCommitPool : db.pool);
+  let stop: () => Promise<void>;
+  if (mode === 'raw_notify') {
+    // The floor: a bare NOTIFY in the committing transaction, received by a bare LISTEN.
+    const listener = await db.client();
+    listener.on('notification', ({ payload }) => {
+      if (payload && !receivedAt.has(payload)) receivedAt.set(payload, performance.now());
+    });
+    await listener.query('LISTEN bench_raw');
+    await steadyLoad(
+      db,
+      perSecond,
+      seconds,
+      async (client, key) => {
+        await client.query(`SELECT pg_notify('bench_raw', $1)`, [key]);
+        return key;
+      },
+      sentAt,
+    );
+    stop = () => listener.end();
+  } else if (mode.startsWith('cdc')) {
+    const cdc = createCdcDispatcher({
+      executor,
+      replicationConnection: { connectionString: db.url },
+      publisher: timingPublisher(receivedAt),
+      slotName: `${db.name}_${mode}`.slice(0, 63),
+    });
+    await cdc.start();
+    await steadyLoad(db, perSecond, seconds, enqueue, sentAt);
+    stop = () => cdc.stop();
+  } else {
+    const dispatcher = createDispatcher({
+      executor,
+      publisher: timingPublisher(receivedAt),
+      ...(mode.startsWith('notify')
+        ? {
+            pollIntervalMs: 5_000, // the fallback only
+            wakeSource: createListenNotifyWakeSource({ connect: () => db.client() }),
+          }
+        : {}), // polling: the library default poll interval (1 s)
+    });
+    dispatcher.start();
+    await sleep(300);
+    await steadyLoad(db, perSecond, seconds, enqueue, sentAt);
+    stop = () => dispatcher.stop();
+  }
+  await waitFor(() => [...sentAt.keys()].every((k) => receivedAt.has(k)));
+  await stop();
+  const result = latencies(sentAt, receivedAt, Math.floor(perSecond / 2));
+  log(`latency ${mode}: p50 ${result.p50} ms, p95 ${result.p95} ms, p99 ${result.p99} ms`);
+  return result;
+}

@@ -1,0 +1,96 @@
+import pg from 'pg';
+import { fromPg, migrate } from '../../src/index.js';
+
+/** A throwaway, migrated database for one bench run, on the same server as every baseline. */
+export interface BenchDatabase {
+  name: string;
+  url: string;
+  pool: pg.Pool;
+  /**
+   * A pool whose sessions run with synchronous_commit=off: what a dispatcher may use, since a
+   * claim or settle lost in a server crash only causes a re-publish with the same message id.
+   */
+  asyncCommitPool: pg.Pool;
+  /** A fresh dedicated client (LISTEN, raw loops). */
+  client(): Promise<pg.Client>;
+  drop(): Promise<void>;
+}
+
+function withDatabase(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${database}`;
+  return parsed.toString();
+}
+
+export async function createBenchDatabase(): Promise<BenchDatabase> {
+  const adminUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+  const name = `ao_bench_${process.pid}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = withDatabase(adminUrl, name);
+  const migrator = new pg.Client({ connectionString: url });
+  await migrator.connect();
+  await migrate(fromPg(migrator));
+  await migrator.end();
+  const pool = new pg.Pool({ connectionString: url, max: 20 });
+  pool.on('error', () => undefined);
+  const asyncCommitPool = new pg.Pool({
+    connectionString: url,
+    max: 10,
+    options: '-c synchronous_commit=off',
+  });
+  asyncCommitPool.on('error', () => undefined);
+  return {
+    name,
+    url,
+    pool,
+    asyncCommitPool,
+    async client() {
+      const client = new pg.Client({ connectionString: url, keepAlive: true });
+      client.on('error', () => undefined);
+      await client.connect();
+      return client;
+    },
+    async drop() {
+      await pool.end();
+      await asyncCommitPool.end();
+      const a = new pg.Client({ connectionString: adminUrl });
+      await a.connect();
+      const slots = await a.query<{ slot_name: string }>(
+        `SELECT slot_name FROM pg_replication_slots WHERE database = $1`,
+        [name],
+      );
+      for (const { slot_name } of slots.rows)
+        await a.query('SELECT pg_drop_replication_slot($1)', [slot_name]).catch(() => undefined);
+      await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await a.end();
+    },
+  };
+}
+
+/** Empties the outbox (between cases) and refreshes statistics so plans are comparable. */
+export async function resetOutbox(pool: pg.Pool): Promise<void> {
+  await pool.query('TRUNCATE outbox, outbox_aggregates, outbox_waiters');
+  await pool.query('VACUUM ANALYZE outbox');
+}
+
+/**
+ * Inserts `count` pending messages in one statement through the real insert trigger (so
+ * sequences are assigned as in production), spread over `aggregates` aggregates round-robin.
+ */
+export async function seedPending(
+  pool: pg.Pool,
+  count: number,
+  options: { topic: string; aggregates: number },
+): Promise<void> {
+  await pool.query(
+    `INSERT INTO outbox (aggregate_id, topic, payload)
+     SELECT 'agg-' || (g % $3), $2, jsonb_build_object('n', g)
+     FROM generate_series(1, $1) g ORDER BY g`,
+    [count, options.topic, options.aggregates],
+  );
+  await pool.query('VACUUM ANALYZE outbox');
+}

@@ -1,0 +1,188 @@
+/**
+ * agent-outbox benchmarks (issue 7, SPEC §7): every figure is a ratio against a baseline measured
+ * in the same run on the same Postgres, because machines here are noisy. Prints a table and
+ * writes bench/results/latest.json.
+ *
+ *   npx tsx bench/main.ts            full run (~10 minutes; 5,000,000 history rows)
+ *   npx tsx bench/main.ts --quick    smaller counts, same keys (~2-3 minutes)
+ *
+ * Uses DATABASE_URL (a superuser: it creates and drops a database `ao_bench_<pid>`) or
+ * 127.0.0.1:5432. The CDC figure needs wal_level=logical.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { dispatchVsRaw, historyScaling } from './cases/dispatch.js';
+import { enqueueOverhead, notifyCost } from './cases/enqueue.js';
+import { latency, type LatencyMode } from './cases/latency.js';
+import { memory } from './cases/memory.js';
+import { createBenchDatabase } from './lib/database.js';
+import { log, type Percentiles } from './lib/measure.js';
+
+const quick = process.argv.includes('--quick');
+const size = quick
+  ? {
+      enqueueTx: 500,
+      notifySeconds: 2,
+      dispatchRows: 20_000,
+      rounds: 1,
+      latencySeconds: 3,
+      historyRows: 500_000,
+      historyPending: 20_000,
+      memorySeconds: 3,
+    }
+  : {
+      enqueueTx: 2_000,
+      notifySeconds: 5,
+      dispatchRows: 100_000,
+      rounds: 2,
+      latencySeconds: 10,
+      historyRows: 5_000_000,
+      historyPending: 50_000,
+      memorySeconds: 6,
+    };
+
+const db = await createBenchDatabase();
+const started = Date.now();
+try {
+  const { rows } = await db.pool.query<{ version: string; wal_level: string }>(
+    `SELECT version() AS version, current_setting('wal_level') AS wal_level`,
+  );
+  const server = rows[0]!;
+  log(
+    `${quick ? 'quick' : 'full'} run on ${server.version.split(',')[0]}, wal_level=${server.wal_level}`,
+  );
+
+  const enqueue = await enqueueOverhead(db, size.enqueueTx);
+  const notify = await notifyCost(db, size.notifySeconds);
+  const dispatch = await dispatchVsRaw(db, size.dispatchRows, size.rounds);
+  const latencyMs: Record<string, Percentiles | null> = {};
+  const modes: LatencyMode[] = ['raw_notify', 'polling', 'notify'];
+  modes.push('notify_sync_commit_off');
+  if (server.wal_level === 'logical') modes.push('cdc', 'cdc_sync_commit_off');
+  for (const mode of modes) latencyMs[mode] = await latency(db, mode, 1_000, size.latencySeconds);
+  latencyMs.cdc ??= null;
+  latencyMs.graphile_worker = null;
+  const rss = await memory(db, size.memorySeconds);
+  const history = await historyScaling(db, size.historyRows, size.historyPending);
+
+  const results = {
+    mode: quick ? 'quick' : 'full',
+    measuredAt: new Date().toISOString(),
+    durationSeconds: Math.round((Date.now() - started) / 1000),
+    machine: {
+      cpus: cpus().length,
+      memoryGiB: Math.round(totalmem() / 2 ** 30),
+      node: process.version,
+    },
+    postgres: server.version,
+    enqueue_overhead: enqueue.ratio,
+    notify_enqueue_ratio: notify.notifyEnqueueRatio,
+    notify_unconditional_enqueue_ratio: notify.unconditionalRatio,
+    notify_always_armed_enqueue_ratio: notify.armedRatio,
+    dispatch_vs_raw_sql: dispatch.unorderedRatio,
+    dispatch_ordered_vs_raw_sql: dispatch.orderedRatio,
+    dispatch_vs_pg_boss: null,
+    dispatch_vs_graphile_worker: null,
+    latency_ms: latencyMs,
+    history_scaling: history.ratio,
+    dispatcher_rss_mb: rss.dispatcherRssMb,
+    details: { enqueue, notify, dispatch, history, rss, size },
+    notes: [
+      'dispatch_vs_pg_boss, dispatch_vs_graphile_worker and latency_ms.graphile_worker are null: pg-boss and graphile-worker are not installed (adding dev dependencies was out of scope for this change).',
+      'latency is measured from sending COMMIT to the publisher call, so it includes the commit itself (WAL flush); raw_notify is the floor: a bare pg_notify in the transaction, received by a bare LISTEN.',
+      'polling uses the library default pollIntervalMs (1000); notify uses pollIntervalMs 5000 as fallback.',
+      'latency_ms.*_sync_commit_off: the same dispatcher on a pool with synchronous_commit=off (claims and settles skip the WAL flush wait; see docs/latency.md for what that trades).',
+      "enqueue_overhead includes migration 005's wake trigger; details.enqueue.wakeTriggerRatio isolates it (outbox with the trigger / outbox with it disabled).",
+    ],
+  };
+  mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
+  writeFileSync(
+    new URL('./results/latest.json', import.meta.url),
+    `${JSON.stringify(results, null, 2)}\n`,
+  );
+  printTable(results);
+} finally {
+  await db.drop();
+}
+
+function printTable(
+  r: Record<string, unknown> & { latency_ms: Record<string, Percentiles | null> },
+) {
+  const d = r.details as {
+    enqueue: { withOutboxMsPerTx: number; withoutOutboxMsPerTx: number };
+    notify: { txPerSecond: Record<string, number> };
+    dispatch: { rowsPerSecond: Record<string, number> };
+    history: { historyRows: number; rowsPerSecond: Record<string, number> };
+    rss: { baselineRssMb: number };
+  };
+  const line = (key: string, value: unknown, baseline: string, target: string) =>
+    `| ${key} | ${value === null ? 'n/a' : String(value)} | ${baseline} | ${target} |`;
+  const lat = (p: Percentiles | null) => (p ? `${p.p50} / ${p.p95} / ${p.p99}` : 'n/a');
+  const out = [
+    '| figure | value | measured against (same run) | target |',
+    '| --- | --- | --- | --- |',
+    line(
+      'enqueue_overhead',
+      r.enqueue_overhead,
+      `${d.enqueue.withOutboxMsPerTx} vs ${d.enqueue.withoutOutboxMsPerTx} ms/tx without outbox, 1 client`,
+      '<= 1.35',
+    ),
+    line(
+      'notify_enqueue_ratio',
+      r.notify_enqueue_ratio,
+      `${d.notify.txPerSecond.on} vs ${d.notify.txPerSecond.off} tx/s, 8 clients, wake-ups off`,
+      '>= 0.9',
+    ),
+    line(
+      'notify_unconditional_enqueue_ratio',
+      r.notify_unconditional_enqueue_ratio,
+      `${d.notify.txPerSecond.unconditional} tx/s with a NOTIFY in every transaction`,
+      'context',
+    ),
+    line(
+      'notify_always_armed_enqueue_ratio',
+      r.notify_always_armed_enqueue_ratio,
+      `${d.notify.txPerSecond.armed} tx/s with a waiter row always live (worst case)`,
+      'context',
+    ),
+    line(
+      'dispatch_vs_raw_sql',
+      r.dispatch_vs_raw_sql,
+      `${d.dispatch.rowsPerSecond.ours} vs ${d.dispatch.rowsPerSecond.raw} rows/s raw claim+mark`,
+      '>= 0.8',
+    ),
+    line(
+      'dispatch_ordered_vs_raw_sql',
+      r.dispatch_ordered_vs_raw_sql,
+      `${d.dispatch.rowsPerSecond.oursOrdered} vs ${d.dispatch.rowsPerSecond.rawOrdered} rows/s, 500 aggregates`,
+      '>= 0.5',
+    ),
+    line('dispatch_vs_pg_boss', r.dispatch_vs_pg_boss, 'not installed', '>= 5'),
+    line('dispatch_vs_graphile_worker', r.dispatch_vs_graphile_worker, 'not installed', '>= 5'),
+    ...Object.entries(r.latency_ms).map(([mode, p]) =>
+      line(
+        `latency_ms.${mode} p50/p95/p99`,
+        lat(p),
+        '1,000 msg/s steady, COMMIT sent → publish',
+        mode === 'notify' || mode === 'cdc'
+          ? 'p95 <= 10'
+          : mode === 'raw_notify'
+            ? 'floor'
+            : 'context',
+      ),
+    ),
+    line(
+      'history_scaling',
+      r.history_scaling,
+      `${d.history.rowsPerSecond.withHistory} vs ${d.history.rowsPerSecond.empty} rows/s, ${d.history.historyRows.toLocaleString('en-US')} dispatched rows vs none`,
+      '>= 0.9',
+    ),
+    line(
+      'dispatcher_rss_mb',
+      r.dispatcher_rss_mb,
+      `idle process with the same modules: ${d.rss.baselineRssMb} MiB`,
+      '< 150',
+    ),
+  ];
+  process.stdout.write(`${out.join('\n')}\n\nwritten to bench/results/latest.json\n`);
+}
