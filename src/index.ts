@@ -62,7 +62,12 @@ export { PgOutboxStore } from './dispatcher/pg-outbox-store.js';
 export type { DispatcherEventMap } from './dispatcher/events.js';
 export { globMatches, globToLike } from './dispatcher/topic-patterns.js';
 export { planSettlement } from './dispatcher/settle-plan.js';
-export { readShadowComparison, readStatus, type OutboxStatus, type ShadowComparison } from './admin/status.js';
+export {
+  readShadowComparison,
+  readStatus,
+  type OutboxStatus,
+  type ShadowComparison,
+} from './admin/status.js';
 export {
   listDeadLetters,
   replayDeadLetters,
