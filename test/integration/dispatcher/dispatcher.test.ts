@@ -234,7 +234,9 @@ describe('polling dispatcher', () => {
       settle: async () => Promise.reject(new Error('connection lost')),
     };
     const publisher = new InMemoryPublisher();
-    const first = createDispatcher({ store: failingSettle, publisher, leaseMs: 1_500, ...fast });
+    // The dispatcher retries a failed settle while it holds the lease (200, 400, ... ms), so the
+    // lease must comfortably outlast those retries for the "nobody may take it" check below.
+    const first = createDispatcher({ store: failingSettle, publisher, leaseMs: 10_000, ...fast });
     const firstResult = await first.drain();
     expect(firstResult.settleFailures).toBe(1);
     expect(publisher.published.map((m) => m.id)).toEqual([message!.messageId]);
@@ -244,7 +246,14 @@ describe('polling dispatcher', () => {
     expect(
       (await createDispatcher({ executor: fromPg(db.pool), publisher, ...fast }).drain()).published,
     ).toBe(0);
-    await new Promise((resolve) => setTimeout(resolve, 1_600));
+    await expect
+      .poll(
+        async () =>
+          (await db.pool.query('SELECT lease_expires_at < now() AS expired FROM outbox')).rows[0]
+            .expired,
+        { timeout: 15_000 },
+      )
+      .toBe(true);
     const second = await createDispatcher({
       executor: fromPg(db.pool),
       publisher,
