@@ -17,3 +17,7 @@ export {
   type MetricsServerOptions,
 } from './metrics-server.js';
 export { OTHER_TOPIC, TopicLabels } from './topic-labels.js';
+export {
+  serveDispatcherMetrics,
+  type ServeDispatcherMetricsOptions,
+} from './serve-dispatcher-metrics.js';

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDispatcher, fromPg, InMemoryPublisher } from '../../../src/index.js';
 import { createOutboxMetrics } from '../../../src/metrics/outbox-metrics.js';
 import { startMetricsServer } from '../../../src/metrics/metrics-server.js';
+import { serveDispatcherMetrics } from '../../../src/metrics/serve-dispatcher-metrics.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { enqueueCommitted } from '../../helpers/outbox-fixtures.js';
 
@@ -182,5 +183,27 @@ describe('outbox metrics', () => {
     for (let i = 0; i < 20; i++) await metrics.registry.metrics();
     metrics.stop();
     expect(reads).toBe(1);
+  });
+
+  it('serveDispatcherMetrics wires metrics, refresh and server for `dispatch --metrics-port`', async () => {
+    await db.pool.query('DELETE FROM outbox');
+    await enqueueCommitted(db.pool, [{ topic: 'mail.send', aggregateId: 'w1', payload: {} }]);
+    const dispatcher = createDispatcher({
+      executor: fromPg(db.pool),
+      publisher: new InMemoryPublisher(),
+      ...fast,
+    });
+    const served = await serveDispatcherMetrics({ dispatcher, executor: fromPg(db.pool), port: 0 });
+    try {
+      await dispatcher.drain();
+      await served.metrics.refresh();
+      const text = await (await fetch(`${served.url}/metrics`)).text();
+      expect(sample(text, 'outbox_messages_published_total{topic="mail.send"}')).toBe(1);
+      expect(sample(text, 'outbox_pending_messages')).toBe(0);
+      expect((await fetch(`${served.url}/healthz`)).status).toBe(200);
+    } finally {
+      await served.close();
+    }
+    await expect(fetch(`${served.url}/metrics`)).rejects.toThrow();
   });
 });
