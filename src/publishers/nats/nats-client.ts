@@ -19,11 +19,12 @@ export interface NatsJetStreamLike {
   ): Promise<NatsPubAckLike>;
 }
 
-/** `JetStreamManager`, stream lookup and creation only. */
+/** `JetStreamManager`, stream lookup, creation and subject updates only. */
 export interface NatsJetStreamManagerLike {
   streams: {
     info(name: string): Promise<unknown>;
     add(config: { name: string; subjects: string[] }): Promise<unknown>;
+    update(name: string, config: { subjects: string[] }): Promise<unknown>;
   };
 }
 

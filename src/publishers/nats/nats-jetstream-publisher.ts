@@ -4,6 +4,7 @@ import { importPeer } from '../optional-peer.js';
 import { allRetryable, permanent, published, retryable } from '../outcomes.js';
 import type { OutgoingMessage, PublishOptions, PublishOutcome, Publisher } from '../publisher.js';
 import type { NatsConnectionLike, NatsJetStreamLike, NatsModuleLike } from './nats-client.js';
+import { JetStreamStream } from './jetstream-stream.js';
 
 /** Options of {@link NatsJetStreamPublisher}. */
 export interface NatsJetStreamPublisherOptions {
@@ -15,15 +16,17 @@ export interface NatsJetStreamPublisherOptions {
   /** Prepended to the topic to form the subject (`outbox.` + `mail.send`). Default `''`. */
   subjectPrefix?: string;
   /**
-   * Create this stream when it does not exist (existing streams are never changed). Without it
-   * a stream capturing the subjects must already exist, or publishes come back `retryable`.
+   * Create this stream when it does not exist. Without this option a stream capturing the
+   * subjects must already exist, or publishes come back `retryable`.
    */
   stream?: {
     /** Default `OUTBOX`. */
     name?: string;
     /**
-     * Subjects the stream captures. Default `[subjectPrefix + '>']`, i.e. `['>']` (every
-     * subject on the server) when there is no prefix — set a prefix on a shared server.
+     * Subjects to create the stream with (an existing stream is then left alone). Default
+     * `[subjectPrefix + '>']`; with no prefix either, the stream grows with the topics published
+     * (`mail.send` adds `mail.>`) instead of capturing the whole server with `>` — see
+     * `JetStreamStream`.
      */
     subjects?: string[];
   };
@@ -41,6 +44,8 @@ export const DEFAULT_NATS_STREAM = 'OUTBOX';
 interface Session {
   connection: NatsConnectionLike;
   jetstream: NatsJetStreamLike;
+  /** Present when the publisher manages the stream (`stream` option). */
+  stream: JetStreamStream | undefined;
 }
 
 /**
@@ -76,6 +81,17 @@ export class NatsJetStreamPublisher implements Publisher {
       return allRetryable(messages.length, `NATS: ${describe(error)}`);
     }
     const prefix = this.#options.subjectPrefix ?? '';
+    if (session.stream) {
+      const subjects = messages.map((m) => options.destination ?? prefix + m.topic);
+      try {
+        await session.stream.ensure(subjects);
+      } catch (error) {
+        return allRetryable(
+          messages.length,
+          `NATS: stream ${this.#streamName}: ${describe(error)}`,
+        );
+      }
+    }
     return mapWithConcurrency(messages, this.#options.concurrency ?? 64, async (message) => {
       if (options.signal?.aborted) return retryable('publish aborted');
       const subject = options.destination ?? prefix + message.topic;
@@ -87,6 +103,7 @@ export class NatsJetStreamPublisher implements Publisher {
         });
         return published();
       } catch (error) {
+        if (isNoResponders(error)) session.stream?.forget(subject);
         return classify(error, subject);
       }
     });
@@ -130,27 +147,26 @@ export class NatsJetStreamPublisher implements Publisher {
     } else {
       connection = this.#options.connection;
     }
-    try {
-      if (this.#options.stream) await this.#ensureStream(connection);
-    } catch (error) {
-      if (this.#ownsConnection) await connection.close().catch(() => undefined);
-      throw error;
+    let stream: JetStreamStream | undefined;
+    if (this.#options.stream) {
+      try {
+        const prefix = this.#options.subjectPrefix ?? '';
+        const subjects = this.#options.stream.subjects ?? (prefix ? [`${prefix}>`] : undefined);
+        stream = new JetStreamStream(
+          await connection.jetstreamManager(),
+          this.#streamName,
+          subjects,
+        );
+      } catch (error) {
+        if (this.#ownsConnection) await connection.close().catch(() => undefined);
+        throw error;
+      }
     }
-    return { connection, jetstream: connection.jetstream() };
+    return { connection, jetstream: connection.jetstream(), stream };
   }
 
-  async #ensureStream(connection: NatsConnectionLike): Promise<void> {
-    const stream = this.#options.stream ?? {};
-    const name = stream.name ?? DEFAULT_NATS_STREAM;
-    const manager = await connection.jetstreamManager();
-    try {
-      await manager.streams.info(name);
-      return;
-    } catch (error) {
-      if (!isNotFound(error)) throw error;
-    }
-    const subjects = stream.subjects ?? [`${this.#options.subjectPrefix ?? ''}>`];
-    await manager.streams.add({ name, subjects });
+  get #streamName(): string {
+    return this.#options.stream?.name ?? DEFAULT_NATS_STREAM;
   }
 }
 
@@ -175,9 +191,8 @@ export function connectOptions(url: string): Parameters<NatsModuleLike['connect'
   return options;
 }
 
-function isNotFound(error: unknown): boolean {
-  const e = error as { code?: unknown; api_error?: { err_code?: number } } | null;
-  return e?.api_error?.err_code === 10059 || e?.code === '404' || e?.code === 404;
+function isNoResponders(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === '503';
 }
 
 function describe(error: unknown): string {
@@ -192,7 +207,7 @@ function classify(error: unknown, subject: string): PublishOutcome {
   if (e?.code === 'MAX_PAYLOAD_EXCEEDED' || e?.api_error?.err_code === 10054) {
     return permanent(`NATS: message too large for ${subject}: ${describe(error)}`);
   }
-  if (e?.code === '503') {
+  if (isNoResponders(error)) {
     return retryable(`NATS: no JetStream stream captures subject ${subject} (no responders)`);
   }
   return retryable(`NATS: ${describe(error)}`);

@@ -18,6 +18,8 @@ import { requireService } from '../../helpers/services.js';
 // checker: nothing lost, per-aggregate order kept (each broker here keeps publish order within
 // one stream/queue), duplicates only where a publish was retried.
 
+/** Generous bound for a whole run on a loaded 2-core machine; not a performance assertion. */
+const E2E_TIMEOUT_MS = 300_000;
 const AGGREGATES = 100;
 const PER_AGGREGATE = 50; // 5,000 messages
 
@@ -113,23 +115,30 @@ describe.runIf(natsUp)('end to end: outbox → 2 dispatchers → NATS JetStream'
     await nc.close();
   });
 
-  it('delivers 5,000 messages: none lost, per-aggregate order kept, no duplicates', async () => {
-    await runEndToEnd({
-      dedupes: true,
-      publisher: () =>
-        new NatsJetStreamPublisher({ connection: 'nats://127.0.0.1:4222', subjectPrefix: prefix }),
-      async consume(topic, collector) {
-        // A JetStream consumer reading the stream (legacy push API: the server here is 2.9).
-        const options = consumerOpts();
-        options.orderedConsumer();
-        const subscription = await nc.jetstream().subscribe(prefix + topic, options);
-        void (async () => {
-          for await (const m of subscription) collector.push({ body: m.string() });
-        })();
-        return async () => subscription.unsubscribe();
-      },
-    });
-  });
+  it(
+    'delivers 5,000 messages: none lost, per-aggregate order kept, no duplicates',
+    async () => {
+      await runEndToEnd({
+        dedupes: true,
+        publisher: () =>
+          new NatsJetStreamPublisher({
+            connection: 'nats://127.0.0.1:4222',
+            subjectPrefix: prefix,
+          }),
+        async consume(topic, collector) {
+          // A JetStream consumer reading the stream (legacy push API: the server here is 2.9).
+          const options = consumerOpts();
+          options.orderedConsumer();
+          const subscription = await nc.jetstream().subscribe(prefix + topic, options);
+          void (async () => {
+            for await (const m of subscription) collector.push({ body: m.string() });
+          })();
+          return async () => subscription.unsubscribe();
+        },
+      });
+    },
+    E2E_TIMEOUT_MS,
+  );
 });
 
 describe.runIf(rabbitUp)('end to end: outbox → 2 dispatchers → RabbitMQ', () => {
@@ -144,23 +153,27 @@ describe.runIf(rabbitUp)('end to end: outbox → 2 dispatchers → RabbitMQ', ()
     await connection.close();
   });
 
-  it('delivers 5,000 messages: none lost, per-aggregate order kept', async () => {
-    await runEndToEnd({
-      dedupes: false,
-      publisher: () =>
-        new RabbitMqPublisher({ connection: 'amqp://guest:guest@127.0.0.1:5672', exchange }),
-      async consume(topic, collector) {
-        const channel = await connection.createChannel();
-        await channel.assertExchange(exchange, 'topic', { durable: true });
-        const { queue } = await channel.assertQueue('', { exclusive: true });
-        await channel.bindQueue(queue, exchange, topic);
-        await channel.consume(queue, (m) => m && collector.push({ body: m.content.toString() }), {
-          noAck: true,
-        });
-        return () => channel.close();
-      },
-    });
-  });
+  it(
+    'delivers 5,000 messages: none lost, per-aggregate order kept',
+    async () => {
+      await runEndToEnd({
+        dedupes: false,
+        publisher: () =>
+          new RabbitMqPublisher({ connection: 'amqp://guest:guest@127.0.0.1:5672', exchange }),
+        async consume(topic, collector) {
+          const channel = await connection.createChannel();
+          await channel.assertExchange(exchange, 'topic', { durable: true });
+          const { queue } = await channel.assertQueue('', { exclusive: true });
+          await channel.bindQueue(queue, exchange, topic);
+          await channel.consume(queue, (m) => m && collector.push({ body: m.content.toString() }), {
+            noAck: true,
+          });
+          return () => channel.close();
+        },
+      });
+    },
+    E2E_TIMEOUT_MS,
+  );
 });
 
 describe.runIf(redisUp)('end to end: outbox → 2 dispatchers → Redis Streams', () => {
@@ -175,40 +188,44 @@ describe.runIf(redisUp)('end to end: outbox → 2 dispatchers → Redis Streams'
     await redis.quit();
   });
 
-  it('delivers 5,000 messages: none lost, per-aggregate order kept, no duplicates', async () => {
-    await runEndToEnd({
-      dedupes: true,
-      publisher: () =>
-        new RedisStreamsPublisher({ connection: 'redis://127.0.0.1:6379', keyPrefix }),
-      async consume(topic, collector) {
-        const reader = new Redis('redis://127.0.0.1:6379');
-        let last = '0';
-        let running = true;
-        const loop = (async () => {
-          while (running) {
-            const result = await reader.xread(
-              'COUNT',
-              1000,
-              'BLOCK',
-              100,
-              'STREAMS',
-              keyPrefix + topic,
-              last,
-            );
-            for (const [, entries] of result ?? []) {
-              for (const [id, fields] of entries) {
-                last = id;
-                collector.push({ body: fields[fields.indexOf('envelope') + 1]! });
+  it(
+    'delivers 5,000 messages: none lost, per-aggregate order kept, no duplicates',
+    async () => {
+      await runEndToEnd({
+        dedupes: true,
+        publisher: () =>
+          new RedisStreamsPublisher({ connection: 'redis://127.0.0.1:6379', keyPrefix }),
+        async consume(topic, collector) {
+          const reader = new Redis('redis://127.0.0.1:6379');
+          let last = '0';
+          let running = true;
+          const loop = (async () => {
+            while (running) {
+              const result = await reader.xread(
+                'COUNT',
+                1000,
+                'BLOCK',
+                100,
+                'STREAMS',
+                keyPrefix + topic,
+                last,
+              );
+              for (const [, entries] of result ?? []) {
+                for (const [id, fields] of entries) {
+                  last = id;
+                  collector.push({ body: fields[fields.indexOf('envelope') + 1]! });
+                }
               }
             }
-          }
-        })();
-        return async () => {
-          running = false;
-          await loop;
-          await reader.quit();
-        };
-      },
-    });
-  });
+          })();
+          return async () => {
+            running = false;
+            await loop;
+            await reader.quit();
+          };
+        },
+      });
+    },
+    E2E_TIMEOUT_MS,
+  );
 });

@@ -134,6 +134,40 @@ describe.runIf(natsUp)('NATS JetStream', () => {
       }
     });
 
+    it('without a prefix, grows the stream with the topics instead of capturing ">"', async () => {
+      const name = uniqueName('AOTEST_');
+      const a = uniqueName('aot');
+      const b = uniqueName('aot');
+      const publisher = new NatsJetStreamPublisher({ connection: NATS_URL, stream: { name } });
+      const jsm = await nc.jetstreamManager();
+      try {
+        expect(
+          await publisher.publish([
+            makeMessage({ topic: `${a}.x` }),
+            makeMessage({ topic: `${a}.y.z` }),
+          ]),
+        ).toEqual([{ status: 'published' }, { status: 'published' }]);
+        expect(await publisher.publish([makeMessage({ topic: b })])).toEqual([
+          { status: 'published' },
+        ]);
+        expect((await jsm.streams.info(name)).config.subjects).toEqual([`${a}.>`, b]);
+
+        // Someone deletes the stream: one retryable publish, then it is created again.
+        await jsm.streams.delete(name);
+        const [lost] = await publisher.publish([makeMessage({ topic: `${a}.x` })]);
+        expect(lost!.status).toBe('retryable');
+        expect(await publisher.publish([makeMessage({ topic: `${a}.x` })])).toEqual([
+          { status: 'published' },
+        ]);
+        const info = await jsm.streams.info(name);
+        expect(info.config.subjects).toEqual([`${a}.>`]);
+        expect(info.state.messages).toBe(1);
+      } finally {
+        await publisher.close();
+        await jsm.streams.delete(name).catch(() => undefined);
+      }
+    });
+
     it('gives retryable when no stream captures the subject', async () => {
       const publisher = new NatsJetStreamPublisher({
         connection: NATS_URL,
