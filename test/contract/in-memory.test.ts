@@ -9,6 +9,7 @@ describePublisherConformance({
     dedupesById: false,
     ordersPerAggregate: true,
     carriesNativeId: false,
+    failingStatus: 'permanent',
     failingMessage: (message) => ({
       ...message,
       headers: { ...message.headers, 'x-test-fail': '1' },

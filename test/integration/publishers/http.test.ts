@@ -16,6 +16,7 @@ describePublisherConformance({
     dedupesById: false,
     ordersPerAggregate: true,
     carriesNativeId: true,
+    failingStatus: 'permanent',
     failingMessage: (message) => ({ ...message, headers: { ...message.headers, reject: 'yes' } }),
   },
   async setup() {

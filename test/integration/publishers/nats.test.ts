@@ -29,6 +29,7 @@ describe.runIf(natsUp)('NATS JetStream', () => {
       ordersPerAggregate: true,
       carriesNativeId: true,
       // Above the server's max_payload (1 MiB by default): refused, whatever the stream.
+      failingStatus: 'permanent',
       failingMessage: (message) => ({ ...message, payload: 'x'.repeat(1_100_000) }),
     },
     async setup() {

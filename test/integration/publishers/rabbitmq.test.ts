@@ -51,6 +51,7 @@ describe.runIf(rabbitUp)('RabbitMQ', () => {
       ordersPerAggregate: true,
       carriesNativeId: true,
       // No queue is bound for this routing key: mandatory publish comes back unroutable.
+      failingStatus: 'retryable',
       failingMessage: (message) => ({ ...message, topic: uniqueName('unrouted.') }),
     },
     create: () => new RabbitMqPublisher({ connection: AMQP_URL, exchange }),

@@ -30,6 +30,7 @@ describe.runIf(redisUp)('Redis Streams', () => {
       ordersPerAggregate: true,
       carriesNativeId: true,
       // The stream key of this topic holds a string: XADD fails with WRONGTYPE.
+      failingStatus: 'retryable',
       failingMessage: async (message) => {
         const topic = uniqueName('wrongtype.');
         await redis.set(`${keyPrefix}${topic}`, 'not a stream');
