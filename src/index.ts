@@ -75,3 +75,34 @@ export {
   type ReplaySelection,
 } from './admin/dead-letters.js';
 export type { WakeSource } from './dispatcher/wake-source.js';
+export {
+  createRetentionJob,
+  DEFAULT_OUTBOX_RETENTION_MS,
+  poolSessions,
+  previewPrune,
+  pruneOutbox,
+  type PruneOutboxOptions,
+  type PruneOutboxResult,
+  type PrunePreview,
+  type PruneProgress,
+  type RetentionEventMap,
+  type RetentionJob,
+  type RetentionJobOptions,
+  type RetentionRunResult,
+  type RetentionSession,
+} from './retention/index.js';
+export {
+  backfill,
+  BACKFILL_HEADER,
+  type BackfillOptions,
+  type BackfillProgress,
+  type BackfillResult,
+} from './retrofit/index.js';
+export { createPublisherFromUrl, type PublisherFromUrlOptions } from './publishers/from-url.js';
+export {
+  createPublisherFromConfig,
+  loadPublisherConfig,
+  type PublisherConfig,
+} from './publishers/publisher-config.js';
+export { Router } from './publishers/router.js';
+export type { PublishOptions } from './publishers/publisher.js';

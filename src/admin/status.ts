@@ -40,12 +40,15 @@ export async function readStatus(
   options: { schema?: string; lastErrors?: number } = {},
 ): Promise<OutboxStatus> {
   const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
-  const [summary, attempts, errors] = await Promise.all([
-    executor.query<Omit<OutboxStatus, 'attempts' | 'lastErrors'>>(statusSql(schema)),
-    executor.query<{ attempts: number; messages: number }>(attemptsDistributionSql(schema)),
-    executor.query<OutboxStatus['lastErrors'][number]>(lastErrorsSql(schema), [
-      options.lastErrors ?? 5,
-    ]),
+  // Sequential, not Promise.all: the executor may be one client, which runs one query at a time.
+  const summary = await executor.query<Omit<OutboxStatus, 'attempts' | 'lastErrors'>>(
+    statusSql(schema),
+  );
+  const attempts = await executor.query<{ attempts: number; messages: number }>(
+    attemptsDistributionSql(schema),
+  );
+  const errors = await executor.query<OutboxStatus['lastErrors'][number]>(lastErrorsSql(schema), [
+    options.lastErrors ?? 5,
   ]);
   const row = summary.rows[0]!;
   return {

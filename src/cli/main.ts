@@ -1,9 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { OutboxError } from '../core/errors.js';
+import { backfillCommand } from './commands/backfill.js';
 import { deadCommand, replayCommand } from './commands/dead.js';
 import { dispatchCommand } from './commands/dispatch.js';
 import { migrateCommand } from './commands/migrate.js';
+import { pruneCommand } from './commands/prune.js';
 import { statusCommand } from './commands/status.js';
+import { uiCommand } from './commands/ui.js';
 import { EXIT, UsageError } from './usage-error.js';
 
 const help = `Usage: outbox <command> [options]
@@ -16,6 +19,9 @@ Commands:
   status      backlog, oldest age, in flight, dead letters, last errors (--json)
   dead list   list dead-lettered messages
   replay      make dead letters pending again (<id...> or --all-dead)
+  prune       delete or archive dispatched rows older than --older-than (batched; --dry-run)
+  backfill    enqueue messages from a SELECT (--sql FILE --topic T; --dry-run first)
+  ui          web dashboard on 127.0.0.1:8080: charts, dead letters with replay
 
 Global options:
   -h, --help     show help (also: outbox <command> --help)
@@ -35,6 +41,9 @@ const commands: Record<string, Command> = {
   status: statusCommand,
   dead: deadCommand,
   replay: replayCommand,
+  prune: pruneCommand,
+  backfill: backfillCommand,
+  ui: uiCommand,
 };
 
 function version(): string {

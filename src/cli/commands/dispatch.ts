@@ -4,12 +4,20 @@ import { DEFAULT_SCHEMA } from '../../core/identifier.js';
 import { createDispatcher, type DispatcherStats } from '../../dispatcher/dispatcher.js';
 import { assertSchemaCurrent } from '../../migrations/migrate.js';
 import { createPublisherFromUrl, PUBLISHER_URL_SCHEMES } from '../../publishers/from-url.js';
+import {
+  createPublisherFromConfig,
+  loadPublisherConfig,
+  PublisherConfigError,
+} from '../../publishers/publisher-config.js';
+import { importPeer } from '../../publishers/optional-peer.js';
+import { createRetentionJob, poolSessions } from '../../retention/retention-job.js';
 import { fromPg } from '../../store/from-pg.js';
 import { redactUrl, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag } from '../flags.js';
+import { formatDuration, parseDuration } from '../format/duration.js';
 import { EXIT, UsageError } from '../usage-error.js';
 
-export const dispatchHelp = `Usage: outbox dispatch --publisher URL [options]
+export const dispatchHelp = `Usage: outbox dispatch (--publisher URL | --config FILE) [options]
 
 Publishes committed outbox messages at least once: claims due messages under a lease
 (FOR UPDATE SKIP LOCKED), publishes outside any transaction, marks them dispatched if it still
@@ -19,6 +27,13 @@ Options:
   --database-url URL         Postgres connection string (default: $DATABASE_URL)
   --schema NAME              schema of the outbox tables (default: ${DEFAULT_SCHEMA})
   --publisher URL            where to publish: ${PUBLISHER_URL_SCHEMES.map((s) => `${s}://`).join(', ')}
+  --config FILE              route topics to several publishers: a JSON file (or outbox.config.js
+                             with a default export) like
+                             {"routes":[{"pattern":"mail.*","publisher":"nats://127.0.0.1:4222"},
+                                        {"pattern":"payment.**","publisher":"amqp://..."}],
+                              "fallback":"http://127.0.0.1:8080/outbox"}
+                             ('*' = one dot-separated segment, '**' = any; first match wins;
+                             unmatched topics without a fallback are dead-lettered)
   --once                     drain everything due, then exit (0 = all published, 1 = something failed)
   --batch-size N             messages per claim (default 200)
   --lease-ms N               exclusive claim duration; a crashed dispatcher's messages wait this
@@ -35,6 +50,18 @@ Options:
                              ordered messages; skip: they go on
   --nats-stream NAME         nats:// only: create this JetStream stream if missing
   --http-timeout-ms N        http(s):// only: request timeout (default 10000)
+  --metrics-port N           serve Prometheus metrics on /metrics and a health check on
+                             /healthz (needs prom-client; see docs/operations.md)
+  --metrics-host ADDR        interface for the metrics server (default 127.0.0.1)
+  --health-stall-ms N        /healthz answers 503 when messages are due and none was
+                             dispatched for this long (default 300000)
+  --prune-older-than DUR     also run retention in this process, e.g. 30d: delete dispatched
+                             rows older than DUR every --prune-interval; one process per
+                             schema prunes at a time (advisory lock), the others skip;
+                             not with --once (use outbox prune)
+  --prune-archive            move pruned rows to outbox_archive instead of deleting them
+  --prune-ledger-older-than DUR  also prune done consumer-ledger rows older than DUR (e.g. 14d)
+  --prune-interval DUR       time between retention runs (default 1h)
   --json                     log one JSON object per line instead of text
   -h, --help                 show this help
 
@@ -49,6 +76,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       'database-url': { type: 'string' },
       schema: { type: 'string', default: DEFAULT_SCHEMA },
       publisher: { type: 'string' },
+      config: { type: 'string' },
       once: { type: 'boolean', default: false },
       'batch-size': { type: 'string' },
       'lease-ms': { type: 'string' },
@@ -62,6 +90,13 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       'dead-letter-policy': { type: 'string', default: 'hold' },
       'nats-stream': { type: 'string' },
       'http-timeout-ms': { type: 'string' },
+      'metrics-port': { type: 'string' },
+      'metrics-host': { type: 'string', default: '127.0.0.1' },
+      'health-stall-ms': { type: 'string' },
+      'prune-older-than': { type: 'string' },
+      'prune-archive': { type: 'boolean', default: false },
+      'prune-ledger-older-than': { type: 'string' },
+      'prune-interval': { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -72,10 +107,12 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     return EXIT.ok;
   }
   validateSchemaFlag(values.schema);
-  if (!values.publisher)
+  if (!values.publisher && !values.config)
     throw new UsageError(
-      '--publisher URL is required, e.g. --publisher http://127.0.0.1:8080/outbox',
+      '--publisher URL or --config FILE is required, e.g. --publisher http://127.0.0.1:8080/outbox',
     );
+  if (values.publisher && values.config)
+    throw new UsageError('give --publisher or --config, not both');
   const policy = values['dead-letter-policy'];
   if (policy !== 'hold' && policy !== 'skip')
     throw new UsageError(`--dead-letter-policy must be hold or skip, got "${policy}"`);
@@ -108,25 +145,102 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     values['http-timeout-ms'] === undefined
       ? undefined
       : positiveInt('http-timeout-ms', values['http-timeout-ms'], 10_000);
+  const metricsPort =
+    values['metrics-port'] === undefined
+      ? undefined
+      : positiveInt('metrics-port', values['metrics-port'], 9464);
+  if (metricsPort !== undefined && metricsPort > 65_535)
+    throw new UsageError(`--metrics-port must be at most 65535, got ${metricsPort}`);
+  const healthStallMs = positiveInt('health-stall-ms', values['health-stall-ms'], 300_000);
+  const pruneOlderThanMs =
+    values['prune-older-than'] === undefined
+      ? undefined
+      : parseDuration('prune-older-than', values['prune-older-than']);
+  if (
+    pruneOlderThanMs === undefined &&
+    (values['prune-archive'] || values['prune-ledger-older-than'] || values['prune-interval'])
+  )
+    throw new UsageError(
+      '--prune-archive, --prune-ledger-older-than and --prune-interval need --prune-older-than',
+    );
   const url = resolveDatabaseUrl(values['database-url']);
   const log = logger(values.json);
 
   const pool = new pg.Pool({
     connectionString: url,
-    max: options.concurrency + 2,
+    // +1 each for the metrics gauges and the retention session (held for a whole run).
+    max:
+      options.concurrency +
+      2 +
+      (metricsPort === undefined ? 0 : 1) +
+      (pruneOlderThanMs === undefined ? 0 : 1),
     application_name: 'agent-outbox-dispatcher',
   });
   // Idle clients that lose their connection emit 'error'; the pool replaces them. Never crash.
   pool.on('error', (error) =>
     log('warn', 'idle database connection lost', { error: error.message }),
   );
-  const publisher = await createPublisherFromUrl(values.publisher, {
-    ...(values['nats-stream'] !== undefined && { natsStream: values['nats-stream'] }),
-    ...(httpTimeoutMs !== undefined && { httpTimeoutMs }),
-  });
+  const publisher = values.config
+    ? await publisherFromConfig(values.config)
+    : await createPublisherFromUrl(values.publisher!, {
+        ...(values['nats-stream'] !== undefined && { natsStream: values['nats-stream'] }),
+        ...(httpTimeoutMs !== undefined && { httpTimeoutMs }),
+      });
+  const cleanups: (() => Promise<void>)[] = [];
   try {
     await assertSchemaCurrent(fromPg(pool), values.schema);
     const dispatcher = createDispatcher({ executor: fromPg(pool), publisher, ...options });
+    if (metricsPort !== undefined) {
+      // Loaded only when asked for: prom-client is an optional peer dependency.
+      const { serveDispatcherMetrics } = await importPeer(
+        'prom-client',
+        '--metrics-port',
+        () => import('../../metrics/serve-dispatcher-metrics.js'),
+      );
+      const served = await serveDispatcherMetrics({
+        dispatcher,
+        executor: fromPg(pool),
+        schema: values.schema,
+        port: metricsPort,
+        host: values['metrics-host'],
+        healthStallMs,
+      });
+      cleanups.push(served.close);
+      log('info', `metrics on ${served.url}/metrics, health on ${served.url}/healthz`);
+    }
+    if (pruneOlderThanMs !== undefined && !values.once) {
+      const retention = createRetentionJob({
+        connect: poolSessions(pool),
+        schema: values.schema,
+        olderThanMs: pruneOlderThanMs,
+        archive: values['prune-archive'],
+        ledgerOlderThanMs:
+          values['prune-ledger-older-than'] === undefined
+            ? null
+            : parseDuration('prune-ledger-older-than', values['prune-ledger-older-than']),
+        intervalMs:
+          values['prune-interval'] === undefined
+            ? 3_600_000
+            : parseDuration('prune-interval', values['prune-interval']),
+      });
+      retention.on('retention:run:success', ({ outbox, ledger, durationMs }) =>
+        log('info', 'retention run', {
+          removed: outbox.removed,
+          archived: outbox.archived,
+          ledgerDeleted: ledger?.deleted ?? 0,
+          durationMs,
+        }),
+      );
+      retention.on('retention:run:skipped', () =>
+        log('info', 'retention skipped: another process holds the retention lock'),
+      );
+      retention.on('retention:run:failure', ({ error }) =>
+        log('error', 'retention run failed', { error: error.message }),
+      );
+      retention.start();
+      cleanups.push(() => retention.stop());
+      log('info', `retention: dispatched rows older than ${formatDuration(pruneOlderThanMs)}`);
+    }
     dispatcher.on('dispatcher:claim:failure', ({ error, retryInMs }) =>
       log('error', 'claim failed', { error: error.message, retryInMs }),
     );
@@ -147,7 +261,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     );
     log(
       'info',
-      `dispatcher ${dispatcher.id} on ${redactUrl(url)} → ${redactUrl(values.publisher)}`,
+      `dispatcher ${dispatcher.id} on ${redactUrl(url)} → ${values.config ? `routes from ${values.config}` : redactUrl(values.publisher!)}`,
       { once: values.once, batchSize: options.batchSize, leaseMs: options.leaseMs },
     );
 
@@ -173,6 +287,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     log('info', 'stopped', progress(dispatcher.stats()));
     return EXIT.ok;
   } finally {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
     await publisher.close?.().catch(() => undefined);
     await pool.end().catch(() => undefined);
   }
@@ -227,4 +342,16 @@ function waitForSignal(log: Log): Promise<void> {
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
   });
+}
+
+/** Loads a routing config; its mistakes are the command line's (exit 2), not runtime failures. */
+async function publisherFromConfig(path: string) {
+  try {
+    return await createPublisherFromConfig(await loadPublisherConfig(path));
+  } catch (error) {
+    if (error instanceof PublisherConfigError) throw new UsageError(error.message);
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT')
+      throw new UsageError(`--config ${path}: no such file`);
+    throw error;
+  }
 }

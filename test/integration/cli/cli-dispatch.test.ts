@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
@@ -95,7 +98,7 @@ describe('outbox dispatch / status / dead / replay', () => {
   it('rejects bad flags with exit 2 before doing anything', async () => {
     const noPublisher = await runCli(['dispatch', '--database-url', db.url]);
     expect(noPublisher.code).toBe(2);
-    expect(noPublisher.stderr).toMatch(/--publisher URL is required/);
+    expect(noPublisher.stderr).toMatch(/--publisher URL or --config FILE is required/);
     const badBatch = await runCli([
       'dispatch',
       '--database-url',
@@ -124,5 +127,59 @@ describe('outbox dispatch / status / dead / replay', () => {
     ]);
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(/outbox migrate --schema nowhere/);
+  });
+
+  it('--config routes topics to different publishers; a bad config is a usage error', async () => {
+    const mail = await startWebhookReceiver();
+    try {
+      const dir = mkdtempSync(join(tmpdir(), 'outbox-config-'));
+      const config = join(dir, 'outbox.json');
+      writeFileSync(
+        config,
+        JSON.stringify({
+          routes: [{ pattern: 'mail.*', publisher: mail.url }],
+          fallback: receiver.url,
+        }),
+      );
+      await enqueueCommitted(db.pool, [
+        { topic: 'mail.send', aggregateId: 'r1', payload: 1 },
+        { topic: 'payment.charge', aggregateId: 'r2', payload: 2 },
+      ]);
+      const before = receiver.envelopes.length;
+      const result = await runCli([
+        'dispatch',
+        '--once',
+        '--database-url',
+        db.url,
+        '--config',
+        config,
+      ]);
+      expect(result.code, result.stderr).toBe(0);
+      expect(mail.envelopes.map((e) => e.topic)).toEqual(['mail.send']);
+      expect(receiver.envelopes.slice(before).map((e) => e.topic)).toEqual(['payment.charge']);
+
+      writeFileSync(config, JSON.stringify({ routes: [{ pattern: 'mail.*' }] }));
+      const bad = await runCli([
+        'dispatch',
+        '--once',
+        '--database-url',
+        db.url,
+        '--config',
+        config,
+      ]);
+      expect(bad.code).toBe(2);
+      const both = await runCli([
+        'dispatch',
+        '--database-url',
+        db.url,
+        '--config',
+        config,
+        '--publisher',
+        receiver.url,
+      ]);
+      expect(both.code).toBe(2);
+    } finally {
+      await mail.close();
+    }
   });
 });
