@@ -4,12 +4,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bindNatsJetStream } from '../../../src/consumer/bindings/nats.js';
 import type { DeliveryResult } from '../../../src/consumer/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { brokerAvailable } from '../../helpers/consumer-services.js';
+import { requireService } from '../../helpers/services.js';
 import { effectConsumer } from '../../fixtures/consumer/effects.js';
 import { makeEnvelope } from '../../fixtures/consumer/envelopes.js';
 import { eventually } from '../../fixtures/consumer/eventually.js';
 
-const up = await brokerAvailable('NATS JetStream', 4222);
+const up = await requireService('NATS JetStream', '127.0.0.1', 4222);
 
 describe.skipIf(!up)('NATS JetStream pull consumer binding', () => {
   let db: TestDatabase;

@@ -7,12 +7,12 @@ import {
   OUTBOX_EXCHANGE,
 } from '../../../src/consumer/bindings/rabbitmq.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { brokerAvailable } from '../../helpers/consumer-services.js';
+import { requireService } from '../../helpers/services.js';
 import { effectConsumer } from '../../fixtures/consumer/effects.js';
 import { makeEnvelope } from '../../fixtures/consumer/envelopes.js';
 import { eventually } from '../../fixtures/consumer/eventually.js';
 
-const up = await brokerAvailable('RabbitMQ', 5672);
+const up = await requireService('RabbitMQ', '127.0.0.1', 5672);
 
 describe.skipIf(!up)('RabbitMQ queue consumer binding', () => {
   let db: TestDatabase;

@@ -3,12 +3,12 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bindRedisStreams, outboxStreamKey } from '../../../src/consumer/bindings/redis-streams.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { brokerAvailable } from '../../helpers/consumer-services.js';
+import { requireService } from '../../helpers/services.js';
 import { effectConsumer } from '../../fixtures/consumer/effects.js';
 import { makeEnvelope } from '../../fixtures/consumer/envelopes.js';
 import { eventually } from '../../fixtures/consumer/eventually.js';
 
-const up = await brokerAvailable('Redis', 6379);
+const up = await requireService('Redis', '127.0.0.1', 6379);
 
 describe.skipIf(!up)('Redis Streams consumer group binding', () => {
   let db: TestDatabase;
