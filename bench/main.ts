@@ -33,7 +33,7 @@ const size = quick
   : {
       enqueueTx: 2_000,
       notifySeconds: 5,
-      dispatchRows: 100_000,
+      dispatchRows: 50_000,
       rounds: 2,
       latencySeconds: 10,
       historyRows: 5_000_000,
@@ -43,6 +43,13 @@ const size = quick
 
 const db = await createBenchDatabase();
 const started = Date.now();
+// An interrupted run must not leave its database (and replication slots pinning WAL) behind.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    log(`${signal}: dropping ${db.name}`);
+    void db.drop().finally(() => process.exit(130));
+  });
+}
 try {
   const { rows } = await db.pool.query<{ version: string; wal_level: string }>(
     `SELECT version() AS version, current_setting('wal_level') AS wal_level`,

@@ -90,6 +90,9 @@ const MISSING_RECHECK_MS = 2;
 /** A candidate invisible this long was deleted after its commit (retention, manual cleanup). */
 const MISSING_FOR_GOOD_MS = 10_000;
 
+/** Under continuous load, candidate states are read (and positions confirmed) this often. */
+const CLASSIFY_EVERY_MS = 100;
+
 interface CandidateState {
   id: string;
   state: 'gone' | 'done' | 'deferred' | 'leased' | 'blocked';
@@ -120,6 +123,7 @@ class PgCdcDispatcher implements CdcDispatcher {
   #again = false;
   #timers = new Set<NodeJS.Timeout>();
   #nextCycle: NodeJS.Timeout | undefined;
+  #classifiedAt = 0;
   /** Candidates the state query did not find, since when (see #classify). */
   #missingSince = new Map<string, number>();
 
@@ -323,10 +327,19 @@ class PgCdcDispatcher implements CdcDispatcher {
     try {
       if (this.#store.candidates.size === 0) return;
       await this.#worker.drain();
+      // New commits arrived meanwhile: publish them first (the next cycle starts right away) and
+      // classify — which only serves confirmation — at most every CLASSIFY_EVERY_MS under load.
+      if (this.#again && Date.now() - this.#classifiedAt < CLASSIFY_EVERY_MS) return;
+      this.#classifiedAt = Date.now();
       nextInMs = await this.#classify();
     } catch (error) {
       this.#events.emit('cdc:cycle:failure', { error: toError(error) });
       nextInMs = this.#options.recheckMs ?? 250;
+      // The database is going away (shutdown, restart, network): let go of the stream too. A
+      // shutting-down server waits for its walsenders to be confirmed up to what they sent, which
+      // we cannot do without settling — holding on would stall the shutdown until
+      // wal_sender_timeout. We reopen from the confirmed position once it is back.
+      if (isConnectionLoss(error) && this.#stream) this.#onLost(this.#stream, toError(error));
     }
     await this.#confirm(false);
     if (
@@ -406,6 +419,14 @@ class PgCdcDispatcher implements CdcDispatcher {
       /* a failed lag read is not worth an error event; the next one will tell */
     }
   }
+}
+
+/** Connection-level failures: SQLSTATE classes 08 (connection) and 57 (operator intervention). */
+function isConnectionLoss(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && /^(08|57)/.test(code)) return true;
+  const message = error instanceof Error ? error.message : String(error);
+  return /Connection terminated|ECONNREFUSED|ECONNRESET|EPIPE/i.test(message);
 }
 
 function toError(error: unknown): Error {

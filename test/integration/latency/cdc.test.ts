@@ -51,6 +51,21 @@ function cdc(
   return dispatcher;
 }
 
+/**
+ * Starts it and waits for the sweeper's first claim (its catch-up at start): until then the
+ * sweeper may still pick up rows the test commits, and tests that assert "published from the WAL,
+ * not by the sweeper" would race it.
+ */
+async function startAfterSweep(dispatcher: CdcDispatcher): Promise<void> {
+  let off = () => {};
+  const swept = new Promise<void>((resolve) => {
+    off = dispatcher.on('dispatcher:claim:success', () => resolve());
+  });
+  await dispatcher.start();
+  await swept;
+  off();
+}
+
 const ordered = (m: { messageId: string; aggregateId: string; sequence: number }) => ({
   messageId: m.messageId,
   aggregateId: m.aggregateId,
@@ -68,7 +83,7 @@ describe('CDC dispatcher (logical replication, pgoutput)', () => {
   it('publishes from the WAL every message once, in per-aggregate order, and confirms the slot past them', async () => {
     const publisher = new InMemoryPublisher();
     const dispatcher = cdc({ publisher });
-    await dispatcher.start();
+    await startAfterSweep(dispatcher);
     const written = [];
     // Many small transactions, several of them concurrent and on the same aggregates.
     for (let round = 0; round < 10; round++) {
@@ -150,7 +165,7 @@ describe('CDC dispatcher (logical replication, pgoutput)', () => {
       },
     });
     const dispatcher = cdc({ publisher });
-    await dispatcher.start();
+    await startAfterSweep(dispatcher);
     await enqueueCommitted(db.pool, [
       { topic: 'payment.charge', aggregateId: 'flaky', payload: { n: 1 } },
       { topic: 'payment.charge', aggregateId: 'flaky', payload: { n: 2 } },

