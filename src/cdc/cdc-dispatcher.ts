@@ -1,7 +1,11 @@
 import type { ClientConfig } from 'pg';
 import { OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
-import { createDispatcher, type Dispatcher } from '../dispatcher/dispatcher.js';
+import {
+  createDispatcher,
+  type Dispatcher,
+  type DispatcherStats,
+} from '../dispatcher/dispatcher.js';
 import { TypedEmitter } from '../dispatcher/events.js';
 import type { DispatcherOptions } from '../dispatcher/options.js';
 import {
@@ -78,7 +82,9 @@ export interface CdcDispatcher {
   /** WAL bytes retained for the slot, or null without a slot. */
   slotLagBytes(): Promise<number | null>;
   /** Published/retried/... counts of the WAL-driven worker and of the sweeper. */
-  stats(): { cdc: ReturnType<Dispatcher['stats']>; sweeper: ReturnType<Dispatcher['stats']> };
+  stats(): { cdc: DispatcherStats; sweeper: DispatcherStats };
+  /** The two counts summed: what a metrics hook expecting one dispatcher's stats wants. */
+  totals(): DispatcherStats;
   on<K extends keyof CdcEventMap & string>(
     event: K,
     listener: (...args: CdcEventMap[K]) => void,
@@ -172,6 +178,13 @@ class PgCdcDispatcher implements CdcDispatcher {
 
   stats(): ReturnType<CdcDispatcher['stats']> {
     return { cdc: this.#worker.stats(), sweeper: this.#sweeper.stats() };
+  }
+
+  totals(): DispatcherStats {
+    const { cdc, sweeper } = this.stats();
+    const sum = { ...cdc };
+    for (const key of Object.keys(sum) as (keyof DispatcherStats)[]) sum[key] += sweeper[key];
+    return sum;
   }
 
   async slotLagBytes(): Promise<number | null> {

@@ -103,6 +103,7 @@ describe('CDC dispatcher (logical replication, pgoutput)', () => {
     // The WAL-driven worker published them, not the sweeper.
     expect(dispatcher.stats().cdc.published).toBe(300);
     expect(dispatcher.stats().sweeper.published).toBe(0);
+    expect(dispatcher.totals().published).toBe(300);
     const { rows } = await db.pool.query<{ lsn: string }>(
       `SELECT pg_current_wal_lsn()::text AS lsn`,
     );
