@@ -9,6 +9,9 @@ describePublisherConformance({
     dedupesById: false,
     ordersPerAggregate: true,
     carriesNativeId: false,
+    // Takes any batch in one call and any size: nothing to exercise.
+    batchLimit: undefined,
+    maxMessageBytes: undefined,
     failingStatus: 'permanent',
     failingMessage: (message) => ({
       ...message,

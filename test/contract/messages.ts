@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { toEnvelope } from '../../src/publishers/envelope.js';
 import type { OutgoingMessage } from '../../src/publishers/publisher.js';
 
 let rowId = 0;
@@ -27,4 +28,20 @@ export function makeMessage(overrides: Partial<OutgoingMessage> = {}): OutgoingM
 /** A short random name for topics, queues and streams, so runs and tests never share one. */
 export function uniqueName(prefix = 't'): string {
   return `${prefix}${randomUUID().replace(/-/g, '').slice(0, 10)}`;
+}
+
+/** Bytes of the message's envelope JSON: the body every publisher sends. */
+export function envelopeBytes(message: OutgoingMessage): number {
+  return Buffer.byteLength(JSON.stringify(toEnvelope(message)));
+}
+
+/** A fresh message whose envelope JSON is exactly `bytes` long (an ASCII string payload). */
+export function makeMessageOfEnvelopeBytes(
+  bytes: number,
+  overrides: Partial<OutgoingMessage> = {},
+): OutgoingMessage {
+  const message = makeMessage({ ...overrides, payload: '' });
+  const padding = bytes - envelopeBytes(message);
+  if (padding < 0) throw new RangeError(`an envelope cannot be as small as ${bytes} bytes`);
+  return { ...message, payload: 'x'.repeat(padding) };
 }

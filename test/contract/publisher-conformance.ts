@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseEnvelope, toEnvelope, type Envelope } from '../../src/publishers/envelope.js';
 import type { OutgoingMessage, Publisher } from '../../src/publishers/publisher.js';
 import type { Collector, Delivery } from './collector.js';
-import { makeMessage, uniqueName } from './messages.js';
+import { makeMessage, makeMessageOfEnvelopeBytes, uniqueName } from './messages.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 
 /** What a publisher under test claims; the suite checks exactly these claims. */
@@ -13,6 +13,20 @@ export interface PublisherCapabilities {
   ordersPerAggregate: boolean;
   /** The receiver reports the broker-native id (`Delivery.nativeId`). */
   carriesNativeId: boolean;
+  /**
+   * Most messages the adapter puts in one broker request (SQS `SendMessageBatch`: 10), or
+   * undefined when nothing caps a call: the adapter sends each message on its own request (HTTP,
+   * NATS, AMQP, Redis) or the broker takes any number. The large-batch tests publish
+   * `2 × batchLimit + 3` messages (two full requests and a partial one), or 250 when undefined.
+   */
+  batchLimit: number | undefined;
+  /**
+   * Largest envelope (bytes of the JSON body) the broker accepts: above it a message must come
+   * back `permanent` (it can never succeed) without failing the rest of its call, and one
+   * {@link SIZE_HEADROOM_BYTES} below it must be published. Undefined when there is no limit
+   * (in-memory) or it is too large to exercise here (RabbitMQ's 128 MiB, Redis' 512 MiB).
+   */
+  maxMessageBytes: number | undefined;
   /**
    * Turns a message into one this broker fails (unroutable topic, wrong key type, injected
    * rejection), for the partial-failure test; omit when no such message can be made.
@@ -60,6 +74,13 @@ export interface PublisherTarget {
     create(proxyPort: number): Promise<Publisher> | Publisher;
   };
 }
+
+/**
+ * How far below `maxMessageBytes` a message must still be published. Brokers may count their
+ * framing against the limit (NATS counts the `Nats-Msg-Id` header against `max_payload`), so the
+ * declared limit is checked to within this much from below, and exactly from above.
+ */
+export const SIZE_HEADROOM_BYTES = 1024;
 
 function envelopeOf(delivery: Delivery): Envelope {
   return parseEnvelope(delivery.body);
@@ -128,6 +149,104 @@ export function describePublisherConformance(target: PublisherTarget): void {
       await collector.waitFor((d) => d.length >= messages.length, '25 messages');
       expect(new Set(idsOf(collector.deliveries))).toEqual(new Set(messages.map((m) => m.id)));
     });
+
+    const { batchLimit, maxMessageBytes } = target.capabilities;
+    const largeBatch = batchLimit === undefined ? 250 : 2 * batchLimit + 3;
+
+    it(`publishes a batch of ${largeBatch} (${batchLimit === undefined ? 'no batch limit declared' : `batch limit ${batchLimit}`}): one outcome each, every message delivered once`, async () => {
+      const topic = `${uniqueName()}.bulk`;
+      const collector = await receive([topic]);
+      const messages = Array.from({ length: largeBatch }, (_, i) =>
+        makeMessage({ topic, aggregateId: `bulk-${i}` }),
+      );
+      // Published after the batch has been acknowledged, on the same topic: once it has arrived,
+      // every copy of the batch's messages has too (FIFO per topic) — no sleeping needed.
+      const sentinel = makeMessage({ topic });
+
+      expect(await publisher.publish(messages)).toEqual(
+        messages.map(() => ({ status: 'published' })),
+      );
+      expect(await publisher.publish([sentinel])).toEqual([{ status: 'published' }]);
+
+      await collector.waitFor((d) => idsOf(d).includes(sentinel.id), 'the sentinel');
+      const copies = new Map<string, number>();
+      for (const id of idsOf(collector.deliveries)) copies.set(id, (copies.get(id) ?? 0) + 1);
+      expect({
+        missing: messages.filter((m) => !copies.has(m.id)).map((m) => m.id),
+        duplicated: messages.filter((m) => (copies.get(m.id) ?? 0) > 1).map((m) => m.id),
+      }).toEqual({ missing: [], duplicated: [] });
+    });
+
+    it.runIf(target.capabilities.failingMessage !== undefined)(
+      `keeps outcomes in message order across a batch of ${largeBatch} with failures at request boundaries`,
+      async () => {
+        const topic = `${uniqueName()}.bulkpartial`;
+        const collector = await receive([topic]);
+        // First and last message, and both sides of the first request boundary.
+        const boundary = batchLimit ?? 100;
+        const failing = new Set([0, boundary - 1, boundary, largeBatch - 1]);
+        const messages = await Promise.all(
+          Array.from({ length: largeBatch }, (_, i) => {
+            const message = makeMessage({ topic, aggregateId: `bulk-${i}` });
+            return failing.has(i) ? target.capabilities.failingMessage!(message) : message;
+          }),
+        );
+        const good = messages.filter((_, i) => !failing.has(i)).map((m) => m.id);
+
+        const outcomes = await publisher.publish(messages);
+
+        expect(outcomes.map((o) => o.status)).toEqual(
+          messages.map((_, i) =>
+            failing.has(i) ? (target.capabilities.failingStatus ?? 'permanent') : 'published',
+          ),
+        );
+        await collector.waitFor((d) => {
+          const received = new Set(idsOf(d));
+          return good.every((id) => received.has(id));
+        }, `the ${good.length} good messages`);
+        const bad = messages.filter((_, i) => failing.has(i)).map((m) => m.id);
+        expect(idsOf(collector.deliveries).filter((id) => bad.includes(id))).toEqual([]);
+      },
+    );
+
+    it.runIf(maxMessageBytes !== undefined)(
+      `gives a message above the size limit (${maxMessageBytes} bytes) its own permanent outcome and publishes its neighbours`,
+      async () => {
+        const topic = `${uniqueName()}.oversize`;
+        const collector = await receive([topic]);
+        const before = makeMessage({ topic });
+        const big = makeMessageOfEnvelopeBytes(maxMessageBytes! + 1, { topic });
+        const after = makeMessage({ topic });
+
+        const outcomes = await publisher.publish([before, big, after]);
+
+        expect(outcomes[0]).toEqual({ status: 'published' });
+        expect(outcomes[1]!.status).toBe('permanent');
+        expect(outcomes[1]!.status === 'permanent' && outcomes[1]!.error.length).toBeGreaterThan(0);
+        expect(outcomes[2]).toEqual({ status: 'published' });
+        await collector.waitFor(
+          (d) => idsOf(d).includes(before.id) && idsOf(d).includes(after.id),
+          'the two normal messages',
+        );
+        expect(idsOf(collector.deliveries)).not.toContain(big.id);
+      },
+    );
+
+    it.runIf(maxMessageBytes !== undefined)(
+      `publishes a message ${SIZE_HEADROOM_BYTES} bytes below the size limit, intact`,
+      async () => {
+        const topic = `${uniqueName()}.nearlimit`;
+        const collector = await receive([topic]);
+        const message = makeMessageOfEnvelopeBytes(maxMessageBytes! - SIZE_HEADROOM_BYTES, {
+          topic,
+        });
+
+        expect(await publisher.publish([message])).toEqual([{ status: 'published' }]);
+
+        await collector.waitFor((d) => d.length >= 1, 'the large message');
+        expect(envelopeOf(collector.deliveries[0]!)).toEqual(expectedEnvelope(message));
+      },
+    );
 
     it('returns an empty result for an empty batch', async () => {
       expect(await publisher.publish([])).toEqual([]);

@@ -8,6 +8,8 @@ import { startTestWebhook, type ReceivedRequest, type TestWebhook } from './http
 
 // One receiver for the conformance suite: it routes each request to the collectors of its topic.
 let conformanceHook: TestWebhook;
+/** The conformance receiver refuses bodies above this with 413, as a proxy or gateway would. */
+const HOOK_MAX_BODY_BYTES = 64 * 1024;
 const collectorsByTopic = new Map<string, Collector>();
 
 describePublisherConformance({
@@ -16,12 +18,20 @@ describePublisherConformance({
     dedupesById: false,
     ordersPerAggregate: true,
     carriesNativeId: true,
+    // One request per message: nothing caps a call.
+    batchLimit: undefined,
+    // The receiver's limit (413 above it), not the publisher's: HttpPublisher has none itself.
+    maxMessageBytes: HOOK_MAX_BODY_BYTES,
     failingStatus: 'permanent',
     failingMessage: (message) => ({ ...message, headers: { ...message.headers, reject: 'yes' } }),
   },
   async setup() {
     conformanceHook = await startTestWebhook();
     conformanceHook.onRequest = (request, response) => {
+      if (Buffer.byteLength(request.body) > HOOK_MAX_BODY_BYTES) {
+        response.writeHead(413).end('payload too large');
+        return;
+      }
       const envelope = JSON.parse(request.body) as {
         topic: string;
         headers: Record<string, string>;
@@ -115,6 +125,7 @@ describe('HttpPublisher', () => {
     [408, 'retryable'],
     [409, 'permanent'],
     [410, 'permanent'],
+    [413, 'permanent'],
     [422, 'permanent'],
     [429, 'retryable'],
     [500, 'retryable'],

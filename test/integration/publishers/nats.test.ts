@@ -5,12 +5,23 @@ import {
   NatsJetStreamPublisher,
 } from '../../../src/publishers/nats/nats-jetstream-publisher.js';
 import { createCollector } from '../../contract/collector.js';
-import { makeMessage, uniqueName } from '../../contract/messages.js';
+import { makeMessage, makeMessageOfEnvelopeBytes, uniqueName } from '../../contract/messages.js';
 import { describePublisherConformance } from '../../contract/publisher-conformance.js';
 import { closedPort, requireService } from '../../helpers/services.js';
 
 const NATS_URL = 'nats://127.0.0.1:4222';
 const natsUp = await requireService('NATS (JetStream)', '127.0.0.1', 4222);
+/** What the server announces as `max_payload` in its INFO (1 MiB, the default, if not up). */
+const natsMaxPayload = natsUp ? await readMaxPayload() : 1024 * 1024;
+
+async function readMaxPayload(): Promise<number> {
+  const probe = await connect({ servers: '127.0.0.1:4222' });
+  try {
+    return probe.info?.max_payload ?? 1024 * 1024;
+  } finally {
+    await probe.close();
+  }
+}
 
 // Every run gets its own stream and subject prefix: the server is shared with other test runs.
 const prefix = `${uniqueName('aot')}.`;
@@ -28,9 +39,15 @@ describe.runIf(natsUp)('NATS JetStream', () => {
       dedupesById: true,
       ordersPerAggregate: true,
       carriesNativeId: true,
-      // Above the server's max_payload (1 MiB by default): refused, whatever the stream.
+      // One PubAck-awaited publish per message: nothing caps a call.
+      batchLimit: undefined,
+      // The client refuses a message above the server's max_payload (headers included) before
+      // sending it (MAX_PAYLOAD_EXCEEDED), which the adapter maps to permanent.
+      maxMessageBytes: natsMaxPayload,
+      // Above max_payload: refused, whatever the stream.
       failingStatus: 'permanent',
-      failingMessage: (message) => ({ ...message, payload: 'x'.repeat(1_100_000) }),
+      failingMessage: (message) =>
+        makeMessageOfEnvelopeBytes(natsMaxPayload + 1, { ...message, payload: '' }),
     },
     async setup() {
       await openTestConnection();

@@ -29,6 +29,10 @@ describe.runIf(redisUp)('Redis Streams', () => {
       dedupesById: true,
       ordersPerAggregate: true,
       carriesNativeId: true,
+      // One EVALSHA (XADD) per message: nothing caps a call.
+      batchLimit: undefined,
+      // A bulk string may be 512 MiB (proto-max-bulk-len): too large to send in a test.
+      maxMessageBytes: undefined,
       // The stream key of this topic holds a string: XADD fails with WRONGTYPE.
       failingStatus: 'retryable',
       failingMessage: async (message) => {

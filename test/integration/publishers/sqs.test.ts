@@ -3,7 +3,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseEnvelope } from '../../../src/publishers/envelope.js';
-import { chunkEntries, SqsPublisher } from '../../../src/publishers/sqs/sqs-publisher.js';
+import {
+  chunkEntries,
+  SQS_BATCH_LIMIT,
+  SqsPublisher,
+} from '../../../src/publishers/sqs/sqs-publisher.js';
 import type { SqsSendMessageBatchInput } from '../../../src/publishers/sqs/sqs-client.js';
 import { makeMessage } from '../../contract/messages.js';
 import { closedPort } from '../../helpers/services.js';
@@ -170,6 +174,31 @@ describe('SqsPublisher (against a local SQS-protocol endpoint)', () => {
     outcomes.forEach((outcome, i) => {
       if (i !== 3 && i !== 14) expect(outcome).toEqual({ status: 'published' });
     });
+  });
+
+  it(`never puts more than ${SQS_BATCH_LIMIT} entries in one request: ${2 * SQS_BATCH_LIMIT + 3} messages take 3, each message sent once, outcomes in order`, async () => {
+    const publisher = new SqsPublisher({ queueUrl: fifoUrl, client: clientConfig(sqs.url) });
+    const count = 2 * SQS_BATCH_LIMIT + 3;
+    // Failures on both sides of each request boundary show that outcomes come back in order.
+    const failing = new Set([SQS_BATCH_LIMIT - 1, SQS_BATCH_LIMIT, 2 * SQS_BATCH_LIMIT, count - 1]);
+    const messages = Array.from({ length: count }, (_, i) =>
+      makeMessage({ headers: failing.has(i) ? { fail: 'sender' } : {} }),
+    );
+
+    const outcomes = await publisher.publish(messages);
+    await publisher.close();
+
+    expect(sqs.requests).toHaveLength(3);
+    for (const request of sqs.requests) {
+      expect(request.input.Entries.length).toBeLessThanOrEqual(SQS_BATCH_LIMIT);
+    }
+    const sent = sqs.requests.flatMap((r) =>
+      r.input.Entries.map((entry) => parseEnvelope(entry.MessageBody).id),
+    );
+    expect([...sent].sort()).toEqual(messages.map((m) => m.id).sort());
+    expect(outcomes.map((o) => o.status)).toEqual(
+      messages.map((_, i) => (failing.has(i) ? 'permanent' : 'published')),
+    );
   });
 
   it('makes a failed request retryable for its messages (a missing queue must not dead-letter)', async () => {
