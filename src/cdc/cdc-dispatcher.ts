@@ -1,4 +1,3 @@
-import type { ClientConfig } from 'pg';
 import { OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import {
@@ -7,17 +6,16 @@ import {
   type DispatcherStats,
 } from '../dispatcher/dispatcher.js';
 import { TypedEmitter } from '../dispatcher/events.js';
-import type { DispatcherOptions } from '../dispatcher/options.js';
 import {
   DEFAULT_RECONNECT_DELAY,
   reconnectDelayMs,
   type ReconnectDelayOptions,
 } from '../dispatcher/wake/reconnect-delay.js';
 import { candidateStatesSql } from '../sql/cdc.js';
-import type { SqlExecutor } from '../store/sql-executor.js';
 import { CandidateStore } from './candidate-store.js';
 import { ConfirmTracker } from './confirm-tracker.js';
 import type { CdcEventMap } from './events.js';
+import { isConnectionLoss, toError, type CdcDispatcherOptions } from './options.js';
 import { formatLsn, type Lsn } from './lsn.js';
 import {
   currentDatabase,
@@ -28,40 +26,6 @@ import {
   readSlotLag,
 } from './slot.js';
 import { openWalStream, type WalStream } from './wal-stream.js';
-
-/** Options of {@link createCdcDispatcher}; the polling options apply to both workers. */
-export interface CdcDispatcherOptions extends Omit<
-  DispatcherOptions,
-  'executor' | 'store' | 'wakeSource' | 'pollIntervalMs'
-> {
-  /** Where claims, settles and the sweeper run: `fromPg(pool)`. */
-  executor: SqlExecutor;
-  /**
-   * Connection for the replication stream (a `pg` ClientConfig; `replication: 'database'` is
-   * added). The role needs the REPLICATION attribute; the server `wal_level = logical`.
-   */
-  replicationConnection: ClientConfig;
-  /** Default `agent_outbox_<database>_<schema>`. Slots are cluster-wide. */
-  slotName?: string;
-  /** Default `agent_outbox_<schema>`. Created (INSERTs of the outbox only) when missing. */
-  publicationName?: string;
-  /** Poll interval of the sweeper, the polling dispatcher that catches what CDC did not. Default 30 000. */
-  sweepIntervalMs?: number;
-  /** Report the confirmed position to the server at least this often. Default 1 000. */
-  confirmIntervalMs?: number;
-  /** Emit `cdc:slot:lag` this often. Default 10 000. */
-  lagIntervalMs?: number;
-  /** Re-check candidates that another dispatcher holds or that wait on a predecessor. Default 250. */
-  recheckMs?: number;
-  /**
-   * Candidates kept in memory at most; beyond it the stream pauses (and later resumes from the
-   * confirmed position). Default 100 000.
-   */
-  maxCandidates?: number;
-  /** Deferred candidates due later than this are left to the sweeper. Default 60 000. */
-  maxHoldMs?: number;
-  reconnectDelay?: Partial<ReconnectDelayOptions>;
-}
 
 /**
  * - `created` → `start()` → `running` (stream open, or reopening after a loss) → `stop()` →
@@ -432,18 +396,6 @@ class PgCdcDispatcher implements CdcDispatcher {
       /* a failed lag read is not worth an error event; the next one will tell */
     }
   }
-}
-
-/** Connection-level failures: SQLSTATE classes 08 (connection) and 57 (operator intervention). */
-function isConnectionLoss(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && /^(08|57)/.test(code)) return true;
-  const message = error instanceof Error ? error.message : String(error);
-  return /Connection terminated|ECONNREFUSED|ECONNRESET|EPIPE/i.test(message);
-}
-
-function toError(error: unknown): Error {
-  return error instanceof Error ? error : new Error(String(error));
 }
 
 /**

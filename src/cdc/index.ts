@@ -1,9 +1,9 @@
 export {
   createCdcDispatcher,
   type CdcDispatcher,
-  type CdcDispatcherOptions,
   type CdcDispatcherState,
 } from './cdc-dispatcher.js';
+export type { CdcDispatcherOptions } from './options.js';
 export type { CdcEventMap } from './events.js';
 export { defaultPublicationName, defaultSlotName, readSlotLag } from './slot.js';
 export { formatLsn, parseLsn, type Lsn } from './lsn.js';

@@ -1,0 +1,51 @@
+import type { ClientConfig } from 'pg';
+import type { DispatcherOptions } from '../dispatcher/options.js';
+import type { ReconnectDelayOptions } from '../dispatcher/wake/reconnect-delay.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
+
+/** Options of {@link createCdcDispatcher}; the polling options apply to both workers. */
+export interface CdcDispatcherOptions extends Omit<
+  DispatcherOptions,
+  'executor' | 'store' | 'wakeSource' | 'pollIntervalMs'
+> {
+  /** Where claims, settles and the sweeper run: `fromPg(pool)`. */
+  executor: SqlExecutor;
+  /**
+   * Connection for the replication stream (a `pg` ClientConfig; `replication: 'database'` is
+   * added). The role needs the REPLICATION attribute; the server `wal_level = logical`.
+   */
+  replicationConnection: ClientConfig;
+  /** Default `agent_outbox_<database>_<schema>`. Slots are cluster-wide. */
+  slotName?: string;
+  /** Default `agent_outbox_<schema>`. Created (INSERTs of the outbox only) when missing. */
+  publicationName?: string;
+  /** Poll interval of the sweeper, the polling dispatcher that catches what CDC did not. Default 30 000. */
+  sweepIntervalMs?: number;
+  /** Report the confirmed position to the server at least this often. Default 1 000. */
+  confirmIntervalMs?: number;
+  /** Emit `cdc:slot:lag` this often. Default 10 000. */
+  lagIntervalMs?: number;
+  /** Re-check candidates that another dispatcher holds or that wait on a predecessor. Default 250. */
+  recheckMs?: number;
+  /**
+   * Candidates kept in memory at most; beyond it the stream pauses (and later resumes from the
+   * confirmed position). Default 100 000.
+   */
+  maxCandidates?: number;
+  /** Deferred candidates due later than this are left to the sweeper. Default 60 000. */
+  maxHoldMs?: number;
+  reconnectDelay?: Partial<ReconnectDelayOptions>;
+}
+
+/** Connection-level failures: SQLSTATE classes 08 (connection) and 57 (operator intervention). */
+export function isConnectionLoss(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && /^(08|57)/.test(code)) return true;
+  const message = error instanceof Error ? error.message : String(error);
+  return /Connection terminated|ECONNREFUSED|ECONNRESET|EPIPE/i.test(message);
+}
+
+/** Normalises a thrown value. */
+export function toError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
