@@ -106,3 +106,15 @@ export {
 } from './publishers/publisher-config.js';
 export { Router } from './publishers/router.js';
 export type { PublishOptions } from './publishers/publisher.js';
+export {
+  createListenNotifyWakeSource,
+  type ListenClient,
+  type ListenNotifyEventMap,
+  type ListenNotifyOptions,
+  type ListenNotifyWakeSource,
+} from './dispatcher/wake/listen-notify.js';
+export {
+  DEFAULT_RECONNECT_DELAY,
+  reconnectDelayMs,
+  type ReconnectDelayOptions,
+} from './dispatcher/wake/reconnect-delay.js';

@@ -1,7 +1,18 @@
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
-import { createDispatcher, type DispatcherStats } from '../../dispatcher/dispatcher.js';
+import {
+  createDispatcher,
+  type Dispatcher,
+  type DispatcherStats,
+  type DrainResult,
+} from '../../dispatcher/dispatcher.js';
+import type { DispatcherEventMap } from '../../dispatcher/events.js';
+import type { DispatcherOptions } from '../../dispatcher/options.js';
+import { createListenNotifyWakeSource } from '../../dispatcher/wake/listen-notify.js';
+import type { WakeSource } from '../../dispatcher/wake-source.js';
+import type { Publisher } from '../../publishers/publisher.js';
+import type { SqlExecutor } from '../../store/sql-executor.js';
 import { assertSchemaCurrent } from '../../migrations/migrate.js';
 import { createPublisherFromUrl, PUBLISHER_URL_SCHEMES } from '../../publishers/from-url.js';
 import {
@@ -35,10 +46,20 @@ Options:
                              ('*' = one dot-separated segment, '**' = any; first match wins;
                              unmatched topics without a fallback are dead-lettered)
   --once                     drain everything due, then exit (0 = all published, 1 = something failed)
+  --mode poll|cdc            poll (default): claim on a timer, woken at once by LISTEN/NOTIFY;
+                             cdc: follow the outbox's inserts over logical replication
+                             (needs wal_level=logical; see docs/latency.md for the slot risks)
+  --no-listen                poll mode: no LISTEN/NOTIFY wake-ups, poll only
+  --fallback-poll-ms N       poll mode with LISTEN/NOTIFY: safety-net poll interval (default 5000)
+  --slot NAME                cdc mode: replication slot (created once, reused; default derived
+                             from the schema)
+  --publication NAME         cdc mode: publication of the outbox table (created if missing)
+  --sweep-interval-ms N      cdc mode: polling sweeper interval for anything the stream missed
+                             (default 30000)
   --batch-size N             messages per claim (default 200)
   --lease-ms N               exclusive claim duration; a crashed dispatcher's messages wait this
                              long before another takes them (default 30000)
-  --poll-interval-ms N       wait after an empty claim (default 1000)
+  --poll-interval-ms N       wait after an empty claim (default 1000; 5000 with LISTEN/NOTIFY)
   --concurrency N            batches in flight at once (default 1)
   --backoff-base-ms N        delay after the first failure, doubling (default 30000)
   --backoff-max-ms N         cap of the doubling delay (default 900000)
@@ -78,6 +99,12 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       publisher: { type: 'string' },
       config: { type: 'string' },
       once: { type: 'boolean', default: false },
+      mode: { type: 'string', default: 'poll' },
+      'no-listen': { type: 'boolean', default: false },
+      'fallback-poll-ms': { type: 'string' },
+      slot: { type: 'string' },
+      publication: { type: 'string' },
+      'sweep-interval-ms': { type: 'string' },
       'batch-size': { type: 'string' },
       'lease-ms': { type: 'string' },
       'poll-interval-ms': { type: 'string' },
@@ -113,6 +140,12 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     );
   if (values.publisher && values.config)
     throw new UsageError('give --publisher or --config, not both');
+  if (values.mode !== 'poll' && values.mode !== 'cdc')
+    throw new UsageError(`--mode must be poll or cdc, got "${values.mode}"`);
+  if (values.mode === 'cdc' && values.once)
+    throw new UsageError('--mode cdc cannot be combined with --once (use poll mode for cron runs)');
+  // LISTEN/NOTIFY is on by default for a long-running poll dispatcher; --once never waits.
+  const useListen = values.mode === 'poll' && !values['no-listen'] && !values.once;
   const policy = values['dead-letter-policy'];
   if (policy !== 'hold' && policy !== 'skip')
     throw new UsageError(`--dead-letter-policy must be hold or skip, got "${policy}"`);
@@ -127,7 +160,10 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     schema: values.schema,
     batchSize: positiveInt('batch-size', values['batch-size'], 200),
     leaseMs: positiveInt('lease-ms', values['lease-ms'], 30_000),
-    pollIntervalMs: positiveInt('poll-interval-ms', values['poll-interval-ms'], 1_000),
+    pollIntervalMs:
+      useListen && values['poll-interval-ms'] === undefined
+        ? positiveInt('fallback-poll-ms', values['fallback-poll-ms'], 5_000)
+        : positiveInt('poll-interval-ms', values['poll-interval-ms'], 1_000),
     concurrency: positiveInt('concurrency', values.concurrency, 1),
     maxAttempts: positiveInt('max-attempts', values['max-attempts'], 10),
     backoff: {
@@ -163,6 +199,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     throw new UsageError(
       '--prune-archive, --prune-ledger-older-than and --prune-interval need --prune-older-than',
     );
+  const sweepIntervalMs = positiveInt('sweep-interval-ms', values['sweep-interval-ms'], 30_000);
   const url = resolveDatabaseUrl(values['database-url']);
   const log = logger(values.json);
 
@@ -172,6 +209,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     max:
       options.concurrency +
       2 +
+      (values.mode === 'cdc' ? 1 : 0) +
       (metricsPort === undefined ? 0 : 1) +
       (pruneOlderThanMs === undefined ? 0 : 1),
     application_name: 'agent-outbox-dispatcher',
@@ -189,7 +227,26 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
   const cleanups: (() => Promise<void>)[] = [];
   try {
     await assertSchemaCurrent(fromPg(pool), values.schema);
-    const dispatcher = createDispatcher({ executor: fromPg(pool), publisher, ...options });
+    const dispatcher: DispatchRunner =
+      values.mode === 'cdc'
+        ? await cdcRunner({
+            executor: fromPg(pool),
+            publisher,
+            options,
+            url,
+            slot: values.slot,
+            publication: values.publication,
+            sweepIntervalMs,
+            log,
+          })
+        : pollRunner(
+            createDispatcher({
+              executor: fromPg(pool),
+              publisher,
+              ...options,
+              ...(useListen && { wakeSource: listenWakeSource(url, values.schema, log) }),
+            }),
+          );
     if (metricsPort !== undefined) {
       // Loaded only when asked for: prom-client is an optional peer dependency.
       const { serveDispatcherMetrics } = await importPeer(
@@ -198,7 +255,8 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
         () => import('../../metrics/serve-dispatcher-metrics.js'),
       );
       const served = await serveDispatcherMetrics({
-        dispatcher,
+        // The metrics hook only uses on() and stats(), which both runners have.
+        dispatcher: dispatcher as unknown as Dispatcher,
         executor: fromPg(pool),
         schema: values.schema,
         port: metricsPort,
@@ -206,6 +264,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
         healthStallMs,
       });
       cleanups.push(served.close);
+      dispatcher.onSlotLag?.((slot, lagBytes) => served.metrics.setCdcSlotLagBytes(slot, lagBytes));
       log('info', `metrics on ${served.url}/metrics, health on ${served.url}/healthz`);
     }
     if (pruneOlderThanMs !== undefined && !values.once) {
@@ -261,20 +320,25 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     );
     log(
       'info',
-      `dispatcher ${dispatcher.id} on ${redactUrl(url)} → ${values.config ? `routes from ${values.config}` : redactUrl(values.publisher!)}`,
-      { once: values.once, batchSize: options.batchSize, leaseMs: options.leaseMs },
+      `${values.mode} dispatcher ${dispatcher.id} on ${redactUrl(url)} → ${values.config ? `routes from ${values.config}` : redactUrl(values.publisher!)}`,
+      {
+        once: values.once,
+        listen: useListen,
+        batchSize: options.batchSize,
+        leaseMs: options.leaseMs,
+      },
     );
 
     if (values.once) {
       dispatcher.on('dispatcher:settle:success', ({ settled }) => {
         if (settled > 0) log('info', 'batch settled', progress(dispatcher.stats()));
       });
-      const result = await dispatcher.drain();
+      const result = await dispatcher.drain!();
       log('info', result.failed ? 'drained with failures' : 'drained', progress(result));
       return result.failed ? EXIT.failure : EXIT.ok;
     }
 
-    dispatcher.start();
+    await dispatcher.start();
     const summary = setInterval(
       () => log('info', 'progress', progress(dispatcher.stats())),
       10_000,
@@ -354,4 +418,101 @@ async function publisherFromConfig(path: string) {
       throw new UsageError(`--config ${path}: no such file`);
     throw error;
   }
+}
+
+/** What the command drives: the polling dispatcher or the CDC dispatcher, seen the same way. */
+interface DispatchRunner {
+  id: string;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  stats(): DispatcherStats;
+  drain?(): Promise<DrainResult>;
+  on<K extends keyof DispatcherEventMap & string>(
+    event: K,
+    listener: (...args: DispatcherEventMap[K]) => void,
+  ): () => void;
+  onSlotLag?(listener: (slot: string, lagBytes: number) => void): void;
+}
+
+function pollRunner(dispatcher: Dispatcher): DispatchRunner {
+  return {
+    id: dispatcher.id,
+    start: async () => dispatcher.start(),
+    stop: () => dispatcher.stop(),
+    stats: () => dispatcher.stats(),
+    drain: () => dispatcher.drain(),
+    on: (event, listener) => dispatcher.on(event, listener),
+  };
+}
+
+function listenWakeSource(url: string, schema: string, log: Log): WakeSource {
+  const source = createListenNotifyWakeSource({
+    schema,
+    connect: async () => {
+      const client = new pg.Client({
+        connectionString: url,
+        keepAlive: true,
+        application_name: 'agent-outbox-listen',
+      });
+      client.on('error', () => undefined); // the wake source attaches its own handlers
+      await client.connect();
+      return client;
+    },
+  });
+  source.on('listen:connection:lost', ({ error, retryInMs }) =>
+    log('warn', 'LISTEN connection lost; polling continues', { error: error.message, retryInMs }),
+  );
+  source.on('listen:connection:open', ({ reconnect }) => {
+    if (reconnect) log('info', 'LISTEN re-established; catch-up claim');
+  });
+  return source;
+}
+
+async function cdcRunner(args: {
+  executor: SqlExecutor;
+  publisher: Publisher;
+  options: Omit<DispatcherOptions, 'publisher' | 'executor'>;
+  url: string;
+  slot: string | undefined;
+  publication: string | undefined;
+  sweepIntervalMs: number;
+  log: Log;
+}): Promise<DispatchRunner> {
+  // Loaded only in cdc mode: pg-logical-replication is an optional peer dependency.
+  const { createCdcDispatcher } = await importPeer(
+    'pg-logical-replication',
+    '--mode cdc',
+    () => import('../../cdc/index.js'),
+  );
+  const { pollIntervalMs: _poll, ...options } = args.options;
+  const cdc = createCdcDispatcher({
+    executor: args.executor,
+    publisher: args.publisher,
+    ...options,
+    replicationConnection: { connectionString: args.url, application_name: 'agent-outbox-cdc' },
+    ...(args.slot && { slotName: args.slot }),
+    ...(args.publication && { publicationName: args.publication }),
+    sweepIntervalMs: args.sweepIntervalMs,
+  });
+  cdc.on('cdc:stream:start', (event) => args.log('info', 'CDC streaming', { ...event }));
+  cdc.on('cdc:stream:lost', ({ error, retryInMs }) =>
+    args.log('warn', 'CDC stream lost; the sweeper keeps polling', {
+      error: error.message,
+      retryInMs,
+    }),
+  );
+  cdc.on('cdc:slot:create', (event) => args.log('info', 'replication slot created', { ...event }));
+  cdc.on('cdc:cycle:failure', ({ error }) =>
+    args.log('error', 'CDC cycle failed', { error: error.message }),
+  );
+  return {
+    id: `cdc:${args.slot ?? 'default-slot'}`,
+    start: () => cdc.start(),
+    stop: () => cdc.stop(),
+    stats: () => cdc.totals(),
+    on: (event, listener) => cdc.on(event, listener),
+    onSlotLag: (listener) => {
+      cdc.on('cdc:slot:lag', ({ slot, lagBytes }) => listener(slot, lagBytes));
+    },
+  };
 }

@@ -1,0 +1,125 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCli } from '../../helpers/cli-process.js';
+import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { enqueueCommitted } from '../../helpers/outbox-fixtures.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
+import { dropSlots } from '../../fixtures/latency/cdc-helpers.js';
+
+let db: TestDatabase;
+let receiver: WebhookReceiver;
+beforeAll(async () => {
+  db = await createTestDatabase();
+  receiver = await startWebhookReceiver();
+});
+afterAll(async () => {
+  await receiver.close();
+  await dropSlots(db.pool, db.name);
+  await db.drop();
+});
+
+const waiters = async () =>
+  (
+    await db.pool.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM outbox_waiters WHERE expires_at > now()',
+    )
+  ).rows[0]!.n;
+
+describe('outbox dispatch wake-ups through the CLI', () => {
+  it('LISTEN/NOTIFY is on by default: an idle dispatcher publishes at once, not after its 10-minute poll', async () => {
+    const dispatcher = startCli([
+      'dispatch',
+      '--database-url',
+      db.url,
+      '--publisher',
+      receiver.url,
+      '--fallback-poll-ms',
+      '600000',
+    ]);
+    try {
+      // Idle and armed: its waiter row makes producers notify. After arming, the dispatcher
+      // claims once more before it sleeps; give that claim time to finish, so that what we
+      // enqueue next can only be found through a wake-up (the poll is 10 minutes away).
+      await expect.poll(waiters, { timeout: 30_000 }).toBe(1);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const [message] = await enqueueCommitted(db.pool, [
+        { topic: 'mail.send', aggregateId: 'n1', payload: {} },
+      ]);
+      await expect
+        .poll(() => receiver.envelopes.some((e) => e.id === message!.messageId), {
+          timeout: 20_000,
+        })
+        .toBe(true);
+    } finally {
+      dispatcher.child.kill('SIGTERM');
+    }
+    expect(await dispatcher.exited).toBe(0);
+    expect(dispatcher.output()).toMatch(/listen=true/);
+    // A stopped dispatcher removes its waiter row, so producers stop notifying.
+    expect(await waiters()).toBe(0);
+  });
+
+  it('--no-listen polls only: no waiter row is ever written', async () => {
+    const dispatcher = startCli([
+      'dispatch',
+      '--database-url',
+      db.url,
+      '--publisher',
+      receiver.url,
+      '--no-listen',
+      '--poll-interval-ms',
+      '100',
+    ]);
+    try {
+      const [message] = await enqueueCommitted(db.pool, [
+        { topic: 'mail.send', aggregateId: 'n2', payload: {} },
+      ]);
+      await expect
+        .poll(() => receiver.envelopes.some((e) => e.id === message!.messageId), {
+          timeout: 20_000,
+        })
+        .toBe(true);
+      expect(await waiters()).toBe(0);
+    } finally {
+      dispatcher.child.kill('SIGTERM');
+    }
+    expect(await dispatcher.exited).toBe(0);
+  });
+
+  it('--mode cdc publishes from the WAL stream in per-aggregate order; --mode cdc --once is refused', async () => {
+    const args = [
+      'dispatch',
+      '--database-url',
+      db.url,
+      '--publisher',
+      receiver.url,
+      '--mode',
+      'cdc',
+      '--slot',
+      `cli_${db.name}`.slice(0, 60),
+      '--sweep-interval-ms',
+      '600000',
+    ];
+    const refused = startCli([...args, '--once']);
+    expect(await refused.exited).toBe(2);
+
+    const cdc = startCli(args);
+    try {
+      await expect.poll(() => cdc.output(), { timeout: 30_000 }).toMatch(/CDC streaming/);
+      const written = await enqueueCommitted(db.pool, [
+        { topic: 'payment.charge', aggregateId: 'c1', payload: { n: 1 } },
+        { topic: 'payment.charge', aggregateId: 'c1', payload: { n: 2 } },
+      ]);
+      await expect
+        .poll(() => written.every((m) => receiver.envelopes.some((e) => e.id === m.messageId)), {
+          timeout: 30_000,
+        })
+        .toBe(true);
+      const order = receiver.envelopes.filter((e) => e.aggregateId === 'c1').map((e) => e.sequence);
+      expect(order).toEqual([1, 2]);
+    } finally {
+      cdc.child.kill('SIGTERM');
+    }
+    expect(await cdc.exited).toBe(0);
+    expect(cdc.output()).toMatch(/replication slot created/);
+  });
+});
