@@ -174,14 +174,16 @@ const SCRIPT = String.raw`
       (state.sampleError ? ' (sampling failed: ' + state.sampleError + ')' : '');
   }
 
-  function needToken() { $('token-form').classList.add('shown'); $('notice').textContent = 'token required'; }
+  var refreshProblem = false;
+  function needToken() { refreshProblem = true; $('token-form').classList.add('shown'); $('notice').textContent = 'token required'; }
 
   function refresh() {
     return fetch('/api/state', { headers: headers(false) }).then(function (r) {
       if (r.status === 401) { needToken(); return; }
       if (!r.ok) throw new Error('HTTP ' + r.status);
-      return r.json().then(function (state) { $('notice').textContent = ''; render(state); });
-    }).catch(function (e) { $('notice').textContent = 'cannot reach the dashboard server: ' + e.message; });
+      // Clear only what a failed refresh said; a replay's result stays until the next action.
+      return r.json().then(function (state) { if (refreshProblem) { $('notice').textContent = ''; refreshProblem = false; } render(state); });
+    }).catch(function (e) { refreshProblem = true; $('notice').textContent = 'cannot reach the dashboard server: ' + e.message; });
   }
 
   function replay(id, button) {
