@@ -1,3 +1,4 @@
+import { DEFAULT_SCHEMA } from '../core/identifier.js';
 import { OutboxValidationError } from '../core/errors.js';
 import { quoteIdentifier } from '../core/identifier.js';
 import { UsageError } from './usage-error.js';
@@ -21,3 +22,11 @@ export function positiveInt(flag: string, value: string | undefined, fallback: n
     throw new UsageError(`--${flag} must be a positive integer, got "${value}"`);
   return n;
 }
+
+/** Flags every database command takes, in `parseArgs` form. */
+export const COMMON_OPTIONS = {
+  'database-url': { type: 'string' },
+  schema: { type: 'string', default: DEFAULT_SCHEMA },
+  json: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;

@@ -7,7 +7,7 @@ import { assertSchemaCurrent } from '../../migrations/migrate.js';
 import { backfill, BACKFILL_HEADER, type BackfillResult } from '../../retrofit/backfill.js';
 import { fromPg } from '../../store/from-pg.js';
 import { redactUrl, resolveDatabaseUrl } from '../database.js';
-import { positiveInt, validateSchemaFlag } from '../flags.js';
+import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { createProgress } from '../format/progress.js';
 import { EXIT, UsageError } from '../usage-error.js';
 
@@ -54,10 +54,7 @@ export async function backfillCommand(argv: string[]): Promise<number> {
       'batch-size': { type: 'string' },
       shadow: { type: 'boolean', default: false },
       preview: { type: 'string' },
-      'database-url': { type: 'string' },
-      schema: { type: 'string', default: DEFAULT_SCHEMA },
-      json: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
+      ...COMMON_OPTIONS,
     },
     strict: true,
   });

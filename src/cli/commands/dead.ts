@@ -1,8 +1,7 @@
 import { parseArgs } from 'node:util';
 import { listDeadLetters, replayDeadLetters } from '../../admin/dead-letters.js';
-import { DEFAULT_SCHEMA } from '../../core/identifier.js';
 import { connect, resolveDatabaseUrl } from '../database.js';
-import { positiveInt, validateSchemaFlag } from '../flags.js';
+import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { EXIT, UsageError } from '../usage-error.js';
 
 export const deadHelp = `Usage: outbox dead list [--topic GLOB] [--limit N] [--json] [--database-url URL] [--schema NAME]
@@ -19,11 +18,8 @@ reported and left alone. Exit 1 when nothing matched.
 `;
 
 const common = {
-  'database-url': { type: 'string' },
-  schema: { type: 'string', default: DEFAULT_SCHEMA },
+  ...COMMON_OPTIONS,
   topic: { type: 'string' },
-  json: { type: 'boolean', default: false },
-  help: { type: 'boolean', short: 'h', default: false },
 } as const;
 
 export async function deadCommand(argv: string[]): Promise<number> {

@@ -24,7 +24,7 @@ import { importPeer } from '../../publishers/optional-peer.js';
 import { createRetentionJob, poolSessions } from '../../retention/retention-job.js';
 import { fromPg } from '../../store/from-pg.js';
 import { redactUrl, resolveDatabaseUrl } from '../database.js';
-import { positiveInt, validateSchemaFlag } from '../flags.js';
+import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { formatDuration, parseDuration } from '../format/duration.js';
 import { EXIT, UsageError } from '../usage-error.js';
 
@@ -94,8 +94,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
     options: {
-      'database-url': { type: 'string' },
-      schema: { type: 'string', default: DEFAULT_SCHEMA },
+      ...COMMON_OPTIONS,
       publisher: { type: 'string' },
       config: { type: 'string' },
       once: { type: 'boolean', default: false },
@@ -124,8 +123,6 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       'prune-archive': { type: 'boolean', default: false },
       'prune-ledger-older-than': { type: 'string' },
       'prune-interval': { type: 'string' },
-      json: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
   });

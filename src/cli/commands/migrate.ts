@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
-import { validateSchemaFlag } from '../flags.js';
+import { validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { migrate } from '../../migrations/migrate.js';
 import { connect, redactUrl, resolveDatabaseUrl } from '../database.js';
 import { EXIT } from '../usage-error.js';
@@ -21,10 +21,7 @@ export async function migrateCommand(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
     options: {
-      'database-url': { type: 'string' },
-      schema: { type: 'string', default: DEFAULT_SCHEMA },
-      json: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
+      ...COMMON_OPTIONS,
     },
     strict: true,
   });

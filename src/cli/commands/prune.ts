@@ -6,7 +6,7 @@ import { assertSchemaCurrent } from '../../migrations/migrate.js';
 import { previewPrune, pruneOutbox } from '../../retention/prune-outbox.js';
 import { fromPg } from '../../store/from-pg.js';
 import { redactUrl, resolveDatabaseUrl } from '../database.js';
-import { positiveInt, validateSchemaFlag } from '../flags.js';
+import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { formatDuration, parseDuration } from '../format/duration.js';
 import { createProgress } from '../format/progress.js';
 import { EXIT, UsageError } from '../usage-error.js';
@@ -45,10 +45,7 @@ export async function pruneCommand(argv: string[]): Promise<number> {
       'max-batches': { type: 'string' },
       'ledger-older-than': { type: 'string' },
       'dry-run': { type: 'boolean', default: false },
-      'database-url': { type: 'string' },
-      schema: { type: 'string', default: DEFAULT_SCHEMA },
-      json: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
+      ...COMMON_OPTIONS,
     },
     strict: true,
   });

@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { readShadowComparison, readStatus } from '../../admin/status.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
 import { connect, resolveDatabaseUrl } from '../database.js';
-import { positiveInt, validateSchemaFlag } from '../flags.js';
+import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { parseDuration } from '../format/duration.js';
 import { renderStatus } from '../format/status-view.js';
 import { colors } from '../format/table.js';
@@ -34,13 +34,10 @@ export async function statusCommand(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
     options: {
-      'database-url': { type: 'string' },
-      schema: { type: 'string', default: DEFAULT_SCHEMA },
+      ...COMMON_OPTIONS,
       errors: { type: 'string' },
       shadow: { type: 'boolean', default: false },
       since: { type: 'string' },
-      json: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
   });
