@@ -53,7 +53,7 @@ async function ourDrain(db: BenchDatabase, ordered: boolean): Promise<number> {
 }
 
 /** Rows/s of one drain of `count` fresh rows, for our dispatcher or the raw loop. */
-async function rate(
+export async function rate(
   db: BenchDatabase,
   who: 'raw' | 'ours',
   count: number,

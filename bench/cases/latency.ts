@@ -15,7 +15,7 @@ const PRODUCERS = 4;
  * `seconds`. `send` runs inside the open transaction; the clock starts when COMMIT is sent, so
  * every figure includes the commit itself (its WAL flush), the same for every mode.
  */
-async function steadyLoad(
+export async function steadyLoad(
   db: BenchDatabase,
   perSecond: number,
   seconds: number,
@@ -53,7 +53,11 @@ function timingPublisher(receivedAt: Map<string, number>): Publisher {
   };
 }
 
-function latencies(sentAt: Map<string, number>, receivedAt: Map<string, number>, skip: number) {
+export function latencies(
+  sentAt: Map<string, number>,
+  receivedAt: Map<string, number>,
+  skip: number,
+) {
   const samples: number[] = [];
   let index = 0;
   for (const [key, sent] of sentAt) {
@@ -65,7 +69,7 @@ function latencies(sentAt: Map<string, number>, receivedAt: Map<string, number>,
   return percentiles(samples);
 }
 
-async function waitFor(condition: () => boolean, timeoutMs = 60_000): Promise<void> {
+export async function waitFor(condition: () => boolean, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error('bench: timed out waiting for deliveries');
