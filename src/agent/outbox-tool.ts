@@ -5,7 +5,7 @@ import { quoteIdentifier } from '../core/identifier.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { createOutbox, type OutboxWriter } from '../writer/create-outbox.js';
 import { bindOutbox, type BoundOutbox } from './bound-outbox.js';
-import { claimKeySql, priorResultSql, saveResultSql } from './tool-calls-sql.js';
+import { claimKeySql, priorResultSql, saveResultSql } from '../sql/tool-calls.js';
 import { committedResult, dedupedResult, failedResult } from './tool-result.js';
 import { resolveTraceContext, type TraceContext } from './trace-context.js';
 import type { TransactionRunner } from './transaction-runner.js';

@@ -7,13 +7,13 @@ import {
   recordDoneSql,
   releaseClaimSql,
   renewClaimSql,
-} from './sql/ledger-sql.js';
+} from '../sql/consumer-ledger.js';
 import {
   advancePositionSql,
   ensurePositionSql,
   lockPositionSql,
   readPositionSql,
-} from './sql/positions-sql.js';
+} from '../sql/consumer-positions.js';
 import type { TransactionRunner } from './transaction-runner.js';
 
 /** Outcome of {@link ConsumerLedger.claim}. */

@@ -1,6 +1,6 @@
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
-import { pruneLedgerBatchSql } from './sql/prune-ledger-sql.js';
+import { pruneLedgerBatchSql } from '../sql/prune-ledger.js';
 
 /** Options of {@link pruneLedger}. */
 export interface PruneLedgerOptions {
