@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { runOrdersAgent, scriptedOrdersModel } from './agent-session.js';
 import { startFakeMessagesApi, type FakeMessagesApi } from './fake-messages-api.js';
-import { createDemoPipeline } from './pipeline.js';
+import { createDemoPipeline, failFirstCreateOrderOf } from './pipeline.js';
 import { buildReport, formatReport } from './report.js';
 
 const started = Date.now();
@@ -22,19 +22,12 @@ const realApi = Boolean(process.env.ANTHROPIC_API_KEY);
 
 const scratch = await mkdtemp(join(tmpdir(), 'agent-outbox-demo-agent-'));
 const db = await PGlite.create();
-let carolFailed = false;
 const pipeline = await createDemoPipeline({
   database: { pglite: db },
   mailboxDir: join(scratch, 'mailbox'),
   log,
   // carol's first create_order throws after writing everything: rolled back, then retried.
-  injectToolFailure: (tool, input) => {
-    if (tool !== 'create_order' || (input as { user_id?: string }).user_id !== 'u-carol')
-      return false;
-    if (carolFailed) return false;
-    carolFailed = true;
-    return true;
-  },
+  injectToolFailure: failFirstCreateOrderOf('u-carol'),
 });
 log('embedded PGlite ready: outbox schema migrated, orders table created');
 pipeline.start();

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { connectInMemory } from '../../src/agent/index.js';
-import { createDemoPipeline } from './pipeline.js';
+import { createDemoPipeline, failFirstCreateOrderOf } from './pipeline.js';
 import { buildReport, emptyTally, formatReport, tallyToolAnswer } from './report.js';
 
 const started = Date.now();
@@ -28,18 +28,11 @@ const mailboxDir = await mkdtemp(join(tmpdir(), 'agent-outbox-demo-mail-'));
 const db = await PGlite.create();
 // The one injected tool failure: carol's first create_order throws after writing its order row
 // and both outbox messages. Her retry (same key) goes through.
-let carolFailed = false;
 const pipeline = await createDemoPipeline({
   database: { pglite: db },
   mailboxDir,
   log,
-  injectToolFailure: (tool, input) => {
-    if (tool !== 'create_order' || (input as { user_id?: string }).user_id !== 'u-carol')
-      return false;
-    if (carolFailed) return false;
-    carolFailed = true;
-    return true;
-  },
+  injectToolFailure: failFirstCreateOrderOf('u-carol'),
 });
 log('embedded PGlite ready: outbox schema migrated, orders table created');
 

@@ -231,3 +231,17 @@ export async function createDemoPipeline(options: DemoPipelineOptions): Promise<
     },
   };
 }
+
+/**
+ * The scripted failure both demos use: the user's FIRST create_order throws after writing its
+ * order and messages (so it must roll back); the retry with the same key goes through.
+ */
+export function failFirstCreateOrderOf(userId: string): ToolFailureInjector {
+  let failed = false;
+  return (tool, input) => {
+    if (tool !== 'create_order' || (input as { user_id?: string }).user_id !== userId) return false;
+    if (failed) return false;
+    failed = true;
+    return true;
+  };
+}

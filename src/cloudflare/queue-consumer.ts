@@ -2,7 +2,7 @@ import { backoffDelayMs, type BackoffOptions } from '../core/backoff.js';
 import { redactSecrets } from '../core/redact.js';
 import { ack, dead, retry, type DeliveryResult } from '../consumer/delivery-result.js';
 import { DeferError, PermanentError, safeErrorText } from '../consumer/errors.js';
-import { checkOrder, orderCheckFor, type OrderingOptions } from '../consumer/ordering.js';
+import { orderCheckFor, orderingResult, type OrderingOptions } from '../consumer/ordering.js';
 import { EnvelopeError, parseEnvelope, type Envelope } from '../publishers/envelope.js';
 import {
   advancePositionSql,
@@ -142,18 +142,7 @@ export function createQueueConsumer(options: QueueConsumerOptions): QueueConsume
   /** The ordering verdict as a result, or undefined to go ahead. */
   const orderResult = (message: Envelope, last: number): DeliveryResult | undefined => {
     const check = orderCheckFor(ordering, message.topic);
-    if (!check) return undefined;
-    const verdict = checkOrder(check, last, message.sequence);
-    if (verdict === 'stale')
-      return ack('stale', message.id, `sequence ${message.sequence} <= position ${last}`);
-    if (verdict === 'early')
-      return retry(
-        'early',
-        earlyRetryMs,
-        message.id,
-        `sequence ${message.sequence}, position ${last}`,
-      );
-    return undefined;
+    return check ? orderingResult(check, last, message, earlyRetryMs) : undefined;
   };
 
   const failed = (error: unknown, message: Envelope, attempt: number): DeliveryResult => {

@@ -4,7 +4,12 @@ import { ack, dead, retry, type DeliveryResult } from './delivery-result.js';
 import { DeferError, PermanentError, safeErrorText } from './errors.js';
 import type { ClaimFirstContext, Handler, TransactionalContext } from './handler.js';
 import type { ConsumerLedger } from './ledger.js';
-import { checkOrder, orderCheckFor, type OrderCheck, type OrderingOptions } from './ordering.js';
+import {
+  orderCheckFor,
+  orderingResult,
+  type OrderCheck,
+  type OrderingOptions,
+} from './ordering.js';
 import { startHeartbeat } from './heartbeat.js';
 
 /** Options shared by both modes of {@link createConsumer}. */
@@ -116,19 +121,8 @@ export function createConsumer(options: ConsumerOptions): Consumer {
     return retry('handler-failed', backoffDelayMs(attempt ?? 1, backoff), message.id, detail);
   };
 
-  const orderResult = (check: OrderCheck, last: number, message: Envelope) => {
-    const verdict = checkOrder(check, last, message.sequence);
-    if (verdict === 'stale')
-      return ack('stale', message.id, `sequence ${message.sequence} <= position ${last}`);
-    if (verdict === 'early')
-      return retry(
-        'early',
-        earlyRetryMs,
-        message.id,
-        `sequence ${message.sequence}, position ${last}`,
-      );
-    return undefined;
-  };
+  const orderResult = (check: OrderCheck, last: number, message: Envelope) =>
+    orderingResult(check, last, message, earlyRetryMs);
 
   const transactional =
     (handler: Handler<TransactionalContext>) =>

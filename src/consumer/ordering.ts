@@ -1,3 +1,4 @@
+import { ack, retry, type DeliveryResult } from './delivery-result.js';
 /**
  * How a consumer checks the per-aggregate sequence of an ordered topic against the last one it
  * processed for that aggregate (`last`, 0 when none):
@@ -54,4 +55,28 @@ export function checkOrder(check: OrderCheck, last: number, sequence: number): O
   if (sequence <= last) return 'stale';
   if (check === 'strict' && sequence !== last + 1) return 'early';
   return 'process';
+}
+
+/**
+ * The delivery result an ordering verdict calls for: `ack` a stale message, `retry` an early one
+ * after `earlyRetryMs`, or undefined to go ahead and process it. Shared by every consumer runtime
+ * (Postgres and Cloudflare) so both answer the same way.
+ */
+export function orderingResult(
+  check: OrderCheck,
+  last: number,
+  message: { id: string; sequence: number },
+  earlyRetryMs: number,
+): DeliveryResult | undefined {
+  const verdict = checkOrder(check, last, message.sequence);
+  if (verdict === 'stale')
+    return ack('stale', message.id, `sequence ${message.sequence} <= position ${last}`);
+  if (verdict === 'early')
+    return retry(
+      'early',
+      earlyRetryMs,
+      message.id,
+      `sequence ${message.sequence}, position ${last}`,
+    );
+  return undefined;
 }

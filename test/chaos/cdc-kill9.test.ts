@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
-import { checkHistory } from '../helpers/history.js';
+import { checkHistory, expectedOf } from '../helpers/history.js';
 import { enqueueCommitted, manyMessages } from '../helpers/outbox-fixtures.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { dropSlots, slotState } from '../fixtures/latency/cdc-helpers.js';
@@ -91,15 +91,7 @@ describe('kill -9 of a CDC dispatcher mid-stream', () => {
     survivor.child.kill('SIGTERM');
     expect(await survivor.exited).toBe(0);
 
-    const report = checkHistory(
-      written.map((m) => ({
-        messageId: m.messageId,
-        aggregateId: m.aggregateId,
-        sequence: m.sequence,
-        ordered: true,
-      })),
-      receiver.events,
-    );
+    const report = checkHistory(expectedOf(written), receiver.events);
     expect(report.lost).toEqual([]);
     expect(report.unexpected).toEqual([]);
     expect(report.orderViolations).toEqual([]);

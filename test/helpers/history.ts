@@ -89,3 +89,24 @@ export function checkHistory(
   }
   return { lost, unexpected, orderViolations, concurrentDuplicates, duplicates };
 }
+
+/** Expected messages from what the writer returned; every message ordered unless `ordered` says. */
+export function expectedOf(
+  written: readonly { messageId: string; aggregateId: string; sequence: number; topic?: string }[],
+  ordered: (message: { topic?: string }) => boolean = () => true,
+): ExpectedMessage[] {
+  return written.map((m) => ({
+    messageId: m.messageId,
+    aggregateId: m.aggregateId,
+    sequence: m.sequence,
+    ordered: ordered(m),
+  }));
+}
+
+/**
+ * Events of a publisher that delivers one message at a time in array order (InMemoryPublisher's
+ * `published`): message i occupies the instant [i, i + 0.5].
+ */
+export function eventsInOrder(published: readonly { id: string }[]): PublishEvent[] {
+  return published.map((m, i) => ({ messageId: m.id, publisher: 'p', start: i, end: i + 0.5 }));
+}

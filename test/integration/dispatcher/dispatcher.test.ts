@@ -11,7 +11,7 @@ import {
   type OutboxStore,
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { checkHistory } from '../../helpers/history.js';
+import { checkHistory, expectedOf, eventsInOrder } from '../../helpers/history.js';
 import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
 
 let db: TestDatabase;
@@ -38,20 +38,7 @@ describe('polling dispatcher', () => {
     const result = await dispatcher.drain();
     expect(result.published).toBe(100);
     expect(result.failed).toBe(false);
-    const report = checkHistory(
-      enqueued.map((m) => ({
-        messageId: m.messageId,
-        aggregateId: m.aggregateId,
-        sequence: m.sequence,
-        ordered: true,
-      })),
-      publisher.published.map((m, i) => ({
-        messageId: m.id,
-        publisher: 'p',
-        start: i,
-        end: i + 0.5,
-      })),
-    );
+    const report = checkHistory(expectedOf(enqueued), eventsInOrder(publisher.published));
     expect(report).toMatchObject({ lost: [], orderViolations: [], duplicates: 0 });
     const status = await readStatus(fromPg(db.pool));
     expect(status).toMatchObject({ backlog: 0, deadLetters: 0, inFlight: 0 });

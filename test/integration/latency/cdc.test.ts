@@ -8,7 +8,7 @@ import {
 } from '../../../src/cdc/index.js';
 import { fromPg, InMemoryPublisher, type OutgoingMessage } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { checkHistory } from '../../helpers/history.js';
+import { checkHistory, eventsInOrder, expectedOf } from '../../helpers/history.js';
 import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
 import { dropSlots, slotState } from '../../fixtures/latency/cdc-helpers.js';
 
@@ -66,15 +66,6 @@ async function startAfterSweep(dispatcher: CdcDispatcher): Promise<void> {
   off();
 }
 
-const ordered = (m: { messageId: string; aggregateId: string; sequence: number }) => ({
-  messageId: m.messageId,
-  aggregateId: m.aggregateId,
-  sequence: m.sequence,
-  ordered: true,
-});
-const asEvents = (published: OutgoingMessage[]) =>
-  published.map((m, i) => ({ messageId: m.id, publisher: 'p', start: i, end: i + 0.5 }));
-
 describe('CDC dispatcher (logical replication, pgoutput)', () => {
   it('needs wal_level=logical (run .ci/run or ALTER SYSTEM SET wal_level = logical + restart)', () => {
     expect(walLevel).toBe('logical');
@@ -98,7 +89,7 @@ describe('CDC dispatcher (logical replication, pgoutput)', () => {
       written.push(...batches.flat());
     }
     await expect.poll(() => publisher.published.length, { timeout: 30_000 }).toBe(300);
-    const report = checkHistory(written.map(ordered), asEvents(publisher.published));
+    const report = checkHistory(expectedOf(written), eventsInOrder(publisher.published));
     expect(report).toMatchObject({ lost: [], orderViolations: [], duplicates: 0 });
     // The WAL-driven worker published them, not the sweeper.
     expect(dispatcher.stats().cdc.published).toBe(300);
@@ -218,7 +209,7 @@ describe('CDC dispatcher (logical replication, pgoutput)', () => {
     await second.start();
     await expect.poll(() => publisher.published.length, { timeout: 30_000 }).toBe(9);
     expect(created).toEqual([slot]); // not recreated
-    const report = checkHistory(written.map(ordered), asEvents(publisher.published));
+    const report = checkHistory(expectedOf(written), eventsInOrder(publisher.published));
     expect(report).toMatchObject({ lost: [], orderViolations: [], duplicates: 0 });
     const slots = await db.pool.query(
       `SELECT count(*)::int AS n FROM pg_replication_slots WHERE slot_name = $1`,

@@ -10,7 +10,7 @@ import { parseEnvelope } from '../../../src/publishers/envelope.js';
 import { createCollector, type Collector } from '../../contract/collector.js';
 import { uniqueName } from '../../contract/messages.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { checkHistory } from '../../helpers/history.js';
+import { checkHistory, expectedOf } from '../../helpers/history.js';
 import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
 import { requireService } from '../../helpers/services.js';
 
@@ -76,12 +76,7 @@ async function runEndToEnd(broker: BrokerUnderTest): Promise<void> {
   }
 
   const report = checkHistory(
-    enqueued.map((m) => ({
-      messageId: m.messageId,
-      aggregateId: m.aggregateId,
-      sequence: m.sequence,
-      ordered: true,
-    })),
+    expectedOf(enqueued),
     // Arrival order at the consumer: n+1 arriving before n is an order violation.
     collector.deliveries.map((d, i) => ({
       messageId: parseEnvelope(d.body).id,
