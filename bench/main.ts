@@ -126,7 +126,12 @@ function printTable(
     enqueue: { withOutboxMsPerTx: number; withoutOutboxMsPerTx: number };
     notify: { txPerSecond: Record<string, number> };
     dispatch: { rowsPerSecond: Record<string, number> };
-    peers: { count: number; perSecond: Record<string, number> };
+    peers: {
+      count: number;
+      perSecond: Record<string, number>;
+      minimalDeleteVsGraphileWorker: number;
+      minimalDeleteVsPgBoss: number;
+    };
     history: { historyRows: number; rowsPerSecond: Record<string, number> };
     rss: { baselineRssMb: number };
   };
@@ -183,6 +188,12 @@ function printTable(
       r.dispatch_vs_graphile_worker,
       `${d.peers.perSecond.ours} vs ${d.peers.perSecond.graphileWorker} jobs/s graphile-worker tuned`,
       '>= 5',
+    ),
+    line(
+      'ceiling: minimal claim+delete / graphile-worker',
+      d.peers.minimalDeleteVsGraphileWorker,
+      `${d.peers.perSecond.minimalTableClaimDelete} rows/s on a minimal queue table (claim+mark: ${d.peers.perSecond.minimalTableClaimMark}); pg-boss: ${d.peers.minimalDeleteVsPgBoss}`,
+      'context: the most any claim+settle design reaches here',
     ),
     ...Object.entries(r.latency_ms).map(([mode, p]) =>
       line(

@@ -10,6 +10,7 @@ import {
 } from 'graphile-worker';
 import type { BenchDatabase } from '../lib/database.js';
 import { log, round, sleep, type Percentiles } from '../lib/measure.js';
+import { minimalQueueCeiling } from './ceiling.js';
 import { rate } from './dispatch.js';
 import { latencies, steadyLoad, waitFor } from './latency.js';
 
@@ -190,10 +191,12 @@ async function graphileRate(db: BenchDatabase, count: number): Promise<number> {
  * each peer's best rate for the same number of no-op jobs. pg-boss is tried with one burst loop
  * (the same number of loops as ours) and with 4 loops; the ratio uses the faster. Best of
  * `rounds` alternated runs each. The raw claim+mark loop of dispatch_vs_raw_sql runs in the same
- * rounds: it is the ceiling for a one-loop dispatcher, so raw/peer says what ratio is reachable.
+ * rounds: it is the ceiling for a one-loop dispatcher on our table, so raw/peer says what ratio
+ * is reachable; the minimal-table loops (ceiling.ts) say what any claim+settle design could reach.
  */
 export async function dispatchVsPeers(db: BenchDatabase, count: number, rounds: number) {
   const best = { ours: 0, raw: 0, pgBoss1: 0, pgBoss4: 0, graphileWorker: 0 };
+  let ceiling = { mark: 0, delete: 0 };
   try {
     for (let r = 0; r < rounds; r++) {
       best.ours = Math.max(best.ours, await rate(db, 'ours', count, false));
@@ -202,6 +205,7 @@ export async function dispatchVsPeers(db: BenchDatabase, count: number, rounds: 
       best.pgBoss4 = Math.max(best.pgBoss4, await pgBossRate(db, count, 4));
       best.graphileWorker = Math.max(best.graphileWorker, await graphileRate(db, count));
     }
+    ceiling = await minimalQueueCeiling(db, count, rounds);
   } finally {
     await dropSchema(db, PG_BOSS_SCHEMA);
     await dropSchema(db, GRAPHILE_SCHEMA);
@@ -216,6 +220,10 @@ export async function dispatchVsPeers(db: BenchDatabase, count: number, rounds: 
     // The ceiling for any one-loop lease dispatcher here: the raw claim+mark loop over each peer.
     rawSqlVsPgBoss: round(best.raw / pgBoss, 2),
     rawSqlVsGraphileWorker: round(best.raw / best.graphileWorker, 2),
+    // What no claim+settle dispatcher can beat here: the minimal table's loops over each peer.
+    minimalMarkVsGraphileWorker: round(ceiling.mark / best.graphileWorker, 2),
+    minimalDeleteVsGraphileWorker: round(ceiling.delete / best.graphileWorker, 2),
+    minimalDeleteVsPgBoss: round(ceiling.delete / pgBoss, 2),
     count,
     perSecond: {
       ours: Math.round(best.ours),
@@ -224,6 +232,8 @@ export async function dispatchVsPeers(db: BenchDatabase, count: number, rounds: 
       pgBossOneLoop: Math.round(best.pgBoss1),
       pgBossFourLoops: Math.round(best.pgBoss4),
       graphileWorker: Math.round(best.graphileWorker),
+      minimalTableClaimMark: ceiling.mark,
+      minimalTableClaimDelete: ceiling.delete,
     },
   };
 }

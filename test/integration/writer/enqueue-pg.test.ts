@@ -195,3 +195,52 @@ describe('enqueue with pg', () => {
     expect(() => createOutbox({ schema: 'Outbox' })).toThrow(/valid identifier/);
   });
 });
+
+describe('message ids (migration 007)', () => {
+  it('are UUIDv7: version 7, RFC 9562 variant, the creation millisecond in front, so they sort by time', async () => {
+    const ids: { messageId: string; at: number }[] = [];
+    for (let i = 0; i < 3; i++) {
+      const before = Date.now();
+      const written = await outbox.enqueue(fromPg(db.pool), charge(9000 + i));
+      ids.push({ messageId: written.messageId, at: before });
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    for (const { messageId, at } of ids) {
+      expect(messageId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      const millis = parseInt(messageId.replaceAll('-', '').slice(0, 12), 16);
+      // The database clock may differ a little from ours; a minute is far from random bits.
+      expect(Math.abs(millis - at)).toBeLessThan(60_000);
+    }
+    const texts = ids.map((i) => i.messageId);
+    expect([...texts].sort()).toEqual(texts);
+  });
+
+  it('a plain INSERT that names no message_id gets a v7 too', async () => {
+    const { rows } = await db.pool.query<{ message_id: string }>(
+      `INSERT INTO outbox (aggregate_id, topic, payload) VALUES ('plain:1', 'mail.send', '{}') RETURNING message_id::text`,
+    );
+    expect(rows[0]!.message_id[14]).toBe('7');
+  });
+});
+
+describe('prepared statements (fromPg)', () => {
+  it('the writer runs as a named prepared statement on the connection, and not when turned off', async () => {
+    const prepared = async (preparedStatements: boolean) => {
+      const client = await db.pool.connect();
+      try {
+        await client.query('DEALLOCATE ALL');
+        // A fresh connection object: pg remembers which names it prepared per client.
+        (client as unknown as { connection: { parsedStatements: object } }).connection.parsedStatements = {};
+        await outbox.enqueue(fromPg(client, { preparedStatements }), charge(9100));
+        const { rows } = await client.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'agent_outbox_%' AND statement LIKE '%INSERT INTO%outbox%'`,
+        );
+        return rows[0]!.n;
+      } finally {
+        client.release();
+      }
+    };
+    expect(await prepared(true)).toBe(1);
+    expect(await prepared(false)).toBe(0);
+  });
+});

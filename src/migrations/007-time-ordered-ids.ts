@@ -1,0 +1,38 @@
+import type { Migration } from './migration.js';
+
+/**
+ * Time-ordered message ids (issue 7, `history_scaling`).
+ *
+ * `message_id` defaulted to `gen_random_uuid()` (v4, random). Its unique index then takes every
+ * new entry on a random leaf page, and so does every UPDATE that is not HOT (claiming and settling
+ * a row write new tuple versions, which get new index entries). With millions of dispatched rows
+ * kept for retention the index outgrows shared_buffers and each claim and settle reads and dirties
+ * random old leaf pages: the bench measured dispatch at 0.45x with 5,000,000 dispatched rows
+ * present. A UUIDv7 (RFC 9562: 48-bit Unix milliseconds, then random bits) sorts by creation
+ * time, so new and pending rows' entries sit together on the rightmost pages, as `id`'s do.
+ *
+ * `outbox_uuid_v7()` because `uuidv7()` is built in only from PostgreSQL 18. It overlays the
+ * millisecond timestamp on a v4 and sets the version nibble to 7 (bits 52/53 of the v4's 0100
+ * become 0111); the variant bits are already RFC 9562's. Existing rows keep their ids: only the
+ * default changes, which takes a brief ACCESS EXCLUSIVE lock and rewrites nothing.
+ */
+export const timeOrderedIds: Migration = {
+  version: 7,
+  name: 'time-ordered-ids',
+  up: (s) => [
+    `
+CREATE FUNCTION ${s}.outbox_uuid_v7() RETURNS uuid
+LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
+  SELECT encode(
+    set_bit(
+      set_bit(
+        overlay(uuid_send(gen_random_uuid())
+                PLACING substring(int8send((extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
+                FROM 1 FOR 6),
+        52, 1),
+      53, 1),
+    'hex')::uuid
+$$`,
+    `ALTER TABLE ${s}.outbox ALTER COLUMN message_id SET DEFAULT ${s}.outbox_uuid_v7()`,
+  ],
+};
