@@ -206,7 +206,9 @@ describe('message ids (migration 007)', () => {
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
     for (const { messageId, at } of ids) {
-      expect(messageId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      expect(messageId).toMatch(
+        /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+      );
       const millis = parseInt(messageId.replaceAll('-', '').slice(0, 12), 16);
       // The database clock may differ a little from ours; a minute is far from random bits.
       expect(Math.abs(millis - at)).toBeLessThan(60_000);
@@ -230,7 +232,9 @@ describe('prepared statements (fromPg)', () => {
       try {
         await client.query('DEALLOCATE ALL');
         // A fresh connection object: pg remembers which names it prepared per client.
-        (client as unknown as { connection: { parsedStatements: object } }).connection.parsedStatements = {};
+        (
+          client as unknown as { connection: { parsedStatements: object } }
+        ).connection.parsedStatements = {};
         await outbox.enqueue(fromPg(client, { preparedStatements }), charge(9100));
         const { rows } = await client.query<{ n: number }>(
           `SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'agent_outbox_%' AND statement LIKE '%INSERT INTO%outbox%'`,
