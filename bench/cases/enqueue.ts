@@ -19,14 +19,31 @@ export const noopPublisher: Publisher = {
   publish: async (messages) => messages.map(() => ({ status: 'published' as const })),
 };
 
-async function businessTransaction(client: pg.Client, withOutbox: boolean): Promise<void> {
+/**
+ * How the outbox part of the business transaction is written:
+ * - `none`: no outbox (the baseline);
+ * - `writer`: our writer, 2 messages (what `enqueue_overhead` measures);
+ * - `roundTrip`: one extra `SELECT` instead: the cost of any extra statement (the floor of
+ *   "at most one extra round trip");
+ * - `rowsOnly`: the same 2 rows as a prepared multi-VALUES INSERT into the outbox with its
+ *   triggers off and sequences given: the rows and their indexes, nothing else;
+ * - `rowsWithTriggers`: that INSERT with the triggers on (the sequence counter and the wake
+ *   check), no writer.
+ * The last three are details that show where enqueue_overhead's cost goes.
+ */
+type EnqueueVariant = 'none' | 'writer' | 'roundTrip' | 'rowsOnly' | 'rowsWithTriggers';
+
+const ROWS_SQL = `INSERT INTO outbox (aggregate_id, topic, payload, sequence)
+  VALUES ($1, 'payment.charge', $2, $4), ($1, 'mail.send', $3, $5)`;
+
+async function businessTransaction(client: pg.Client, variant: EnqueueVariant): Promise<void> {
   await client.query('BEGIN');
   const order = await client.query<{ id: string }>(
     `INSERT INTO bench_orders (customer, total) VALUES ($1, $2) RETURNING id`,
     ['customer-42', 99.5],
   );
-  if (withOutbox) {
-    const id = order.rows[0]!.id;
+  const id = order.rows[0]!.id;
+  if (variant === 'writer') {
     await outbox.enqueue(fromPg(client), [
       {
         topic: 'payment.charge',
@@ -39,6 +56,20 @@ async function businessTransaction(client: pg.Client, withOutbox: boolean): Prom
         payload: { orderId: id, template: 'receipt' },
       },
     ]);
+  } else if (variant === 'roundTrip') {
+    await client.query({ name: 'bench_round_trip', text: 'SELECT $1::bigint', values: [id] });
+  } else if (variant === 'rowsOnly' || variant === 'rowsWithTriggers') {
+    await client.query({
+      name: 'bench_rows',
+      text: ROWS_SQL,
+      values: [
+        `order:${id}`,
+        { orderId: id, total: 99.5 },
+        { orderId: id, template: 'receipt' },
+        1,
+        2,
+      ],
+    });
   }
   await client.query('COMMIT');
 }
@@ -54,32 +85,41 @@ export async function enqueueOverhead(db: BenchDatabase, transactions: number) {
   await resetOutbox(db.pool);
   const client = await db.client();
   const block = 250;
-  const ms = { with: 0, without: 0, noTrigger: 0 };
+  const ms = { none: 0, writer: 0, noTrigger: 0, roundTrip: 0, rowsOnly: 0, rowsWithTriggers: 0 };
+  const timeBlock = async (variant: EnqueueVariant) => {
+    const started = performance.now();
+    for (let i = 0; i < block; i++) await businessTransaction(client, variant);
+    return performance.now() - started;
+  };
   try {
-    for (let i = 0; i < 100; i++) await businessTransaction(client, i % 2 === 0); // warm-up
+    for (let i = 0; i < 100; i++) await businessTransaction(client, i % 2 ? 'none' : 'writer'); // warm-up
     for (let done = 0; done < transactions; done += block) {
-      for (const withOutbox of [false, true]) {
-        const started = performance.now();
-        for (let i = 0; i < block; i++) await businessTransaction(client, withOutbox);
-        ms[withOutbox ? 'with' : 'without'] += performance.now() - started;
-      }
+      ms.none += await timeBlock('none');
+      ms.writer += await timeBlock('writer');
+      ms.roundTrip += await timeBlock('roundTrip');
+      ms.rowsWithTriggers += await timeBlock('rowsWithTriggers');
       // The same with migration 005's wake trigger off, to isolate what it costs producers.
       await client.query('ALTER TABLE outbox DISABLE TRIGGER outbox_wake_waiters');
-      const started = performance.now();
-      for (let i = 0; i < block; i++) await businessTransaction(client, true);
-      ms.noTrigger += performance.now() - started;
-      await client.query('ALTER TABLE outbox ENABLE TRIGGER outbox_wake_waiters');
+      ms.noTrigger += await timeBlock('writer');
+      await client.query('ALTER TABLE outbox DISABLE TRIGGER USER');
+      ms.rowsOnly += await timeBlock('rowsOnly');
+      await client.query('ALTER TABLE outbox ENABLE TRIGGER USER');
     }
   } finally {
     await client.end();
   }
   const n = Math.ceil(transactions / block) * block;
-  log(`enqueue: ${round(ms.with / n, 3)} ms/tx with outbox, ${round(ms.without / n, 3)} without`);
+  log(`enqueue: ${round(ms.writer / n, 3)} ms/tx with outbox, ${round(ms.none / n, 3)} without`);
   return {
-    ratio: round(ms.with / ms.without, 3),
-    wakeTriggerRatio: round(ms.with / ms.noTrigger, 3),
-    withOutboxMsPerTx: round(ms.with / n, 3),
-    withoutOutboxMsPerTx: round(ms.without / n, 3),
+    ratio: round(ms.writer / ms.none, 3),
+    wakeTriggerRatio: round(ms.writer / ms.noTrigger, 3),
+    withOutboxMsPerTx: round(ms.writer / n, 3),
+    withoutOutboxMsPerTx: round(ms.none / n, 3),
+    floor: {
+      oneExtraRoundTrip: round(ms.roundTrip / ms.none, 3),
+      rowsAndIndexesOnly: round(ms.rowsOnly / ms.none, 3),
+      rowsWithTriggers: round(ms.rowsWithTriggers / ms.none, 3),
+    },
   };
 }
 

@@ -42,8 +42,21 @@ export class CandidateStore implements OutboxStore {
     return claimed;
   }
 
-  settle(owner: string, settlements: readonly Settlement[]): Promise<string[]> {
-    return this.#inner.settle(owner, settlements);
+  /**
+   * Called with the rows a settle just finished for good (published, dead-lettered, shadowed),
+   * so the dispatcher can drop them and confirm their WAL position without reading their state
+   * back: one round trip less per cycle, on the path of every message waiting behind it.
+   */
+  onFinished: (rowIds: string[]) => void = () => undefined;
+
+  async settle(owner: string, settlements: readonly Settlement[]): Promise<string[]> {
+    const settled = await this.#inner.settle(owner, settlements);
+    const done = new Set(settled);
+    const finished = settlements
+      .filter((s) => s.kind !== 'retry' && done.has(s.rowId))
+      .map((s) => s.rowId);
+    if (finished.length > 0) this.onFinished(finished);
+    return settled;
   }
 
   release(owner: string, rowIds: readonly string[]): Promise<void> {

@@ -104,6 +104,13 @@ class PgCdcDispatcher implements CdcDispatcher {
     this.#schema = options.schema ?? DEFAULT_SCHEMA;
     quoteIdentifier(this.#schema);
     this.#store = new CandidateStore(options.executor, this.#schema);
+    this.#store.onFinished = (rowIds) => {
+      for (const id of rowIds) {
+        this.#store.candidates.delete(id);
+        this.#missingSince.delete(id);
+        this.#tracker.resolve(id);
+      }
+    };
     const { sweepIntervalMs, executor, ...shared } = options;
     // The worker is never started: each WAL-driven cycle calls its drain(), which runs the polling
     // dispatcher's claim → publish → settle code on the candidate store.
@@ -304,11 +311,14 @@ class PgCdcDispatcher implements CdcDispatcher {
     try {
       if (this.#store.candidates.size === 0) return;
       await this.#worker.drain();
-      // New commits arrived meanwhile: publish them first (the next cycle starts right away) and
-      // classify — which only serves confirmation — at most every CLASSIFY_EVERY_MS under load.
-      if (this.#again && Date.now() - this.#classifiedAt < CLASSIFY_EVERY_MS) return;
-      this.#classifiedAt = Date.now();
-      nextInMs = await this.#classify();
+      // Everything settled for good (onFinished resolved it): nothing left to classify.
+      if (this.#store.candidates.size > 0) {
+        // New commits arrived meanwhile: publish them first (the next cycle starts right away)
+        // and classify — which only serves confirmation — at most every CLASSIFY_EVERY_MS.
+        if (this.#again && Date.now() - this.#classifiedAt < CLASSIFY_EVERY_MS) return;
+        this.#classifiedAt = Date.now();
+        nextInMs = await this.#classify();
+      }
     } catch (error) {
       this.#events.emit('cdc:cycle:failure', { error: toError(error) });
       nextInMs = this.#options.recheckMs ?? 250;

@@ -84,6 +84,8 @@ export interface Dispatcher {
 }
 
 const CLAIM_RETRY_MAX_MS = 30_000;
+/** How long an armed dispatcher stays armed while it keeps finding work (see #loop). */
+const DISARM_AFTER_BUSY_MS = 250;
 
 class PollingDispatcher implements Dispatcher {
   readonly id: string;
@@ -114,6 +116,8 @@ class PollingDispatcher implements Dispatcher {
   #wakeRequested = false;
   readonly #wakeSource: WakeSource | undefined;
   #armed = false;
+  /** When the loop, armed, first found work without an empty claim since (see #loop). */
+  #busySince: number | undefined;
 
   constructor(options: DispatcherOptions) {
     this.#options = resolveDispatcherOptions(options);
@@ -206,11 +210,16 @@ class PollingDispatcher implements Dispatcher {
       }),
       this.on('dispatcher:settle:failure', () => (failed = true)),
     ];
+    const pipeline = newPipeline();
     try {
-      while ((await this.#runBatch({ throwClaimErrors: true })) > 0) {
-        /* keep claiming until nothing is due */
+      for (;;) {
+        if ((await this.#runBatch({ throwClaimErrors: true, pipeline })) > 0) continue;
+        // Nothing due — unless a settle still running makes an ordered successor due: wait for
+        // it and look once more. Done only when a claim finds nothing with nothing in flight.
+        if (!(await settleBehind(pipeline))) break;
       }
     } finally {
+      await pipeline.settling;
       unsubscribe.forEach((off) => off());
     }
     const after = this.stats();
@@ -221,20 +230,44 @@ class PollingDispatcher implements Dispatcher {
   }
 
   async #loop(): Promise<void> {
+    const pipeline = newPipeline();
+    try {
+      await this.#loopWith(pipeline);
+    } finally {
+      await pipeline.settling;
+    }
+  }
+
+  async #loopWith(pipeline: Pipeline): Promise<void> {
     while (this.#state === 'running') {
-      const claimed = await this.#runBatch({ throwClaimErrors: false });
+      const cycleStarted = Date.now();
+      const claimed = await this.#runBatch({ throwClaimErrors: false, pipeline });
       if (this.#state !== 'running') break;
+      if (claimed === 0 && (await settleBehind(pipeline))) continue;
       if (this.#wakeSource && this.#consecutiveClaimFailures === 0) {
-        if (claimed === 0 && !this.#armed) {
-          // Arm first, then claim once more: work committed before arming is found by that claim,
-          // work committed after it triggers a wake-up.
-          this.#armed = true;
-          await this.#callWakeSource('idle');
-          continue;
-        }
-        if (claimed > 0 && this.#armed) {
-          this.#armed = false;
-          await this.#callWakeSource('busy');
+        if (claimed === 0) {
+          this.#busySince = undefined;
+          if (!this.#armed) {
+            // Arm first, then claim once more: work committed before arming is found by that
+            // claim, work committed after it triggers a wake-up.
+            this.#armed = true;
+            await this.#callWakeSource('idle');
+            continue;
+          }
+        } else if (this.#armed) {
+          // Disarm only once busy for a while. At a steady trickle (say 1,000 messages/s) the
+          // loop flips between "found work" and "found nothing" every few milliseconds; disarming
+          // and re-arming each time cost two committed writes per flip, on the path of every
+          // message waiting behind them (issue 7, latency_ms.notify). Producers pay for NOTIFY
+          // meanwhile, which matters only under sustained load — exactly when we disarm.
+          this.#busySince ??= cycleStarted;
+          if (Date.now() - this.#busySince >= DISARM_AFTER_BUSY_MS) {
+            this.#armed = false;
+            this.#busySince = undefined;
+            // Not awaited: claiming must not wait for producers to be told to stop notifying.
+            // The source runs its statements in order, so a later idle() still lands after this.
+            void this.#callWakeSource('busy');
+          }
         }
       }
       // Claim again at once after any work: settling a head makes its successor due now, and a
@@ -253,8 +286,22 @@ class PollingDispatcher implements Dispatcher {
     return Math.min(CLAIM_RETRY_MAX_MS, 250 * 2 ** Math.min(this.#consecutiveClaimFailures, 10));
   }
 
-  /** One claim → publish → settle cycle. Returns how many messages were claimed. */
-  async #runBatch({ throwClaimErrors }: { throwClaimErrors: boolean }): Promise<number> {
+  /**
+   * One claim → publish → settle cycle. Returns how many messages were claimed.
+   *
+   * The settle is handed to `pipeline` and not awaited: the next claim runs while this batch's
+   * settle commits (on another connection of the pool), so a message committed meanwhile waits
+   * for one statement, not two (issue 7, latency). The batch's rows stay leased until the settle
+   * commits, so the overlapping claim skips them, and an ordered successor becomes due only
+   * then. At most one settle per loop is outstanding: the next hand-off waits for the last.
+   */
+  async #runBatch({
+    throwClaimErrors,
+    pipeline,
+  }: {
+    throwClaimErrors: boolean;
+    pipeline: Pipeline;
+  }): Promise<number> {
     const owner = `${this.id}#${++this.#claimNumber}`;
     this.#inFlight++;
     try {
@@ -281,7 +328,9 @@ class PollingDispatcher implements Dispatcher {
         return 0;
       }
       const leaseDeadline = started + this.#options.leaseMs;
-      this.#lastClaimEmpty = messages.length === 0;
+      // An empty claim while a settle is in flight proves nothing: that settle may make an
+      // ordered successor due (the loop claims again once it is done).
+      this.#lastClaimEmpty = messages.length === 0 && !pipeline.pending;
       this.#events.emit('dispatcher:claim:success', {
         owner,
         count: messages.length,
@@ -320,7 +369,13 @@ class PollingDispatcher implements Dispatcher {
       toPublish.forEach((message, i) => {
         settlements.push(planSettlement(message, outcomes[i]!, this.#options));
       });
-      await this.#settle(owner, settlements, messages, leaseDeadline);
+      await pipeline.settling;
+      this.#inFlight++;
+      pipeline.pending = true;
+      pipeline.settling = this.#settle(owner, settlements, messages, leaseDeadline).finally(() => {
+        this.#inFlight--;
+        this.#notifyIdle();
+      });
       return messages.length;
     } finally {
       this.#inFlight--;
@@ -456,6 +511,28 @@ class PollingDispatcher implements Dispatcher {
     this.#idleWaiters = [];
     waiters.forEach((resolve) => resolve());
   }
+}
+
+/** A loop's settle in flight (see #runBatch). `#settle` never rejects. */
+interface Pipeline {
+  settling: Promise<void>;
+  /** A settle was handed off since the last empty claim. */
+  pending: boolean;
+}
+
+function newPipeline(): Pipeline {
+  return { settling: Promise.resolve(), pending: false };
+}
+
+/**
+ * After an empty claim: if a settle was handed off since, waits for it and returns true (claim
+ * again: it may have made an ordered successor due). False: nothing is in flight.
+ */
+async function settleBehind(pipeline: Pipeline): Promise<boolean> {
+  if (!pipeline.pending) return false;
+  pipeline.pending = false;
+  await pipeline.settling;
+  return true;
 }
 
 function toError(error: unknown): Error {

@@ -6,10 +6,13 @@
  *   — array parameters (`unnest($1::text[], ...)`) depend on each driver's array encoding, which
  *   is where jsonb[] escaping bugs live; a multi-VALUES list hits the 65535-parameter limit.
  *
- * Rows are inserted ordered by aggregate (then by position): the BEFORE INSERT trigger locks each
- * aggregate's sequence counter, and taking those locks in one global order means two batches
- * touching the same aggregates cannot deadlock each other. Positions are kept within an aggregate,
- * so sequences follow the caller's order.
+ * Rows are inserted in array order, and the writer sends the array sorted by aggregate (code-unit
+ * order, stable): the BEFORE INSERT trigger locks each aggregate's sequence counter, and taking
+ * those locks in one global order means two batches touching the same aggregates cannot deadlock
+ * each other. Positions are kept within an aggregate, so sequences follow the caller's order.
+ * The sort was `ORDER BY m.value->>'a', m.position` here until measured: sorting on the text key
+ * (a collation-aware comparison) cost ~0.3 ms per statement, a quarter of a whole business
+ * transaction (bench/ enqueue_overhead); ordering by the integer position costs nothing visible.
  *
  * `now()` is the transaction's start time: `delayMs` counts from there.
  */
@@ -23,7 +26,7 @@ SELECT m.value->>'a',
                 now() + (m.value->>'d')::float8 * interval '1 millisecond'),
        coalesce((m.value->>'s')::boolean, false)
 FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS m(value, position)
-ORDER BY m.value->>'a', m.position
+ORDER BY m.position
 RETURNING id::text AS id,
           message_id::text AS "messageId",
           sequence::text AS sequence,

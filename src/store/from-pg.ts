@@ -15,8 +15,9 @@ export interface PgQueryable {
 /** Options of {@link fromPg}. */
 export interface FromPgOptions {
   /**
-   * Run parameterised statements as named prepared statements, so Postgres parses and plans each
-   * of our statements once per connection instead of on every call. Default `true`.
+   * Run the statements marked preparable (today: the writer's INSERT) as named prepared
+   * statements, so Postgres parses and plans them once per connection instead of on every call.
+   * Default `true`.
    *
    * Planning is most of what a small statement costs: measured here, the writer's INSERT took
    * 1.06 ms per business transaction unnamed and 0.76 ms prepared (bench/, issue 7). Turn it off
@@ -48,6 +49,7 @@ export function fromPg(client: PgQueryable, options: FromPgOptions = {}): SqlExe
       // Only statements with parameters: those already go through the extended protocol (one
       // statement per string), so naming them changes nothing but the caching. A parameterless
       // string may hold several statements (migrations), which only the simple protocol runs.
+      // And only those marked preparable: see statement-name.ts for what a generic plan did.
       const name = prepare && values && values.length > 0 ? statementName(text) : undefined;
       const result =
         name === undefined

@@ -10,6 +10,7 @@ import {
 } from '../core/validate.js';
 import { insertMessagesSql } from '../sql/insert-messages.js';
 import { isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
+import { preparable } from '../store/statement-name.js';
 
 /** Options of {@link createOutbox}. */
 export interface OutboxOptions {
@@ -55,7 +56,7 @@ export interface OutboxWriter {
  */
 export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
   const schemaName = options.schema ?? DEFAULT_SCHEMA;
-  const sql = insertMessagesSql(quoteIdentifier(schemaName));
+  const sql = preparable(insertMessagesSql(quoteIdentifier(schemaName)));
   const limits: ValidationLimits = resolveLimits({
     maxPayloadBytes: options.maxPayloadBytes,
     maxHeadersBytes: options.maxHeadersBytes,
@@ -81,6 +82,9 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
     const batch = valid.map((message, index) =>
       toRow(message, messages[index] as OutboxMessage, traceHeaders, defaultSchemaVersion),
     );
+    // One global lock order for the aggregates' sequence counters (see insert-messages.ts).
+    // Array.prototype.sort is stable: positions within an aggregate keep the caller's order.
+    if (batch.length > 1) batch.sort((x, y) => (x.a < y.a ? -1 : x.a > y.a ? 1 : 0));
     const { rows } = await executor.query<{
       id: string;
       messageId: string;

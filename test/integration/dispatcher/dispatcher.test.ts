@@ -350,7 +350,7 @@ describe('polling dispatcher', () => {
     await dispatcher.stop();
   });
 
-  it('a wake source is armed when idle (then one more claim), disarmed when busy, and its wake-ups replace polling', async () => {
+  it('a wake source is armed when idle (then one more claim), stays armed through a short burst, and its wake-ups replace polling', async () => {
     const calls: string[] = [];
     let wake: () => void = () => undefined;
     const wakeSource = {
@@ -371,9 +371,43 @@ describe('polling dispatcher', () => {
     await enqueueCommitted(db.pool, manyMessages(2, 1));
     wake();
     await expect.poll(() => publisher.published.length, { timeout: 10_000 }).toBe(2);
-    await expect.poll(() => calls).toEqual(['idle', 'busy', 'idle']);
+    await expect.poll(() => dispatcher.onIdle().then(() => true)).toBe(true);
+    // A burst shorter than the disarm delay: no disarm and no re-arm, two writes saved.
+    expect(calls).toEqual(['idle']);
     await dispatcher.stop();
     expect(calls.at(-1)).toBe('stop');
+  });
+
+  it('a dispatcher busy for longer than the disarm delay disarms its wake source, and re-arms when idle', async () => {
+    const calls: string[] = [];
+    const wakeSource = {
+      start: async () => undefined,
+      idle: async () => void calls.push('idle'),
+      busy: async () => void calls.push('busy'),
+      stop: async () => void calls.push('stop'),
+    };
+    const inner = new InMemoryPublisher();
+    const slow = {
+      publish: async (messages: Parameters<InMemoryPublisher['publish']>[0]) => {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        return inner.publish(messages);
+      },
+    };
+    const dispatcher = createDispatcher({
+      executor: fromPg(db.pool),
+      publisher: slow,
+      batchSize: 1,
+      pollIntervalMs: 600_000,
+      unorderedTopics: ['*'],
+      wakeSource,
+    });
+    dispatcher.start();
+    await expect.poll(() => calls).toEqual(['idle']);
+    await enqueueCommitted(db.pool, manyMessages(6, 1));
+    dispatcher.wake();
+    await expect.poll(() => inner.published.length, { timeout: 10_000 }).toBe(6);
+    await expect.poll(() => calls).toEqual(['idle', 'busy', 'idle']);
+    await dispatcher.stop();
   });
 
   it('shadow messages are settled as dispatched without reaching the publisher, and counted apart', async () => {

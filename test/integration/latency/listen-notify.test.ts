@@ -150,37 +150,36 @@ describe('LISTEN/NOTIFY wake source', () => {
     expect(await watch.countUntilSentinel()).toBe(0);
   });
 
-  it('a busy dispatcher removes its waiter row, so producers stop notifying', async () => {
+  it('a dispatcher busy for a while removes its waiter row, so producers stop notifying; idle again, it re-arms', async () => {
     const source = wakeSource();
-    let release: () => void = () => undefined;
-    const gate = new Promise<void>((resolve) => (release = resolve));
     const publisher = new InMemoryPublisher();
     const slow = {
       publish: async (messages: Parameters<InMemoryPublisher['publish']>[0]) => {
-        await gate;
+        await new Promise((resolve) => setTimeout(resolve, 100));
         return publisher.publish(messages);
       },
     };
     const dispatcher = createDispatcher({
       executor: fromPg(db.pool),
       publisher: slow,
+      batchSize: 1,
       pollIntervalMs: 60_000,
       wakeSource: source,
     });
     dispatcher.start();
     cleanups.push(() => dispatcher.stop());
     await expect.poll(liveWaiters, { timeout: 10_000 }).toBe(1);
-    await enqueueCommitted(db.pool, manyMessages(1, 1)); // wakes it; it blocks in publish
-    await expect.poll(() => dispatcher.stats().claimed, { timeout: 10_000 }).toBe(1);
-    // It found work: it disarms before its next claim, i.e. after this batch.
-    release();
-    await expect.poll(() => publisher.published.length, { timeout: 10_000 }).toBe(1);
+    // 10 batches of 100 ms: busy for a second, well past the disarm delay (250 ms).
+    await enqueueCommitted(db.pool, manyMessages(10, 1)); // wakes it
+    await expect.poll(liveWaiters, { timeout: 10_000 }).toBe(0);
+    expect(publisher.published.length).toBeLessThan(10); // disarmed while still busy
+    const watch = await observer();
+    await enqueueCommitted(db.pool, manyMessages(1, 1));
+    expect(await watch.countUntilSentinel()).toBe(0); // producers do not notify meanwhile
+    await expect.poll(() => publisher.published.length, { timeout: 10_000 }).toBe(11);
     await expect.poll(liveWaiters, { timeout: 10_000 }).toBe(1); // idle again, re-armed
     await dispatcher.stop();
     expect(await liveWaiters()).toBe(0); // stop() removes the row
-    const watch = await observer();
-    await enqueueCommitted(db.pool, manyMessages(1, 1));
-    expect(await watch.countUntilSentinel()).toBe(0);
   });
 
   it('pg_terminate_backend of the LISTEN connection: reconnects, catches up on what was written meanwhile, and wake-ups resume', async () => {
