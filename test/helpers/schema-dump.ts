@@ -2,7 +2,7 @@ import type { SqlExecutor } from '../../src/store/sql-executor.js';
 
 /**
  * A stable, diffable text of everything the migrations create in one schema: tables and columns
- * (type, nullability, default), constraints, indexes, functions and triggers. Our own catalog
+ * (type, nullability, default), constraints, indexes, functions, triggers and storage options. Our own catalog
  * queries rather than pg_dump, because pg_dump refuses servers newer than itself and the suite may
  * run on an embedded Postgres 18 with a Postgres 15 client installed. The schema name is replaced
  * by `<schema>` so the snapshot does not depend on it.
@@ -46,6 +46,11 @@ export async function dumpSchema(executor: SqlExecutor, schema: string): Promise
     FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
     WHERE n.nspname = $1 AND NOT t.tgisinternal ORDER BY 1`);
   for (const t of triggers) lines.push(`trigger ${t.name} ${t.def}`);
+  const options = await q<{ name: string; options: string }>(`
+    SELECT c.relname AS name, array_to_string(c.reloptions, ',') AS options
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = $1 AND c.reloptions IS NOT NULL ORDER BY 1`);
+  for (const o of options) lines.push(`storage ${o.name} ${o.options}`);
 
   const quoted = new RegExp(`"?\\b${schema}\\b"?\\.`, 'g');
   return `${lines.map((line) => line.replace(quoted, '<schema>.')).join('\n')}\n`;

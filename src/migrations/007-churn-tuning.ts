@@ -1,7 +1,9 @@
 import type { Migration } from './migration.js';
 
 /**
- * Time-ordered message ids (issue 7, `history_scaling`).
+ * Tuning for a table that is written, updated twice and then kept (issue 7).
+ *
+ * 1. Time-ordered message ids (`history_scaling`).
  *
  * `message_id` defaulted to `gen_random_uuid()` (v4, random). Its unique index then takes every
  * new entry on a random leaf page, and so does every UPDATE that is not HOT (claiming and settling
@@ -15,10 +17,20 @@ import type { Migration } from './migration.js';
  * millisecond timestamp on a v4 and sets the version nibble to 7 (bits 52/53 of the v4's 0100
  * become 0111); the variant bits are already RFC 9562's. Existing rows keep their ids: only the
  * default changes, which takes a brief ACCESS EXCLUSIVE lock and rewrites nothing.
+ *
+ * 2. `fillfactor = 70`. Every row is updated twice right after it is written (the claim, then the
+ *    settle). On a page filled to 100% neither new version fits beside the old one, so each update
+ *    goes to another page and dirties it too. Leaving 30% free lets the claim's version (which
+ *    changes no indexed column) be a HOT update — no index entries at all — and the settle's
+ *    version reuse the space pruned from the claim's. Measured here (bench/ drain, 40,000 rows,
+ *    3 rounds): 25.6–32.6k rows/s at 100, 33.3–34.1k at 70, 35.9–38.6k at 50. 70 rather than 50
+ *    because kept history costs up to 1/0.7 of the space at 70 and twice at 50. Applies to pages
+ *    written from now on; existing pages keep their layout. ALTER TABLE … SET (fillfactor) takes a
+ *    SHARE UPDATE EXCLUSIVE lock: reads and writes go on.
  */
-export const timeOrderedIds: Migration = {
+export const churnTuning: Migration = {
   version: 7,
-  name: 'time-ordered-ids',
+  name: 'churn-tuning',
   up: (s) => [
     `
 CREATE FUNCTION ${s}.outbox_uuid_v7() RETURNS uuid
@@ -34,5 +46,6 @@ LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
     'hex')::uuid
 $$`,
     `ALTER TABLE ${s}.outbox ALTER COLUMN message_id SET DEFAULT ${s}.outbox_uuid_v7()`,
+    `ALTER TABLE ${s}.outbox SET (fillfactor = 70)`,
   ],
 };
