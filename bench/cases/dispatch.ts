@@ -2,6 +2,7 @@ import { createDispatcher, fromPg } from '../../src/index.js';
 import type { BenchDatabase } from '../lib/database.js';
 import { resetOutbox, seedPending } from '../lib/database.js';
 import { log, round, timed } from '../lib/measure.js';
+import { quiesce } from './latency.js';
 import { noopPublisher } from './enqueue.js';
 
 /**
@@ -106,6 +107,7 @@ export async function dispatchVsRaw(db: BenchDatabase, count: number, rounds: nu
  * are given, nothing is pending), then VACUUM ANALYZE, as a long-running table would be.
  */
 export async function historyScaling(db: BenchDatabase, historyRows: number, count: number) {
+  await quiesce(db);
   const empty = Math.max(
     await rate(db, 'ours', count, false),
     await rate(db, 'ours', count, false),
@@ -152,6 +154,9 @@ async function rateKeepingHistory(db: BenchDatabase, count: number): Promise<num
     [count],
   );
   await db.pool.query('VACUUM ANALYZE outbox');
+  // Loading millions of history rows wrote gigabytes of WAL: without this, the checkpoints it
+  // triggers write behind the measurement (0.48 in one full run, 0.88 in the next).
+  await quiesce(db);
   const dispatcher = createDispatcher({
     executor: fromPg(db.pool),
     publisher: noopPublisher,

@@ -4,7 +4,7 @@ import { consumerPositions } from './003-consumer-positions.js';
 import { shadow } from './004-shadow.js';
 import { wakeWaiters } from './005-wake-waiters.js';
 import { archive } from './006-archive.js';
-import { churnTuning } from './007-churn-tuning.js';
+import { timeOrderedIds } from './007-time-ordered-ids.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -15,7 +15,7 @@ export const MIGRATIONS: readonly Migration[] = [
   shadow,
   wakeWaiters,
   archive,
-  churnTuning,
+  timeOrderedIds,
 ];
 
 /** The schema version this build of agent-outbox expects. */
