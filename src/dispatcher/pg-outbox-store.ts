@@ -4,6 +4,7 @@ import type { OutgoingMessage } from '../publishers/publisher.js';
 import { claimSql } from '../sql/claim.js';
 import { releaseSql, settleSql } from '../sql/settle.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
+import { preparable } from '../store/statement-name.js';
 import type { ClaimRequest, OutboxStore, Settlement } from './outbox-store.js';
 
 interface ClaimedRow {
@@ -33,7 +34,9 @@ export class PgOutboxStore implements OutboxStore {
     const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
     this.#executor = executor;
     this.#claimSql = claimSql(schema);
-    this.#settleSql = settleSql(schema);
+    // Prepared (see statement-name.ts): its plan is a join on the primary key whatever the
+    // parameters are, so a generic plan is the custom one without the planning. Not the claim.
+    this.#settleSql = preparable(settleSql(schema));
     this.#releaseSql = releaseSql(schema);
   }
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createOutbox } from '../../../src/index.js';
 import { claimSql } from '../../../src/sql/claim.js';
+import { PgOutboxStore } from '../../../src/dispatcher/pg-outbox-store.js';
 import { settleSql } from '../../../src/sql/settle.js';
 import { insertMessagesSql } from '../../../src/sql/insert-messages.js';
 import { preparable, statementName } from '../../../src/store/statement-name.js';
@@ -15,10 +16,10 @@ describe('prepared statement names', () => {
     expect(statementName(insertMessagesSql(quoteIdentifier('other_schema')))).toBeUndefined();
   });
 
-  it('the claim and settle are never prepared: a generic plan of the claim is what went wrong', () => {
-    createOutbox();
+  it('the claim is never prepared (a generic plan of it is what went wrong); the settle is, once a store exists', () => {
+    new PgOutboxStore({ query: async () => ({ rows: [] }) }, { schema: 'public' });
     expect(statementName(claimSql(quoteIdentifier('public')))).toBeUndefined();
-    expect(statementName(settleSql(quoteIdentifier('public')))).toBeUndefined();
+    expect(statementName(settleSql(quoteIdentifier('public')))).toMatch(/^agent_outbox_/);
   });
 
   it('different texts get different names', () => {
