@@ -17,7 +17,7 @@ export {
   type ValidationLimits,
 } from './core/validate.js';
 export { fromKysely, type KyselyCompiledQuery, type KyselyQueryable } from './store/from-kysely.js';
-export { fromPg, type PgQueryable } from './store/from-pg.js';
+export { fromPg, type FromPgOptions, type PgQueryable } from './store/from-pg.js';
 export { fromPglite, type PgliteQueryable } from './store/from-pglite.js';
 export type { SqlExecutor } from './store/sql-executor.js';
 export { createOutbox, type OutboxOptions, type OutboxWriter } from './writer/create-outbox.js';

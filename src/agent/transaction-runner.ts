@@ -1,5 +1,5 @@
 import { fromKysely, type KyselyQueryable } from '../store/from-kysely.js';
-import { fromPg, type PgQueryable } from '../store/from-pg.js';
+import { fromPg, type FromPgOptions, type PgQueryable } from '../store/from-pg.js';
 import { fromPglite, type PgliteQueryable } from '../store/from-pglite.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
@@ -30,6 +30,8 @@ export interface PgPoolLike<Client extends PgPoolClientLike = PgPoolClientLike> 
 
 /**
  * Transactions on a `pg` `Pool`: checks out a client, `BEGIN` ... `COMMIT`/`ROLLBACK`, releases it.
+ * `options` go to {@link fromPg} (`preparedStatements: false` behind PgBouncer in transaction
+ * mode without prepared-statement support).
  *
  * @example
  * ```ts
@@ -38,6 +40,7 @@ export interface PgPoolLike<Client extends PgPoolClientLike = PgPoolClientLike> 
  */
 export function pgPoolTransactions<Client extends PgPoolClientLike>(
   pool: PgPoolLike<Client>,
+  options: FromPgOptions = {},
 ): TransactionRunner<Client> {
   return {
     async run(fn) {
@@ -46,7 +49,7 @@ export function pgPoolTransactions<Client extends PgPoolClientLike>(
       try {
         await client.query('BEGIN');
         try {
-          const result = await fn(fromPg(client), client);
+          const result = await fn(fromPg(client, options), client);
           await client.query('COMMIT');
           return result;
         } catch (error) {

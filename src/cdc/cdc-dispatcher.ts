@@ -13,6 +13,7 @@ import {
 } from '../dispatcher/wake/reconnect-delay.js';
 import { candidateStatesSql } from '../sql/cdc.js';
 import { CandidateStore } from './candidate-store.js';
+import { classifyCandidates, type CandidateState } from './classify.js';
 import { ConfirmTracker } from './confirm-tracker.js';
 import type { CdcEventMap } from './events.js';
 import { isConnectionLoss, toError, type CdcDispatcherOptions } from './options.js';
@@ -55,19 +56,8 @@ export interface CdcDispatcher {
   ): () => void;
 }
 
-/** Re-check of a candidate not visible yet (see #classify). */
-const MISSING_RECHECK_MS = 2;
-/** A candidate invisible this long was deleted after its commit (retention, manual cleanup). */
-const MISSING_FOR_GOOD_MS = 10_000;
-
 /** Under continuous load, candidate states are read (and positions confirmed) this often. */
 const CLASSIFY_EVERY_MS = 100;
-
-interface CandidateState {
-  id: string;
-  state: 'gone' | 'done' | 'deferred' | 'leased' | 'blocked';
-  availableAtMs: number | null;
-}
 
 class PgCdcDispatcher implements CdcDispatcher {
   #state: CdcDispatcherState = 'created';
@@ -347,40 +337,19 @@ class PgCdcDispatcher implements CdcDispatcher {
   async #classify(): Promise<number | undefined> {
     const ids = [...this.#store.candidates];
     const { rows } = await this.#options.executor.query<CandidateState>(this.#statesSql, [ids]);
-    const now = Date.now();
-    const recheckMs = this.#options.recheckMs ?? 250;
-    const maxHoldMs = this.#options.maxHoldMs ?? 60_000;
-    let next: number | undefined;
-    const later = (ms: number) => (next = Math.min(next ?? Infinity, Math.max(ms, 1)));
-    for (const row of rows) {
-      if (row.state === 'gone' && !this.#goneForGood(row.id, now)) {
-        // The walsender sends a commit as soon as it is flushed, and the committing backend makes
-        // it visible a moment later: "not found" right after the WAL said "inserted" means "not
-        // visible yet". Look again very soon; only a row missing for long was really deleted.
-        later(MISSING_RECHECK_MS);
-      } else if (row.state === 'done' || row.state === 'gone') {
-        this.#missingSince.delete(row.id);
-        this.#store.candidates.delete(row.id);
-        this.#tracker.resolve(row.id);
-      } else if (row.state === 'deferred') {
-        this.#missingSince.delete(row.id);
-        this.#tracker.resolve(row.id);
-        const dueInMs = Number(row.availableAtMs ?? now) - now;
-        if (dueInMs > maxHoldMs)
-          this.#store.candidates.delete(row.id); // the sweeper's now
-        else later(dueInMs > 0 ? dueInMs : recheckMs);
-      } else {
-        this.#missingSince.delete(row.id);
-        later(recheckMs);
-      }
-    }
-    return next;
-  }
-
-  #goneForGood(rowId: string, now: number): boolean {
-    const since = this.#missingSince.get(rowId);
-    if (since === undefined) this.#missingSince.set(rowId, now);
-    return since !== undefined && now - since > MISSING_FOR_GOOD_MS;
+    return classifyCandidates(
+      rows,
+      {
+        candidates: this.#store.candidates,
+        missingSince: this.#missingSince,
+        resolve: (id) => this.#tracker.resolve(id),
+      },
+      {
+        now: Date.now(),
+        recheckMs: this.#options.recheckMs ?? 250,
+        maxHoldMs: this.#options.maxHoldMs ?? 60_000,
+      },
+    );
   }
 
   async #confirm(ping: boolean): Promise<void> {

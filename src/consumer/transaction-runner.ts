@@ -1,4 +1,4 @@
-import { fromPg, type PgQueryable } from '../store/from-pg.js';
+import { fromPg, type FromPgOptions, type PgQueryable } from '../store/from-pg.js';
 import { fromPglite, type PgliteQueryable } from '../store/from-pglite.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
@@ -22,14 +22,16 @@ export interface PgPoolLike extends PgQueryable {
 
 /**
  * Transactions on a `pg` Pool: one checked-out client per transaction, `BEGIN`/`COMMIT`/`ROLLBACK`.
+ * `options` go to `fromPg` (`preparedStatements: false` behind PgBouncer in transaction mode
+ * without prepared-statement support; it matters when the handler enqueues outbox messages).
  *
  * @example
  * ```ts
  * const runner = pgTransactions(new pg.Pool({ connectionString: process.env.DATABASE_URL }));
  * ```
  */
-export function pgTransactions(pool: PgPoolLike): TransactionRunner {
-  const direct = fromPg(pool);
+export function pgTransactions(pool: PgPoolLike, options: FromPgOptions = {}): TransactionRunner {
+  const direct = fromPg(pool, options);
   return {
     query: (text, values) => direct.query(text, values),
     async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
@@ -38,7 +40,7 @@ export function pgTransactions(pool: PgPoolLike): TransactionRunner {
       try {
         await client.query('BEGIN');
         try {
-          const result = await fn(fromPg(client));
+          const result = await fn(fromPg(client, options));
           await client.query('COMMIT');
           return result;
         } catch (error) {

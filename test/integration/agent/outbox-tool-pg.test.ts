@@ -166,3 +166,28 @@ describe('outboxTool on a pg Pool, through a real MCP client', () => {
 async function waitUntil(condition: () => Promise<boolean>): Promise<void> {
   while (!(await condition())) await new Promise((resolve) => setTimeout(resolve, 10));
 }
+
+describe('pgPoolTransactions options', () => {
+  it('preparedStatements: false reaches the executor: the outbox INSERT is not prepared on the connection', async () => {
+    const { createOutbox } = await import('../../../src/index.js');
+    const outbox = createOutbox();
+    const pg = await import('pg');
+    const prepared = async (preparedStatements: boolean) => {
+      // One connection, so the prepared statements we look for are on the one we query.
+      const pool = new pg.default.Pool({ connectionString: db.url, max: 1 });
+      try {
+        return await pgPoolTransactions(pool, { preparedStatements }).run(async (tx, client) => {
+          await outbox.enqueue(tx, { topic: 'mail.send', aggregateId: 'runner:1', payload: {} });
+          const { rows } = await client.query(
+            `SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'agent_outbox_%'`,
+          );
+          return (rows[0] as { n: number }).n;
+        });
+      } finally {
+        await pool.end();
+      }
+    };
+    expect(await prepared(false)).toBe(0);
+    expect(await prepared(true)).toBe(1);
+  });
+});
