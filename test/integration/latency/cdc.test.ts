@@ -91,8 +91,9 @@ describe('CDC dispatcher (logical replication, pgoutput)', () => {
     await expect.poll(() => publisher.published.length, { timeout: 30_000 }).toBe(300);
     const report = checkHistory(expectedOf(written), eventsInOrder(publisher.published));
     expect(report).toMatchObject({ lost: [], orderViolations: [], duplicates: 0 });
-    // The WAL-driven worker published them, not the sweeper.
-    expect(dispatcher.stats().cdc.published).toBe(300);
+    // The WAL-driven worker published them, not the sweeper. (Counted when settled: the last
+    // settle may still be running when the publisher has seen the last message.)
+    await expect.poll(() => dispatcher.stats().cdc.published, { timeout: 10_000 }).toBe(300);
     expect(dispatcher.stats().sweeper.published).toBe(0);
     expect(dispatcher.totals().published).toBe(300);
     const { rows } = await db.pool.query<{ lsn: string }>(
@@ -181,7 +182,7 @@ describe('CDC dispatcher (logical replication, pgoutput)', () => {
     ]);
     // All by the WAL-driven worker (its own retry timer), none by the sweeper.
     expect(dispatcher.stats().sweeper.published).toBe(0);
-    expect(dispatcher.stats().cdc.deadLettered).toBe(1);
+    await expect.poll(() => dispatcher.stats().cdc.deadLettered, { timeout: 10_000 }).toBe(1);
   });
 
   it('reuses its slot across restarts, resumes where it confirmed, and reports slot lag', async () => {
@@ -227,7 +228,7 @@ describe('CDC dispatcher (logical replication, pgoutput)', () => {
     await expect
       .poll(() => publisher.published.map((m) => m.id), { timeout: 30_000 })
       .toEqual([before!.messageId]);
-    expect(dispatcher.stats().sweeper.published).toBe(1);
+    await expect.poll(() => dispatcher.stats().sweeper.published, { timeout: 10_000 }).toBe(1);
     expect(dispatcher.stats().cdc.published).toBe(0);
   });
 });
