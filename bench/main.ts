@@ -16,7 +16,7 @@ import { enqueueOverhead, notifyCost } from './cases/enqueue.js';
 import { latency, type LatencyMode } from './cases/latency.js';
 import { memory } from './cases/memory.js';
 import { dispatchVsPeers, graphileLatency } from './cases/peers.js';
-import { createBenchDatabase } from './lib/database.js';
+import { createBenchDatabase, type BenchDatabase } from './lib/database.js';
 import { log, type Percentiles } from './lib/measure.js';
 
 const quick = process.argv.includes('--quick');
@@ -48,12 +48,32 @@ const size = quick
 
 const db = await createBenchDatabase();
 const started = Date.now();
-// An interrupted run must not leave its database (and replication slots pinning WAL) behind.
+/** Databases of this run not dropped yet: the main one and a latency case's. */
+const live = new Set<BenchDatabase>([db]);
+// An interrupted run must not leave its databases (and replication slots pinning WAL) behind.
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
-    log(`${signal}: dropping ${db.name}`);
-    void db.drop().finally(() => process.exit(130));
+    log(`${signal}: dropping ${[...live].map((d) => d.name).join(', ')}`);
+    void Promise.allSettled([...live].map((d) => d.drop())).finally(() => process.exit(130));
   });
+}
+
+/**
+ * Each latency case runs on a database of its own, created for it and dropped after it. In one
+ * shared database the figure depended on what earlier cases had left (10-second notify p95:
+ * 9.7 ms on a fresh database, 16–20 ms after the enqueue and dispatch cases; graphile-worker
+ * moved less, 11.0 → 12.8), so the order of cases decided the comparison. Every mode, the peer's
+ * included, gets the same treatment.
+ */
+async function onFreshDatabase<T>(suffix: string, fn: (fresh: BenchDatabase) => Promise<T>) {
+  const fresh = await createBenchDatabase(suffix);
+  live.add(fresh);
+  try {
+    return await fn(fresh);
+  } finally {
+    live.delete(fresh);
+    await fresh.drop();
+  }
 }
 try {
   const { rows } = await db.pool.query<{ version: string; wal_level: string }>(
@@ -71,9 +91,15 @@ try {
   const modes: LatencyMode[] = ['raw_notify', 'polling', 'notify'];
   modes.push('notify_sync_commit_off');
   if (server.wal_level === 'logical') modes.push('cdc', 'cdc_sync_commit_off');
-  for (const mode of modes) latencyMs[mode] = await latency(db, mode, 1_000, size.latencySeconds);
+  for (const mode of modes) {
+    latencyMs[mode] = await onFreshDatabase(`lat_${mode}`, (fresh) =>
+      latency(fresh, mode, 1_000, size.latencySeconds),
+    );
+  }
   latencyMs.cdc ??= null;
-  latencyMs.graphile_worker = await graphileLatency(db, 1_000, size.latencySeconds);
+  latencyMs.graphile_worker = await onFreshDatabase('lat_gw', (fresh) =>
+    graphileLatency(fresh, 1_000, size.latencySeconds),
+  );
   const peers = await dispatchVsPeers(db, size.peerJobs, size.peerRounds);
   const rss = await memory(db, size.memorySeconds);
   const history = await historyScaling(db, size.historyRows, size.historyPending);
@@ -103,7 +129,7 @@ try {
     notes: [
       'dispatch_vs_pg_boss / dispatch_vs_graphile_worker: our dispatcher (no-op publisher, batch 200, unordered topic) over the peer for the same number of no-op jobs inserted beforehand. pg-boss 10.4.2: insert() in bulk, work() with batchSize 200, pollingIntervalSeconds 0.5 (its minimum) and notifyWorker() after every full batch (burst); 1 and 4 loops tried, the faster counts. graphile-worker 0.17.3: addJobs() in bulk, its documented performance preset (concurrentJobs 24, maxPoolSize 25, localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0). Peers are timed from their first job start to the last job completed in their table (their startup and first fetch are not counted; our drain is timed from its call).',
       'latency_ms.graphile_worker: commit → task start, add_job inside the producer transaction, same producers, clock and warm-up as ours, graphile-worker with the same performance preset (with its defaults, concurrency 1 and no local queue, it cannot sustain 1,000 jobs/s here).',
-      'latency is measured from sending COMMIT to the publisher call, so it includes the commit itself (WAL flush); raw_notify is the floor: a bare pg_notify in the transaction, received by a bare LISTEN.',
+      'latency is measured from sending COMMIT to the publisher call, so it includes the commit itself (WAL flush); raw_notify is the floor: a bare pg_notify in the transaction, received by a bare LISTEN. Each latency case (graphile_worker included) runs on a database of its own, created for it and dropped after it.',
       'polling uses the library default pollIntervalMs (1000); notify uses pollIntervalMs 5000 as fallback.',
       'latency_ms.*_sync_commit_off: the same dispatcher on a pool with synchronous_commit=off (claims and settles skip the WAL flush wait; see docs/latency.md for what that trades).',
       "enqueue_overhead includes migration 005's wake trigger; details.enqueue.wakeTriggerRatio isolates it (outbox with the trigger / outbox with it disabled).",
@@ -116,6 +142,7 @@ try {
   );
   printTable(results);
 } finally {
+  live.delete(db);
   await db.drop();
 }
 

@@ -22,9 +22,10 @@ function withDatabase(url: string, database: string): string {
   return parsed.toString();
 }
 
-export async function createBenchDatabase(): Promise<BenchDatabase> {
+/** `suffix` tells apart several databases of one run (one per latency case). */
+export async function createBenchDatabase(suffix?: string): Promise<BenchDatabase> {
   const adminUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-  const name = `ao_bench_${process.pid}`;
+  const name = `ao_bench_${process.pid}${suffix ? `_${suffix}` : ''}`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
