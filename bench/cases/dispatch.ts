@@ -1,8 +1,7 @@
 import { createDispatcher, fromPg } from '../../src/index.js';
 import type { BenchDatabase } from '../lib/database.js';
-import { resetOutbox, seedPending } from '../lib/database.js';
+import { quiesce, resetOutbox, seedPending } from '../lib/database.js';
 import { log, round, timed } from '../lib/measure.js';
-import { quiesce } from './latency.js';
 import { noopPublisher } from './enqueue.js';
 
 /**

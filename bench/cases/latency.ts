@@ -4,7 +4,7 @@ import { createCdcDispatcher } from '../../src/cdc/index.js';
 import { createListenNotifyWakeSource } from '../../src/dispatcher/wake/listen-notify.js';
 import { createDispatcher, createOutbox, fromPg, type Publisher } from '../../src/index.js';
 import type { BenchDatabase } from '../lib/database.js';
-import { resetOutbox } from '../lib/database.js';
+import { quiesce, resetOutbox } from '../lib/database.js';
 import { log, percentiles, sleep, type Percentiles } from '../lib/measure.js';
 
 const outbox = createOutbox();
@@ -75,16 +75,6 @@ export async function waitFor(condition: () => boolean, timeoutMs = 60_000): Pro
     if (Date.now() > deadline) throw new Error('bench: timed out waiting for deliveries');
     await sleep(20);
   }
-}
-
-/**
- * Starts a latency measurement from the same state every time: a CHECKPOINT first, so the write
- * phase of a checkpoint that earlier cases' WAL triggered does not compete with the ten seconds we
- * measure (it did: a full run's notify p95 was twice a standalone run's). What pgbench advises
- * too. Applied to every mode, graphile-worker's included.
- */
-export async function quiesce(db: BenchDatabase): Promise<void> {
-  await db.pool.query('CHECKPOINT');
 }
 
 export type LatencyMode =

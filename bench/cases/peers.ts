@@ -8,11 +8,11 @@ import {
   type Runner,
   type RunnerOptions,
 } from 'graphile-worker';
-import type { BenchDatabase } from '../lib/database.js';
+import { quiesce, type BenchDatabase } from '../lib/database.js';
 import { log, round, sleep, type Percentiles } from '../lib/measure.js';
 import { minimalQueueCeiling } from './ceiling.js';
 import { rate } from './dispatch.js';
-import { latencies, quiesce, steadyLoad, waitFor } from './latency.js';
+import { latencies, steadyLoad, waitFor } from './latency.js';
 
 /**
  * Peer job queues (issue 7): pg-boss 10.4.2 and graphile-worker 0.17.3, each tuned as its own

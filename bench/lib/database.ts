@@ -95,3 +95,13 @@ export async function seedPending(
   );
   await pool.query('VACUUM ANALYZE outbox');
 }
+
+/**
+ * Starts a measurement from the same state every time: a CHECKPOINT first, so the write phase of
+ * a checkpoint that earlier work's WAL triggered (the history case loads gigabytes) does not
+ * compete with what we time. What pgbench advises too. Used before every latency case
+ * (graphile-worker's included) and before the history measurements.
+ */
+export async function quiesce(db: BenchDatabase): Promise<void> {
+  await db.pool.query('CHECKPOINT');
+}

@@ -1,5 +1,11 @@
 import type pg from 'pg';
-import { createOutbox, fromPg, type EnqueuedMessage, type OutboxMessage } from '../../src/index.js';
+import {
+  createOutbox,
+  fromPg,
+  type EnqueuedMessage,
+  type OutboxMessage,
+  type Publisher,
+} from '../../src/index.js';
 
 /** Enqueues messages in one committed transaction on `pool`. */
 export async function enqueueCommitted(
@@ -34,4 +40,14 @@ export function manyMessages(
       messages.push({ topic, aggregateId: `agg-${a}`, payload: { a, n } });
   }
   return messages;
+}
+
+/** `inner`, but every publish takes `ms` longer: keeps a dispatcher busy for a known time. */
+export function delayedPublisher(inner: Publisher, ms: number): Publisher {
+  return {
+    publish: async (messages, options) => {
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      return inner.publish(messages, options);
+    },
+  };
 }

@@ -24,6 +24,16 @@ const waiters = async () =>
     )
   ).rows[0]!.n;
 
+/** Commits one message and waits until the receiver has it. */
+async function enqueueAndAwaitDelivery(aggregateId: string): Promise<void> {
+  const [message] = await enqueueCommitted(db.pool, [
+    { topic: 'mail.send', aggregateId, payload: {} },
+  ]);
+  await expect
+    .poll(() => receiver.envelopes.some((e) => e.id === message!.messageId), { timeout: 20_000 })
+    .toBe(true);
+}
+
 describe('outbox dispatch wake-ups through the CLI', () => {
   it('LISTEN/NOTIFY is on by default: an idle dispatcher publishes at once, not after its 10-minute poll', async () => {
     const dispatcher = startCli([
@@ -41,14 +51,7 @@ describe('outbox dispatch wake-ups through the CLI', () => {
       // enqueue next can only be found through a wake-up (the poll is 10 minutes away).
       await expect.poll(waiters, { timeout: 30_000 }).toBe(1);
       await new Promise((resolve) => setTimeout(resolve, 1_000));
-      const [message] = await enqueueCommitted(db.pool, [
-        { topic: 'mail.send', aggregateId: 'n1', payload: {} },
-      ]);
-      await expect
-        .poll(() => receiver.envelopes.some((e) => e.id === message!.messageId), {
-          timeout: 20_000,
-        })
-        .toBe(true);
+      await enqueueAndAwaitDelivery('n1');
     } finally {
       dispatcher.child.kill('SIGTERM');
     }
@@ -70,14 +73,7 @@ describe('outbox dispatch wake-ups through the CLI', () => {
       '100',
     ]);
     try {
-      const [message] = await enqueueCommitted(db.pool, [
-        { topic: 'mail.send', aggregateId: 'n2', payload: {} },
-      ]);
-      await expect
-        .poll(() => receiver.envelopes.some((e) => e.id === message!.messageId), {
-          timeout: 20_000,
-        })
-        .toBe(true);
+      await enqueueAndAwaitDelivery('n2');
       expect(await waiters()).toBe(0);
     } finally {
       dispatcher.child.kill('SIGTERM');

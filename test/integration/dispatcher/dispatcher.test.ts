@@ -12,7 +12,7 @@ import {
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { checkHistory, expectedOf, eventsInOrder } from '../../helpers/history.js';
-import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
+import { delayedPublisher, enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -387,12 +387,7 @@ describe('polling dispatcher', () => {
       stop: async () => void calls.push('stop'),
     };
     const inner = new InMemoryPublisher();
-    const slow = {
-      publish: async (messages: Parameters<InMemoryPublisher['publish']>[0]) => {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        return inner.publish(messages);
-      },
-    };
+    const slow = delayedPublisher(inner, 100);
     const dispatcher = createDispatcher({
       executor: fromPg(db.pool),
       publisher: slow,

@@ -11,7 +11,7 @@ import {
   type ListenNotifyWakeSource,
 } from '../../../src/dispatcher/wake/listen-notify.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
+import { delayedPublisher, enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -153,12 +153,7 @@ describe('LISTEN/NOTIFY wake source', () => {
   it('a dispatcher busy for a while removes its waiter row, so producers stop notifying; idle again, it re-arms', async () => {
     const source = wakeSource();
     const publisher = new InMemoryPublisher();
-    const slow = {
-      publish: async (messages: Parameters<InMemoryPublisher['publish']>[0]) => {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        return publisher.publish(messages);
-      },
-    };
+    const slow = delayedPublisher(publisher, 100);
     const dispatcher = createDispatcher({
       executor: fromPg(db.pool),
       publisher: slow,
