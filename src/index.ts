@@ -58,7 +58,8 @@ export {
   type DispatcherOptions,
 } from './dispatcher/options.js';
 export type { ClaimRequest, OutboxStore, Settlement } from './dispatcher/outbox-store.js';
-export { PgOutboxStore } from './dispatcher/pg-outbox-store.js';
+export { PgOutboxStore, type PgOutboxStoreOptions } from './dispatcher/pg-outbox-store.js';
+export type { CommitMode } from './sql/commit-mode.js';
 export type { DispatcherEventMap } from './dispatcher/events.js';
 export { globMatches, globToLike } from './dispatcher/topic-patterns.js';
 export { planSettlement } from './dispatcher/settle-plan.js';

@@ -78,7 +78,12 @@ export async function waitFor(condition: () => boolean, timeoutMs = 60_000): Pro
 }
 
 export type LatencyMode =
-  'polling' | 'notify' | 'cdc' | 'raw_notify' | 'notify_sync_commit_off' | 'cdc_sync_commit_off';
+  | 'polling'
+  | 'notify'
+  | 'cdc'
+  | 'raw_notify'
+  | 'notify_synchronous_settle'
+  | 'cdc_synchronous_settle';
 
 /** commit → publish percentiles for one mode at a steady rate. */
 export async function latency(
@@ -97,8 +102,10 @@ export async function latency(
     ]);
     return m!.messageId;
   };
-  // The *_sync_commit_off variants run the dispatcher's statements with synchronous_commit=off.
-  const executor = fromPg(mode.endsWith('_sync_commit_off') ? db.asyncCommitPool : db.pool);
+  const executor = fromPg(db.pool);
+  // The *_synchronous_settle variants: the dispatcher with `synchronousSettle: true` (its
+  // settles wait for the WAL flush too; see src/sql/commit-mode.ts).
+  const synchronousSettle = mode.endsWith('_synchronous_settle');
   let stop: () => Promise<void>;
   if (mode === 'raw_notify') {
     // The floor: a bare NOTIFY in the committing transaction, received by a bare LISTEN.
@@ -124,6 +131,7 @@ export async function latency(
       replicationConnection: { connectionString: db.url },
       publisher: timingPublisher(receivedAt),
       slotName: `${db.name}_${mode}`.slice(0, 63),
+      synchronousSettle,
     });
     await cdc.start();
     await steadyLoad(db, perSecond, seconds, enqueue, sentAt);
@@ -132,6 +140,7 @@ export async function latency(
     const dispatcher = createDispatcher({
       executor,
       publisher: timingPublisher(receivedAt),
+      synchronousSettle,
       ...(mode.startsWith('notify')
         ? {
             pollIntervalMs: 5_000, // the fallback only

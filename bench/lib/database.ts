@@ -6,11 +6,6 @@ export interface BenchDatabase {
   name: string;
   url: string;
   pool: pg.Pool;
-  /**
-   * A pool whose sessions run with synchronous_commit=off: what a dispatcher may use, since a
-   * claim or settle lost in a server crash only causes a re-publish with the same message id.
-   */
-  asyncCommitPool: pg.Pool;
   /** A fresh dedicated client (LISTEN, raw loops). */
   client(): Promise<pg.Client>;
   drop(): Promise<void>;
@@ -38,17 +33,10 @@ export async function createBenchDatabase(suffix?: string): Promise<BenchDatabas
   await migrator.end();
   const pool = new pg.Pool({ connectionString: url, max: 20 });
   pool.on('error', () => undefined);
-  const asyncCommitPool = new pg.Pool({
-    connectionString: url,
-    max: 10,
-    options: '-c synchronous_commit=off',
-  });
-  asyncCommitPool.on('error', () => undefined);
   return {
     name,
     url,
     pool,
-    asyncCommitPool,
     async client() {
       const client = new pg.Client({ connectionString: url, keepAlive: true });
       client.on('error', () => undefined);
@@ -57,7 +45,6 @@ export async function createBenchDatabase(suffix?: string): Promise<BenchDatabas
     },
     async drop() {
       await pool.end();
-      await asyncCommitPool.end();
       const a = new pg.Client({ connectionString: adminUrl });
       await a.connect();
       const slots = await a.query<{ slot_name: string }>(

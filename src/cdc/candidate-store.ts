@@ -3,6 +3,7 @@ import type { ClaimRequest, OutboxStore, Settlement } from '../dispatcher/outbox
 import { PgOutboxStore } from '../dispatcher/pg-outbox-store.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
 import { claimSql } from '../sql/claim.js';
+import type { CommitMode } from '../sql/commit-mode.js';
 import { claimCandidatesSql } from '../sql/cdc.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
@@ -20,7 +21,7 @@ export class CandidateStore implements OutboxStore {
   readonly candidates = new Set<string>();
   #rewrote = false;
 
-  constructor(executor: SqlExecutor, schema: string) {
+  constructor(executor: SqlExecutor, schema: string, settleCommit: CommitMode = 'sync') {
     const pollingClaim = claimSql(quoteIdentifier(schema));
     const candidateClaim = claimCandidatesSql(pollingClaim);
     const rewriting: SqlExecutor = {
@@ -30,7 +31,7 @@ export class CandidateStore implements OutboxStore {
         return executor.query(candidateClaim, [...(values ?? []), [...this.candidates]]);
       },
     };
-    this.#inner = new PgOutboxStore(rewriting, { schema });
+    this.#inner = new PgOutboxStore(rewriting, { schema, settleCommit });
   }
 
   async claim(request: ClaimRequest): Promise<OutgoingMessage[]> {

@@ -6,6 +6,7 @@ import {
   type DispatcherStats,
 } from '../dispatcher/dispatcher.js';
 import { TypedEmitter } from '../dispatcher/events.js';
+import { settleCommit } from '../dispatcher/options.js';
 import {
   DEFAULT_RECONNECT_DELAY,
   reconnectDelayMs,
@@ -93,7 +94,11 @@ class PgCdcDispatcher implements CdcDispatcher {
     this.#options = options;
     this.#schema = options.schema ?? DEFAULT_SCHEMA;
     quoteIdentifier(this.#schema);
-    this.#store = new CandidateStore(options.executor, this.#schema);
+    this.#store = new CandidateStore(
+      options.executor,
+      this.#schema,
+      settleCommit(options.synchronousSettle),
+    );
     this.#store.onFinished = (rowIds) => {
       for (const id of rowIds) {
         this.#store.candidates.delete(id);

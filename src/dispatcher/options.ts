@@ -2,6 +2,7 @@ import { DEFAULT_BACKOFF, type BackoffOptions } from '../core/backoff.js';
 import { OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA } from '../core/identifier.js';
 import type { Publisher } from '../publishers/publisher.js';
+import type { CommitMode } from '../sql/commit-mode.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import type { OutboxStore } from './outbox-store.js';
 import type { WakeSource } from './wake-source.js';
@@ -48,6 +49,15 @@ export interface DispatcherOptions {
   wakeSource?: WakeSource;
   /** Identifies this dispatcher in leases and logs. Default `host:pid:random`. */
   id?: string;
+  /**
+   * Wait for the WAL flush when committing settles (and releases). Default `false`: a settle's
+   * commit skips the flush wait, so fewer flushes queue on the server and the loop turns faster.
+   * A Postgres crash may then lose the last few hundred milliseconds of settles; those messages
+   * are published again after their lease expires, with the same message id. Claims always wait
+   * for the flush (a lease must survive a crash), and producers' and consumers' transactions are
+   * never affected. See docs/latency.md, "Commit mode".
+   */
+  synchronousSettle?: boolean;
 }
 
 /** Options after defaults, checked. */
@@ -61,6 +71,8 @@ export interface ResolvedDispatcherOptions {
   unorderedTopics: readonly string[];
   deadLetterPolicy: DeadLetterPolicy;
   concurrency: number;
+  /** How settles and releases commit (sql/commit-mode.ts). */
+  settleCommit: CommitMode;
 }
 
 function positiveInteger(name: string, value: number | undefined, fallback: number): number {
@@ -75,6 +87,16 @@ function nonNegative(name: string, value: number | undefined, fallback: number):
   if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)
     throw new OutboxValidationError(name, `must be a finite number >= 0, got ${String(v)}`);
   return v;
+}
+
+/** `synchronousSettle` → the settle's commit mode; asynchronous unless asked otherwise. */
+export function settleCommit(synchronousSettle: boolean | undefined): CommitMode {
+  if (synchronousSettle !== undefined && typeof synchronousSettle !== 'boolean')
+    throw new OutboxValidationError(
+      'synchronousSettle',
+      `must be true or false, got ${JSON.stringify(synchronousSettle)}`,
+    );
+  return synchronousSettle ? 'sync' : 'async';
 }
 
 export function resolveDispatcherOptions(options: DispatcherOptions): ResolvedDispatcherOptions {
@@ -99,5 +121,6 @@ export function resolveDispatcherOptions(options: DispatcherOptions): ResolvedDi
     unorderedTopics: [...(options.unorderedTopics ?? [])],
     deadLetterPolicy: policy,
     concurrency: positiveInteger('concurrency', options.concurrency, 1),
+    settleCommit: settleCommit(options.synchronousSettle),
   };
 }

@@ -2,6 +2,7 @@ import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import type { JsonValue } from '../core/message.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
 import { claimSql } from '../sql/claim.js';
+import type { CommitMode } from '../sql/commit-mode.js';
 import { releaseSql, settleSql } from '../sql/settle.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { preparable } from '../store/statement-name.js';
@@ -20,6 +21,17 @@ interface ClaimedRow {
   shadow: boolean;
 }
 
+/** Options of {@link PgOutboxStore}. */
+export interface PgOutboxStoreOptions {
+  /** Schema of the outbox tables. Default `public`. */
+  schema?: string;
+  /**
+   * How settles and releases commit (sql/commit-mode.ts; claims always wait for the flush).
+   * Default `sync` here; dispatchers pass theirs.
+   */
+  settleCommit?: CommitMode;
+}
+
 /**
  * {@link OutboxStore} on Postgres. Every method is ONE statement, so `executor` may be a pool
  * (`fromPg(pool)`): no method needs a session.
@@ -30,14 +42,15 @@ export class PgOutboxStore implements OutboxStore {
   readonly #settleSql: string;
   readonly #releaseSql: string;
 
-  constructor(executor: SqlExecutor, options: { schema?: string } = {}) {
+  constructor(executor: SqlExecutor, options: PgOutboxStoreOptions = {}) {
     const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+    const commit = options.settleCommit ?? 'sync';
     this.#executor = executor;
     this.#claimSql = claimSql(schema);
     // Prepared (see statement-name.ts): its plan is a join on the primary key whatever the
     // parameters are, so a generic plan is the custom one without the planning. Not the claim.
-    this.#settleSql = preparable(settleSql(schema));
-    this.#releaseSql = releaseSql(schema);
+    this.#settleSql = preparable(settleSql(schema, commit));
+    this.#releaseSql = releaseSql(schema, commit);
   }
 
   async claim(request: ClaimRequest): Promise<OutgoingMessage[]> {

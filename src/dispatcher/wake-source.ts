@@ -8,7 +8,8 @@
  * 2. When a claim finds nothing, the dispatcher awaits `idle()` (arm: "notify me now"), then
  *    claims ONCE more — anything committed before arming is found by that claim — and only then
  *    sleeps until `wake()` or the poll interval.
- * 3. When a claim finds work again, it awaits `busy()` (disarm).
+ * 3. When a claim finds work again, it calls `busy()` (disarm) without waiting for it; a source
+ *    must run `idle()` and `busy()` in call order.
  * 4. `stop()` on shutdown.
  * Errors thrown by `idle`/`busy` are reported and otherwise ignored: polling covers them.
  */

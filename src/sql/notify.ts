@@ -1,7 +1,13 @@
+import { ASYNC_COMMIT_PREDICATE } from './commit-mode.js';
+
 /**
  * Statements of the LISTEN/NOTIFY wake source (src/dispatcher/wake/listen-notify.ts) on the
  * `outbox_waiters` table of migration 005. Producers notify only while a live waiter row exists,
  * so these statements are what turns producers' NOTIFY cost on and off.
+ *
+ * Arming and disarming commit without waiting for the WAL flush (commit-mode.ts): the dispatcher
+ * flips between them whenever it goes idle and finds work again, and a waiter row lost in a crash
+ * is recreated by the reconnect that follows. Visibility to producers is immediate either way.
  */
 
 /**
@@ -26,7 +32,8 @@ export const listenSql = (schema: string) => `LISTEN "${notifyChannel(schema)}"`
  */
 export const upsertWaiterSql = (schema: string) => `
 INSERT INTO ${schema}.outbox_waiters (dispatcher_id, expires_at)
-VALUES ($1, clock_timestamp() + $2::float8 * interval '1 millisecond')
+SELECT $1, clock_timestamp() + $2::float8 * interval '1 millisecond'
+WHERE ${ASYNC_COMMIT_PREDICATE}
 ON CONFLICT (dispatcher_id) DO UPDATE SET expires_at = excluded.expires_at`;
 
 /**
@@ -34,7 +41,7 @@ ON CONFLICT (dispatcher_id) DO UPDATE SET expires_at = excluded.expires_at`;
  * paying for NOTIFY as soon as this commits. $1 waiter id.
  */
 export const deleteWaiterSql = (schema: string) =>
-  `DELETE FROM ${schema}.outbox_waiters WHERE dispatcher_id = $1`;
+  `DELETE FROM ${schema}.outbox_waiters WHERE dispatcher_id = $1 AND ${ASYNC_COMMIT_PREDICATE}`;
 
 /**
  * The heartbeat while not armed: a round trip that proves the LISTEN connection is alive, and

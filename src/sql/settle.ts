@@ -1,3 +1,5 @@
+import { commitModeClause, type CommitMode } from './commit-mode.js';
+
 /**
  * Settles a whole batch in ONE statement: published rows get `dispatched_at`, failed rows get
  * their next `available_at` and `last_error`, dead rows get `dead_lettered_at`, and every row's
@@ -13,7 +15,7 @@
  * $1 lease owner token, $2 jsonb array of {id, kind: published|shadow|retry|dead, error, delayMs}.
  * `shadow` settles like `published` (dispatched_at set); the row's `shadow` column tells them apart.
  */
-export const settleSql = (schema: string) => `
+export const settleSql = (schema: string, commit: CommitMode = 'sync') => `
 UPDATE ${schema}.outbox o
 SET dispatched_at    = CASE WHEN s.kind IN ('published', 'shadow') THEN now() ELSE o.dispatched_at END,
     dead_lettered_at = CASE WHEN s.kind = 'dead' THEN now() ELSE o.dead_lettered_at END,
@@ -25,7 +27,7 @@ SET dispatched_at    = CASE WHEN s.kind IN ('published', 'shadow') THEN now() EL
     lease_expires_at = NULL
 FROM jsonb_to_recordset($2::jsonb) AS s(id bigint, kind text, error text, "delayMs" float8)
 WHERE o.id = s.id
-  AND o.lease_owner = $1
+  AND o.lease_owner = $1${commitModeClause(commit)}
 RETURNING o.id::text AS id`;
 
 /**
@@ -33,7 +35,7 @@ RETURNING o.id::text AS id`;
  * used for messages whose publish may be in flight: that would let another dispatcher publish
  * them concurrently (G3). Attempts are given back too, since no attempt was made.
  */
-export const releaseSql = (schema: string) => `
+export const releaseSql = (schema: string, commit: CommitMode = 'sync') => `
 UPDATE ${schema}.outbox
 SET lease_owner = NULL, lease_expires_at = NULL, attempts = greatest(attempts - 1, 0)
-WHERE lease_owner = $1 AND id = ANY($2::bigint[]) AND dispatched_at IS NULL`;
+WHERE lease_owner = $1 AND id = ANY($2::bigint[]) AND dispatched_at IS NULL${commitModeClause(commit)}`;

@@ -350,7 +350,7 @@ describe('polling dispatcher', () => {
     await dispatcher.stop();
   });
 
-  it('a wake source is armed when idle (then one more claim), stays armed through a short burst, and its wake-ups replace polling', async () => {
+  it('a wake source is armed when idle (then one more claim), disarmed when work is found, and its wake-ups replace polling', async () => {
     const calls: string[] = [];
     let wake: () => void = () => undefined;
     const wakeSource = {
@@ -372,13 +372,13 @@ describe('polling dispatcher', () => {
     wake();
     await expect.poll(() => publisher.published.length, { timeout: 10_000 }).toBe(2);
     await expect.poll(() => dispatcher.onIdle().then(() => true)).toBe(true);
-    // A burst shorter than the disarm delay: no disarm and no re-arm, two writes saved.
-    expect(calls).toEqual(['idle']);
+    // Found work: disarmed (producers stop notifying); found nothing again: re-armed.
+    await expect.poll(() => calls).toEqual(['idle', 'busy', 'idle']);
     await dispatcher.stop();
     expect(calls.at(-1)).toBe('stop');
   });
 
-  it('a dispatcher busy for longer than the disarm delay disarms its wake source, and re-arms when idle', async () => {
+  it('a busy dispatcher stays disarmed while its claims find work, and re-arms once per idle spell', async () => {
     const calls: string[] = [];
     const wakeSource = {
       start: async () => undefined,
@@ -387,7 +387,7 @@ describe('polling dispatcher', () => {
       stop: async () => void calls.push('stop'),
     };
     const inner = new InMemoryPublisher();
-    const slow = delayedPublisher(inner, 100);
+    const slow = delayedPublisher(inner, 20);
     const dispatcher = createDispatcher({
       executor: fromPg(db.pool),
       publisher: slow,
@@ -398,10 +398,14 @@ describe('polling dispatcher', () => {
     });
     dispatcher.start();
     await expect.poll(() => calls).toEqual(['idle']);
-    await enqueueCommitted(db.pool, manyMessages(6, 1));
-    dispatcher.wake();
-    await expect.poll(() => inner.published.length, { timeout: 10_000 }).toBe(6);
-    await expect.poll(() => calls).toEqual(['idle', 'busy', 'idle']);
+    for (const burst of [1, 2]) {
+      await enqueueCommitted(db.pool, manyMessages(6, 1));
+      dispatcher.wake();
+      await expect.poll(() => inner.published.length, { timeout: 10_000 }).toBe(6 * burst);
+      await expect.poll(() => dispatcher.onIdle().then(() => true)).toBe(true);
+    }
+    // Six claims with work per burst, one disarm each; one re-arm per empty claim after it.
+    await expect.poll(() => calls).toEqual(['idle', 'busy', 'idle', 'busy', 'idle']);
     await dispatcher.stop();
   });
 

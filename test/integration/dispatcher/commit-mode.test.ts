@@ -1,0 +1,172 @@
+import pg from 'pg';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { CandidateStore } from '../../../src/cdc/candidate-store.js';
+import { createListenNotifyWakeSource } from '../../../src/dispatcher/wake/listen-notify.js';
+import {
+  createDispatcher,
+  fromPg,
+  InMemoryPublisher,
+  OutboxValidationError,
+  PgOutboxStore,
+  type Publisher,
+} from '../../../src/index.js';
+import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
+
+/**
+ * The dispatcher's commit modes (sql/commit-mode.ts), observed from inside the statements: row
+ * triggers record the `synchronous_commit` each claim, settle, release and waiter write runs its
+ * transaction with. Claims must always run with the server's `on`; settles and releases `off` by
+ * default and `on` with `synchronousSettle: true`; the pooled session must be back to `on` after.
+ */
+let db: TestDatabase;
+let pool: pg.Pool;
+beforeAll(async () => {
+  db = await createTestDatabase();
+  // One connection: every statement and the final SHOW run on the same session.
+  pool = new pg.Pool({ connectionString: db.url, max: 1 });
+  await db.pool.query(`
+    CREATE TABLE commit_log (kind text NOT NULL, synchronous_commit text NOT NULL);
+    CREATE FUNCTION log_commit_mode() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      INSERT INTO commit_log VALUES (
+        CASE WHEN NEW.lease_owner IS NOT NULL THEN 'claim'
+             WHEN NEW.dispatched_at IS NOT NULL THEN 'settle'
+             ELSE 'release' END,
+        current_setting('synchronous_commit'));
+      RETURN NULL;
+    END $$;
+    CREATE TRIGGER log_commit_mode AFTER UPDATE ON outbox
+      FOR EACH ROW EXECUTE FUNCTION log_commit_mode();
+    CREATE FUNCTION log_waiter_commit_mode() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      INSERT INTO commit_log VALUES (lower(TG_OP), current_setting('synchronous_commit'));
+      RETURN NULL;
+    END $$;
+    CREATE TRIGGER log_waiter_commit_mode AFTER INSERT OR UPDATE OR DELETE ON outbox_waiters
+      FOR EACH ROW EXECUTE FUNCTION log_waiter_commit_mode();`);
+});
+afterAll(async () => {
+  await pool.end();
+  await db.drop();
+});
+beforeEach(async () => {
+  await db.pool.query('TRUNCATE outbox, outbox_aggregates, commit_log');
+});
+
+async function logged(): Promise<Record<string, string[]>> {
+  const { rows } = await db.pool.query<{ kind: string; modes: string[] }>(
+    `SELECT kind, array_agg(DISTINCT synchronous_commit) AS modes FROM commit_log GROUP BY kind`,
+  );
+  return Object.fromEntries(rows.map((r) => [r.kind, r.modes]));
+}
+
+async function sessionSetting(): Promise<string> {
+  const { rows } = await pool.query<{ s: string }>(
+    `SELECT current_setting('synchronous_commit') AS s`,
+  );
+  return rows[0]!.s;
+}
+
+describe('dispatcher commit mode', () => {
+  it('settles without waiting for the WAL flush by default, claims with it; the session is unchanged', async () => {
+    await enqueueCommitted(db.pool, manyMessages(3, 2));
+    const publisher = new InMemoryPublisher();
+    const result = await createDispatcher({ executor: fromPg(pool), publisher }).drain();
+    expect(result.published).toBe(6);
+    expect(await logged()).toEqual({ claim: ['on'], settle: ['off'] });
+    expect(await sessionSetting()).toBe('on');
+  });
+
+  it('settles with the flush with synchronousSettle: true', async () => {
+    await enqueueCommitted(db.pool, manyMessages(3, 2));
+    const publisher = new InMemoryPublisher();
+    const dispatcher = createDispatcher({
+      executor: fromPg(pool),
+      publisher,
+      synchronousSettle: true,
+    });
+    expect((await dispatcher.drain()).published).toBe(6);
+    expect(await logged()).toEqual({ claim: ['on'], settle: ['on'] });
+  });
+
+  it('arms and disarms the wake source without waiting for the flush', async () => {
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    const source = createListenNotifyWakeSource({ connect: async () => client });
+    try {
+      await source.start(() => undefined);
+      await source.idle!();
+      await source.idle!(); // the heartbeat's refresh: the same upsert, as an update
+      await source.busy!();
+    } finally {
+      await source.stop();
+    }
+    const { rows } = await db.pool.query(`SELECT kind, synchronous_commit FROM commit_log`);
+    expect(rows).toEqual([
+      { kind: 'insert', synchronous_commit: 'off' },
+      { kind: 'update', synchronous_commit: 'off' },
+      { kind: 'delete', synchronous_commit: 'off' },
+    ]);
+  });
+
+  it('retries and dead letters are settled in the same mode', async () => {
+    await enqueueCommitted(db.pool, manyMessages(2, 1));
+    const failing: Publisher = {
+      publish: async (messages) =>
+        messages.map(() => ({ status: 'retryable' as const, error: 'broker down' })),
+    };
+    const dispatcher = createDispatcher({
+      executor: fromPg(pool),
+      publisher: failing,
+      maxAttempts: 1,
+    });
+    expect((await dispatcher.drain()).deadLettered).toBe(2);
+    const { rows } = await db.pool.query(
+      `SELECT synchronous_commit FROM commit_log WHERE kind = 'release'`,
+    );
+    // A dead-lettering settle clears the lease without dispatched_at: logged as 'release'.
+    expect(rows.map((r) => r.synchronous_commit)).toEqual(['off', 'off']);
+  });
+
+  it('PgOutboxStore.release and the CDC candidate store follow the modes too', async () => {
+    const [a, b] = await enqueueCommitted(db.pool, manyMessages(2, 1));
+    const request = {
+      owner: 't#1',
+      batchSize: 10,
+      leaseMs: 60_000,
+      unorderedPatterns: [],
+      deadLettersBlock: true,
+    };
+    const store = new PgOutboxStore(fromPg(pool), { settleCommit: 'async' });
+    const claimed = await store.claim(request);
+    await store.release('t#1', [claimed[0]!.rowId]);
+    const candidates = new CandidateStore(fromPg(pool), 'public', 'async');
+    candidates.candidates.add(a!.id);
+    const viaWal = await candidates.claim({ ...request, owner: 't#2' });
+    expect(viaWal.map((m) => m.rowId)).toEqual([a!.id]);
+    await candidates.settle('t#2', [{ rowId: a!.id, kind: 'published' }]);
+    const { rows } = await db.pool.query<{ kind: string; synchronous_commit: string }>(
+      `SELECT kind, synchronous_commit FROM commit_log`,
+    );
+    expect(rows).toEqual([
+      { kind: 'claim', synchronous_commit: 'on' },
+      { kind: 'claim', synchronous_commit: 'on' },
+      { kind: 'release', synchronous_commit: 'off' },
+      { kind: 'claim', synchronous_commit: 'on' },
+      { kind: 'settle', synchronous_commit: 'off' },
+    ]);
+    expect(b).toBeDefined();
+    expect(await sessionSetting()).toBe('on');
+  });
+
+  it('rejects a synchronousSettle that is not a boolean', () => {
+    expect(() =>
+      createDispatcher({
+        executor: fromPg(pool),
+        publisher: new InMemoryPublisher(),
+        synchronousSettle: 'yes' as unknown as boolean,
+      }),
+    ).toThrow(OutboxValidationError);
+  });
+});
