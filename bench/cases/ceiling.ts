@@ -1,13 +1,11 @@
 import type { BenchDatabase } from '../lib/database.js';
 import { log } from '../lib/measure.js';
-import { settling } from './dispatch.js';
 
 /**
  * The ceiling for `dispatch_vs_pg_boss` / `dispatch_vs_graphile_worker` on this machine: what
  * the least possible lease-based queue loop does on a MINIMAL table (id, payload, due time, lock
  * columns, done time; a primary key and one partial pending index; no ordering, no message id,
- * no retention index), one connection, batches of 200, prepared statements, settling like our
- * dispatcher by default (without waiting for the WAL flush; see dispatch.ts):
+ * no retention index), one connection, batches of 200, prepared statements:
  * - `mark`: claim, then `UPDATE … SET done_at` (keeps history, as an outbox must);
  * - `delete`: claim, then `DELETE` (keeps nothing — graphile-worker's way).
  * If even these loops are not 5x a peer, no dispatcher built on claim + settle statements can
@@ -68,7 +66,7 @@ async function minimalRate(
       if (claimed.rows.length === 0) break;
       await client.query({
         name: `minimal_${settle}`,
-        text: settling(SETTLE[settle], 'async'),
+        text: SETTLE[settle],
         values: [claimed.rows.map((row) => row.id), owner],
       });
       done += claimed.rows.length;

@@ -1,5 +1,4 @@
 import { createDispatcher, fromPg } from '../../src/index.js';
-import { ASYNC_COMMIT_PREDICATE } from '../../src/sql/commit-mode.js';
 import type { BenchDatabase } from '../lib/database.js';
 import { quiesce, resetOutbox, seedPending } from '../lib/database.js';
 import { log, round, timed } from '../lib/measure.js';
@@ -27,27 +26,14 @@ const rawMark = `
 UPDATE outbox SET dispatched_at = now(), lease_owner = NULL, lease_expires_at = NULL
 WHERE id = ANY($1::bigint[]) AND lease_owner = $2`;
 
-/**
- * How the loops settle: `async` is our dispatcher's default (settles skip the WAL flush wait,
- * claims do not; sql/commit-mode.ts), and the raw loop's mark then does the same, so each ratio
- * compares the same work with the same durability; `sync` runs both settles with the server's
- * synchronous_commit (details).
- */
-export type BenchCommit = 'async' | 'sync';
-
-/** `settleSql` committing per `commit`: the same predicate our settle carries. */
-export const settling = (settleSql: string, commit: BenchCommit) =>
-  commit === 'async' ? `${settleSql} AND ${ASYNC_COMMIT_PREDICATE}` : settleSql;
-
-async function rawLoop(db: BenchDatabase, commit: BenchCommit): Promise<number> {
+async function rawLoop(db: BenchDatabase): Promise<number> {
   const client = await db.client();
-  const mark = settling(rawMark, commit);
   let rows = 0;
   try {
     for (let batch = 0; ; batch++) {
       const claimed = await client.query<{ id: string }>(rawClaim, [`raw#${batch}`]);
       if (claimed.rows.length === 0) return rows;
-      await client.query(mark, [claimed.rows.map((r) => r.id), `raw#${batch}`]);
+      await client.query(rawMark, [claimed.rows.map((r) => r.id), `raw#${batch}`]);
       rows += claimed.rows.length;
     }
   } finally {
@@ -55,13 +41,12 @@ async function rawLoop(db: BenchDatabase, commit: BenchCommit): Promise<number> 
   }
 }
 
-async function ourDrain(db: BenchDatabase, ordered: boolean, commit: BenchCommit): Promise<number> {
+async function ourDrain(db: BenchDatabase, ordered: boolean): Promise<number> {
   const dispatcher = createDispatcher({
     executor: fromPg(db.pool),
     publisher: noopPublisher,
     batchSize: 200,
     unorderedTopics: ordered ? [] : ['mail.*'],
-    synchronousSettle: commit === 'sync',
   });
   const result = await dispatcher.drain();
   return result.published;
@@ -73,7 +58,6 @@ export async function rate(
   who: 'raw' | 'ours',
   count: number,
   ordered: boolean,
-  commit: BenchCommit = 'async',
 ): Promise<number> {
   await resetOutbox(db.pool);
   await seedPending(db.pool, count, {
@@ -82,7 +66,7 @@ export async function rate(
   });
   let done = 0;
   const ms = await timed(async () => {
-    done = who === 'raw' ? await rawLoop(db, commit) : await ourDrain(db, ordered, commit);
+    done = who === 'raw' ? await rawLoop(db) : await ourDrain(db, ordered);
   });
   if (done !== count) throw new Error(`${who} dispatched ${done} of ${count}`);
   return (count / ms) * 1000;
@@ -94,14 +78,12 @@ export async function rate(
  * rows and the same one connection. Best of `rounds` alternated runs each, to damp noise.
  */
 export async function dispatchVsRaw(db: BenchDatabase, count: number, rounds: number) {
-  const best = { raw: 0, ours: 0, rawOrdered: 0, oursOrdered: 0, rawSync: 0, oursSync: 0 };
+  const best = { raw: 0, ours: 0, rawOrdered: 0, oursOrdered: 0 };
   for (let round = 0; round < rounds; round++) {
     best.raw = Math.max(best.raw, await rate(db, 'raw', count, false));
     best.ours = Math.max(best.ours, await rate(db, 'ours', count, false));
     best.rawOrdered = Math.max(best.rawOrdered, await rate(db, 'raw', count, true));
     best.oursOrdered = Math.max(best.oursOrdered, await rate(db, 'ours', count, true));
-    best.rawSync = Math.max(best.rawSync, await rate(db, 'raw', count, false, 'sync'));
-    best.oursSync = Math.max(best.oursSync, await rate(db, 'ours', count, false, 'sync'));
   }
   log(
     `dispatch rows/s: raw ${Math.round(best.raw)}, ours ${Math.round(best.ours)} (unordered), ours ${Math.round(best.oursOrdered)} (ordered, 500 aggregates)`,
@@ -109,15 +91,11 @@ export async function dispatchVsRaw(db: BenchDatabase, count: number, rounds: nu
   return {
     unorderedRatio: round(best.ours / best.raw, 3),
     orderedRatio: round(best.oursOrdered / best.rawOrdered, 3),
-    // Both loops settling with the server's synchronous_commit (ours: synchronousSettle: true).
-    synchronousSettleRatio: round(best.oursSync / best.rawSync, 3),
     rowsPerSecond: {
       raw: Math.round(best.raw),
       ours: Math.round(best.ours),
       rawOrdered: Math.round(best.rawOrdered),
       oursOrdered: Math.round(best.oursOrdered),
-      rawSynchronousSettle: Math.round(best.rawSync),
-      oursSynchronousSettle: Math.round(best.oursSync),
     },
   };
 }

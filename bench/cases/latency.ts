@@ -77,13 +77,7 @@ export async function waitFor(condition: () => boolean, timeoutMs = 60_000): Pro
   }
 }
 
-export type LatencyMode =
-  | 'polling'
-  | 'notify'
-  | 'cdc'
-  | 'raw_notify'
-  | 'notify_synchronous_settle'
-  | 'cdc_synchronous_settle';
+export type LatencyMode = 'polling' | 'notify' | 'cdc' | 'raw_notify';
 
 /** commit → publish percentiles for one mode at a steady rate. */
 export async function latency(
@@ -103,9 +97,6 @@ export async function latency(
     return m!.messageId;
   };
   const executor = fromPg(db.pool);
-  // The *_synchronous_settle variants: the dispatcher with `synchronousSettle: true` (its
-  // settles wait for the WAL flush too; see src/sql/commit-mode.ts).
-  const synchronousSettle = mode.endsWith('_synchronous_settle');
   let stop: () => Promise<void>;
   if (mode === 'raw_notify') {
     // The floor: a bare NOTIFY in the committing transaction, received by a bare LISTEN.
@@ -125,13 +116,12 @@ export async function latency(
       sentAt,
     );
     stop = () => listener.end();
-  } else if (mode.startsWith('cdc')) {
+  } else if (mode === 'cdc') {
     const cdc = createCdcDispatcher({
       executor,
       replicationConnection: { connectionString: db.url },
       publisher: timingPublisher(receivedAt),
       slotName: `${db.name}_${mode}`.slice(0, 63),
-      synchronousSettle,
     });
     await cdc.start();
     await steadyLoad(db, perSecond, seconds, enqueue, sentAt);
@@ -140,8 +130,7 @@ export async function latency(
     const dispatcher = createDispatcher({
       executor,
       publisher: timingPublisher(receivedAt),
-      synchronousSettle,
-      ...(mode.startsWith('notify')
+      ...(mode === 'notify'
         ? {
             pollIntervalMs: 5_000, // the fallback only
             wakeSource: createListenNotifyWakeSource({ connect: () => db.client() }),

@@ -195,12 +195,11 @@ async function graphileRate(db: BenchDatabase, count: number): Promise<number> {
  * is reachable; the minimal-table loops (ceiling.ts) say what any claim+settle design could reach.
  */
 export async function dispatchVsPeers(db: BenchDatabase, count: number, rounds: number) {
-  const best = { ours: 0, oursSync: 0, raw: 0, pgBoss1: 0, pgBoss4: 0, graphileWorker: 0 };
+  const best = { ours: 0, raw: 0, pgBoss1: 0, pgBoss4: 0, graphileWorker: 0 };
   let ceiling = { mark: 0, delete: 0 };
   try {
     for (let r = 0; r < rounds; r++) {
       best.ours = Math.max(best.ours, await rate(db, 'ours', count, false));
-      best.oursSync = Math.max(best.oursSync, await rate(db, 'ours', count, false, 'sync'));
       best.raw = Math.max(best.raw, await rate(db, 'raw', count, false));
       best.pgBoss1 = Math.max(best.pgBoss1, await pgBossRate(db, count, 1));
       best.pgBoss4 = Math.max(best.pgBoss4, await pgBossRate(db, count, 4));
@@ -218,9 +217,6 @@ export async function dispatchVsPeers(db: BenchDatabase, count: number, rounds: 
   return {
     pgBossRatio: round(best.ours / pgBoss, 2),
     graphileWorkerRatio: round(best.ours / best.graphileWorker, 2),
-    // Ours with synchronousSettle: true, as the peers complete jobs (their docs set nothing else).
-    pgBossRatioSynchronousSettle: round(best.oursSync / pgBoss, 2),
-    graphileWorkerRatioSynchronousSettle: round(best.oursSync / best.graphileWorker, 2),
     // The ceiling for any one-loop lease dispatcher here: the raw claim+mark loop over each peer.
     rawSqlVsPgBoss: round(best.raw / pgBoss, 2),
     rawSqlVsGraphileWorker: round(best.raw / best.graphileWorker, 2),
@@ -231,7 +227,6 @@ export async function dispatchVsPeers(db: BenchDatabase, count: number, rounds: 
     count,
     perSecond: {
       ours: Math.round(best.ours),
-      oursSynchronousSettle: Math.round(best.oursSync),
       rawSql: Math.round(best.raw),
       pgBoss: Math.round(pgBoss),
       pgBossOneLoop: Math.round(best.pgBoss1),

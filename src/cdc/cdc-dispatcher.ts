@@ -97,7 +97,7 @@ class PgCdcDispatcher implements CdcDispatcher {
     this.#store = new CandidateStore(
       options.executor,
       this.#schema,
-      settleCommit(options.synchronousSettle),
+      settleCommit(options.asyncSettle),
     );
     this.#store.onFinished = (rowIds) => {
       for (const id of rowIds) {

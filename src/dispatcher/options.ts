@@ -50,14 +50,14 @@ export interface DispatcherOptions {
   /** Identifies this dispatcher in leases and logs. Default `host:pid:random`. */
   id?: string;
   /**
-   * Wait for the WAL flush when committing settles (and releases). Default `false`: a settle's
-   * commit skips the flush wait, so fewer flushes queue on the server and the loop turns faster.
-   * A Postgres crash may then lose the last few hundred milliseconds of settles; those messages
-   * are published again after their lease expires, with the same message id. Claims always wait
-   * for the flush (a lease must survive a crash), and producers' and consumers' transactions are
-   * never affected. See docs/latency.md, "Commit mode".
+   * Commit settles (and releases) without waiting for the WAL flush. Default `false`. For servers
+   * whose flush is slow (network disks): the loop then no longer waits a flush per batch. A
+   * Postgres crash may lose the last few hundred milliseconds of settles; those messages are
+   * published again after their lease expires, with the same message id. Claims always wait for
+   * the flush (a lease must survive a crash), and producers' and consumers' transactions are never
+   * affected. No measurable effect where a flush takes ~0.35 ms (docs/latency.md, "Commit mode").
    */
-  synchronousSettle?: boolean;
+  asyncSettle?: boolean;
 }
 
 /** Options after defaults, checked. */
@@ -89,14 +89,14 @@ function nonNegative(name: string, value: number | undefined, fallback: number):
   return v;
 }
 
-/** `synchronousSettle` → the settle's commit mode; asynchronous unless asked otherwise. */
-export function settleCommit(synchronousSettle: boolean | undefined): CommitMode {
-  if (synchronousSettle !== undefined && typeof synchronousSettle !== 'boolean')
+/** `asyncSettle` → the settle's commit mode; synchronous unless asked otherwise. */
+export function settleCommit(asyncSettle: boolean | undefined): CommitMode {
+  if (asyncSettle !== undefined && typeof asyncSettle !== 'boolean')
     throw new OutboxValidationError(
-      'synchronousSettle',
-      `must be true or false, got ${JSON.stringify(synchronousSettle)}`,
+      'asyncSettle',
+      `must be true or false, got ${JSON.stringify(asyncSettle)}`,
     );
-  return synchronousSettle ? 'sync' : 'async';
+  return asyncSettle ? 'async' : 'sync';
 }
 
 export function resolveDispatcherOptions(options: DispatcherOptions): ResolvedDispatcherOptions {
@@ -121,6 +121,6 @@ export function resolveDispatcherOptions(options: DispatcherOptions): ResolvedDi
     unorderedTopics: [...(options.unorderedTopics ?? [])],
     deadLetterPolicy: policy,
     concurrency: positiveInteger('concurrency', options.concurrency, 1),
-    settleCommit: settleCommit(options.synchronousSettle),
+    settleCommit: settleCommit(options.asyncSettle),
   };
 }

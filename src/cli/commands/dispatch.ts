@@ -61,10 +61,10 @@ Options:
                              long before another takes them (default 30000)
   --poll-interval-ms N       wait after an empty claim (default 1000; 5000 with LISTEN/NOTIFY)
   --concurrency N            batches in flight at once (default 1)
-  --synchronous-settle       wait for the WAL flush when settling; by default settles skip it
-                             (faster), and a Postgres crash may then lose the last ~0.6 s of
-                             settles: those messages are published again, same message id
-                             (claims always wait; see docs/latency.md, "Commit mode")
+  --async-settle             settle without waiting for the WAL flush (for slow disks); a
+                             Postgres crash may then lose the last ~0.6 s of settles: those
+                             messages are published again, same message id (claims always
+                             wait; see docs/latency.md, "Commit mode")
   --backoff-base-ms N        delay after the first failure, doubling (default 30000)
   --backoff-max-ms N         cap of the doubling delay (default 900000)
   --backoff-jitter-ms N      random extra delay, up to (default 5000)
@@ -112,7 +112,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       'lease-ms': { type: 'string' },
       'poll-interval-ms': { type: 'string' },
       concurrency: { type: 'string' },
-      'synchronous-settle': { type: 'boolean', default: false },
+      'async-settle': { type: 'boolean', default: false },
       'backoff-base-ms': { type: 'string' },
       'backoff-max-ms': { type: 'string' },
       'backoff-jitter-ms': { type: 'string' },
@@ -167,7 +167,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
         ? positiveInt('fallback-poll-ms', values['fallback-poll-ms'], 5_000)
         : positiveInt('poll-interval-ms', values['poll-interval-ms'], 1_000),
     concurrency: positiveInt('concurrency', values.concurrency, 1),
-    synchronousSettle: values['synchronous-settle'],
+    asyncSettle: values['async-settle'],
     maxAttempts: positiveInt('max-attempts', values['max-attempts'], 10),
     backoff: {
       baseMs: nonNegative('backoff-base-ms', values['backoff-base-ms']),

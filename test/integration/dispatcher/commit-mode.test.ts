@@ -16,8 +16,8 @@ import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js
 /**
  * The dispatcher's commit modes (sql/commit-mode.ts), observed from inside the statements: row
  * triggers record the `synchronous_commit` each claim, settle, release and waiter write runs its
- * transaction with. Claims must always run with the server's `on`; settles and releases `off` by
- * default and `on` with `synchronousSettle: true`; the pooled session must be back to `on` after.
+ * transaction with. Claims must always run with the server's `on`; settles and releases `on` by
+ * default and `off` with `asyncSettle: true`; waiter writes `off`; the pooled session stays `on`.
  */
 let db: TestDatabase;
 let pool: pg.Pool;
@@ -69,25 +69,21 @@ async function sessionSetting(): Promise<string> {
 }
 
 describe('dispatcher commit mode', () => {
-  it('settles without waiting for the WAL flush by default, claims with it; the session is unchanged', async () => {
+  it('claims and settles wait for the WAL flush by default', async () => {
     await enqueueCommitted(db.pool, manyMessages(3, 2));
     const publisher = new InMemoryPublisher();
     const result = await createDispatcher({ executor: fromPg(pool), publisher }).drain();
     expect(result.published).toBe(6);
-    expect(await logged()).toEqual({ claim: ['on'], settle: ['off'] });
-    expect(await sessionSetting()).toBe('on');
+    expect(await logged()).toEqual({ claim: ['on'], settle: ['on'] });
   });
 
-  it('settles with the flush with synchronousSettle: true', async () => {
+  it('with asyncSettle: true settles skip the flush wait, claims do not; the session is unchanged', async () => {
     await enqueueCommitted(db.pool, manyMessages(3, 2));
     const publisher = new InMemoryPublisher();
-    const dispatcher = createDispatcher({
-      executor: fromPg(pool),
-      publisher,
-      synchronousSettle: true,
-    });
+    const dispatcher = createDispatcher({ executor: fromPg(pool), publisher, asyncSettle: true });
     expect((await dispatcher.drain()).published).toBe(6);
-    expect(await logged()).toEqual({ claim: ['on'], settle: ['on'] });
+    expect(await logged()).toEqual({ claim: ['on'], settle: ['off'] });
+    expect(await sessionSetting()).toBe('on');
   });
 
   it('arms and disarms the wake source without waiting for the flush', async () => {
@@ -110,7 +106,7 @@ describe('dispatcher commit mode', () => {
     ]);
   });
 
-  it('retries and dead letters are settled in the same mode', async () => {
+  it('with asyncSettle: true, retries and dead letters are settled the same way', async () => {
     await enqueueCommitted(db.pool, manyMessages(2, 1));
     const failing: Publisher = {
       publish: async (messages) =>
@@ -120,6 +116,7 @@ describe('dispatcher commit mode', () => {
       executor: fromPg(pool),
       publisher: failing,
       maxAttempts: 1,
+      asyncSettle: true,
     });
     expect((await dispatcher.drain()).deadLettered).toBe(2);
     const { rows } = await db.pool.query(
@@ -160,12 +157,12 @@ describe('dispatcher commit mode', () => {
     expect(await sessionSetting()).toBe('on');
   });
 
-  it('rejects a synchronousSettle that is not a boolean', () => {
+  it('rejects an asyncSettle that is not a boolean', () => {
     expect(() =>
       createDispatcher({
         executor: fromPg(pool),
         publisher: new InMemoryPublisher(),
-        synchronousSettle: 'yes' as unknown as boolean,
+        asyncSettle: 'yes' as unknown as boolean,
       }),
     ).toThrow(OutboxValidationError);
   });
