@@ -16,7 +16,7 @@ import { enqueueOverhead, notifyCost } from './cases/enqueue.js';
 import { latency, type LatencyMode } from './cases/latency.js';
 import { memory } from './cases/memory.js';
 import { dispatchVsPeers, graphileLatency } from './cases/peers.js';
-import { createBenchDatabase, type BenchDatabase } from './lib/database.js';
+import { createBenchDatabase, resetOutbox, type BenchDatabase } from './lib/database.js';
 import { log, medianPercentiles, type Percentiles } from './lib/measure.js';
 
 const quick = process.argv.includes('--quick');
@@ -29,6 +29,7 @@ const size = quick
       latencySeconds: 3,
       historyRows: 500_000,
       historyPending: 20_000,
+      historyRounds: 2,
       memorySeconds: 3,
       peerJobs: 10_000,
       peerRounds: 1,
@@ -42,6 +43,7 @@ const size = quick
       latencySeconds: 10,
       historyRows: 5_000_000,
       historyPending: 50_000,
+      historyRounds: 3,
       memorySeconds: 6,
       peerJobs: 50_000,
       peerRounds: 2,
@@ -121,7 +123,10 @@ try {
   latencyMs.graphile_worker = medianPercentiles(rounds.graphile_worker);
   const peers = await dispatchVsPeers(db, size.peerJobs, size.peerRounds);
   const rss = await memory(db, size.memorySeconds);
-  const history = await historyScaling(db, size.historyRows, size.historyPending);
+  await resetOutbox(db.pool);
+  const history = await onFreshDatabase('history', (historyDb) =>
+    historyScaling(db, historyDb, size.historyRows, size.historyPending, size.historyRounds),
+  );
 
   const results = {
     mode: quick ? 'quick' : 'full',
