@@ -114,6 +114,46 @@ describe('outbox dispatch / status / dead / replay', () => {
     expect((await runCli(['dispatch', '--help'])).stdout).toMatch(/--unordered GLOB/);
   });
 
+  it('dispatch --async-settle settles without waiting for the WAL flush; by default settles wait', async () => {
+    // Records, from inside each settle (it sets dispatched_at), the synchronous_commit it ran with.
+    await db.pool.query(`
+      CREATE TABLE IF NOT EXISTS settle_log (synchronous_commit text NOT NULL);
+      TRUNCATE settle_log;
+      CREATE OR REPLACE FUNCTION log_settle() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.dispatched_at IS NOT NULL THEN
+          INSERT INTO settle_log VALUES (current_setting('synchronous_commit'));
+        END IF;
+        RETURN NULL;
+      END $$;
+      CREATE OR REPLACE TRIGGER log_settle AFTER UPDATE ON outbox
+        FOR EACH ROW EXECUTE FUNCTION log_settle();`);
+    const settled = async () =>
+      (await db.pool.query(`SELECT synchronous_commit AS s FROM settle_log`)).rows.map((r) => r.s);
+    try {
+      const dispatch = (...flags: string[]) =>
+        runCli([
+          'dispatch',
+          '--once',
+          '--database-url',
+          db.url,
+          '--publisher',
+          receiver.url,
+          ...flags,
+        ]);
+      await enqueueCommitted(db.pool, manyMessages(2, 1));
+      expect((await dispatch()).code).toBe(0);
+      expect(await settled()).toEqual(['on', 'on']);
+      await db.pool.query('TRUNCATE settle_log');
+      await enqueueCommitted(db.pool, manyMessages(2, 1));
+      expect((await dispatch('--async-settle')).code).toBe(0);
+      expect(await settled()).toEqual(['off', 'off']);
+      expect((await runCli(['dispatch', '--help'])).stdout).toMatch(/--async-settle/);
+    } finally {
+      await db.pool.query('DROP TRIGGER log_settle ON outbox');
+    }
+  });
+
   it('dispatch refuses an unmigrated schema with the command to run', async () => {
     const result = await runCli([
       'dispatch',
