@@ -25,18 +25,15 @@ beforeEach(async () => {
   await db.pool.query('TRUNCATE outbox, outbox_aggregates');
 });
 
+/** `outbox dispatch --once` against this file's database and receiver, plus `flags`. */
+const dispatchOnce = (...flags: string[]) =>
+  runCli(['dispatch', '--once', '--database-url', db.url, '--publisher', receiver.url, ...flags]);
+
 describe('outbox dispatch / status / dead / replay', () => {
   it('dispatch --once drains everything due and exits 0', async () => {
     await enqueueCommitted(db.pool, manyMessages(5, 3));
     const before = receiver.distinct();
-    const result = await runCli([
-      'dispatch',
-      '--once',
-      '--database-url',
-      db.url,
-      '--publisher',
-      receiver.url,
-    ]);
+    const result = await dispatchOnce();
     expect(result.code, result.stderr).toBe(0);
     expect(receiver.distinct() - before).toBe(15);
     expect(result.stdout).toMatch(/drained published=15/);
@@ -49,14 +46,7 @@ describe('outbox dispatch / status / dead / replay', () => {
   it('a permanent failure dead-letters, --once exits 1, status and dead list show it, replay brings it back', async () => {
     failAggregate = 'agg-0';
     await enqueueCommitted(db.pool, manyMessages(2, 1));
-    const run = await runCli([
-      'dispatch',
-      '--once',
-      '--database-url',
-      db.url,
-      '--publisher',
-      receiver.url,
-    ]);
+    const run = await dispatchOnce();
     expect(run.code).toBe(1);
     expect(run.stderr).toMatch(/dead-lettered/);
 
@@ -78,14 +68,7 @@ describe('outbox dispatch / status / dead / replay', () => {
     const replay = await runCli(['replay', dead[0].messageId, '--database-url', db.url]);
     expect(replay.code, replay.stderr).toBe(0);
     expect(replay.stdout).toMatch(/replayed 1/);
-    const again = await runCli([
-      'dispatch',
-      '--once',
-      '--database-url',
-      db.url,
-      '--publisher',
-      receiver.url,
-    ]);
+    const again = await dispatchOnce();
     expect(again.code).toBe(0);
     expect(
       JSON.parse((await runCli(['status', '--json', '--database-url', db.url])).stdout),
@@ -131,22 +114,12 @@ describe('outbox dispatch / status / dead / replay', () => {
     const settled = async () =>
       (await db.pool.query(`SELECT synchronous_commit AS s FROM settle_log`)).rows.map((r) => r.s);
     try {
-      const dispatch = (...flags: string[]) =>
-        runCli([
-          'dispatch',
-          '--once',
-          '--database-url',
-          db.url,
-          '--publisher',
-          receiver.url,
-          ...flags,
-        ]);
       await enqueueCommitted(db.pool, manyMessages(2, 1));
-      expect((await dispatch()).code).toBe(0);
+      expect((await dispatchOnce()).code).toBe(0);
       expect(await settled()).toEqual(['on', 'on']);
       await db.pool.query('TRUNCATE settle_log');
       await enqueueCommitted(db.pool, manyMessages(2, 1));
-      expect((await dispatch('--async-settle')).code).toBe(0);
+      expect((await dispatchOnce('--async-settle')).code).toBe(0);
       expect(await settled()).toEqual(['off', 'off']);
       expect((await runCli(['dispatch', '--help'])).stdout).toMatch(/--async-settle/);
     } finally {
