@@ -104,8 +104,8 @@ export async function dispatchVsRaw(db: BenchDatabase, count: number, rounds: nu
  * `history_scaling`: our dispatch rate with `historyRows` dispatched rows in the table over the
  * rate with none, on two databases created for it: `db` stays empty; `historyDb` is bulk-loaded
  * with user triggers off (it is history: sequences are given, nothing is pending), then VACUUM
- * ANALYZE, as a long-running table would be. The two are then measured in alternation, `rounds` times each,
- * best of each: measured one after the other (all empty runs, the 5M-row load, all history
+ * ANALYZE, as a long-running table would be. The two are measured in alternation, best of
+ * `rounds` each: measured one after the other (all empty runs, the 5M-row load, all history
  * runs), whatever the machine did during the load tilted the ratio — 0.82 to 1.24 across full
  * runs of the same code.
  */

@@ -1,7 +1,11 @@
 import type pg from 'pg';
 import {
+  createDispatcher,
   createOutbox,
   fromPg,
+  InMemoryPublisher,
+  type Dispatcher,
+  type DispatcherOptions,
   type EnqueuedMessage,
   type OutboxMessage,
   type Publisher,
@@ -50,4 +54,23 @@ export function delayedPublisher(inner: Publisher, ms: number): Publisher {
       return inner.publish(messages, options);
     },
   };
+}
+
+/**
+ * A dispatcher that claims one message per batch and takes `publishDelayMs` to publish each: busy
+ * for a known time per message. `published` is the in-memory publisher behind the delay.
+ */
+export function slowDispatcher(
+  pool: pg.Pool,
+  publishDelayMs: number,
+  options: Omit<DispatcherOptions, 'executor' | 'publisher'> = {},
+): { dispatcher: Dispatcher; published: InMemoryPublisher } {
+  const published = new InMemoryPublisher();
+  const dispatcher = createDispatcher({
+    executor: fromPg(pool),
+    publisher: delayedPublisher(published, publishDelayMs),
+    batchSize: 1,
+    ...options,
+  });
+  return { dispatcher, published };
 }

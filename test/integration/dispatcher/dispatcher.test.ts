@@ -12,7 +12,7 @@ import {
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { checkHistory, expectedOf, eventsInOrder } from '../../helpers/history.js';
-import { delayedPublisher, enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
+import { enqueueCommitted, manyMessages, slowDispatcher } from '../../helpers/outbox-fixtures.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -22,6 +22,19 @@ afterAll(() => db.drop());
 beforeEach(async () => {
   await db.pool.query('TRUNCATE outbox, outbox_aggregates');
 });
+
+/** A wake source that records the dispatcher's calls; `wake()` wakes the dispatcher. */
+function recordingWakeSource() {
+  const calls: string[] = [];
+  let wakeDispatcher: () => void = () => undefined;
+  const wakeSource = {
+    start: async (w: () => void) => void (wakeDispatcher = w),
+    idle: async () => void calls.push('idle'),
+    busy: async () => void calls.push('busy'),
+    stop: async () => void calls.push('stop'),
+  };
+  return { calls, wakeSource, wake: () => wakeDispatcher() };
+}
 
 const fast = { backoff: { baseMs: 0, maxMs: 0, jitterMs: 0 }, pollIntervalMs: 20 };
 
@@ -351,14 +364,7 @@ describe('polling dispatcher', () => {
   });
 
   it('a wake source is armed when idle (then one more claim), disarmed when work is found, and its wake-ups replace polling', async () => {
-    const calls: string[] = [];
-    let wake: () => void = () => undefined;
-    const wakeSource = {
-      start: async (w: () => void) => void (wake = w),
-      idle: async () => void calls.push('idle'),
-      busy: async () => void calls.push('busy'),
-      stop: async () => void calls.push('stop'),
-    };
+    const { calls, wakeSource, wake } = recordingWakeSource();
     const publisher = new InMemoryPublisher();
     const dispatcher = createDispatcher({
       executor: fromPg(db.pool),
@@ -379,19 +385,8 @@ describe('polling dispatcher', () => {
   });
 
   it('a busy dispatcher stays disarmed while its claims find work, and re-arms once per idle spell', async () => {
-    const calls: string[] = [];
-    const wakeSource = {
-      start: async () => undefined,
-      idle: async () => void calls.push('idle'),
-      busy: async () => void calls.push('busy'),
-      stop: async () => void calls.push('stop'),
-    };
-    const inner = new InMemoryPublisher();
-    const slow = delayedPublisher(inner, 20);
-    const dispatcher = createDispatcher({
-      executor: fromPg(db.pool),
-      publisher: slow,
-      batchSize: 1,
+    const { calls, wakeSource } = recordingWakeSource();
+    const { dispatcher, published } = slowDispatcher(db.pool, 20, {
       pollIntervalMs: 600_000,
       unorderedTopics: ['*'],
       wakeSource,
@@ -401,7 +396,7 @@ describe('polling dispatcher', () => {
     for (const burst of [1, 2]) {
       await enqueueCommitted(db.pool, manyMessages(6, 1));
       dispatcher.wake();
-      await expect.poll(() => inner.published.length, { timeout: 10_000 }).toBe(6 * burst);
+      await expect.poll(() => published.published.length, { timeout: 10_000 }).toBe(6 * burst);
       await expect.poll(() => dispatcher.onIdle().then(() => true)).toBe(true);
     }
     // Six claims with work per burst, one disarm each; one re-arm per empty claim after it.

@@ -11,7 +11,7 @@ import {
   type ListenNotifyWakeSource,
 } from '../../../src/dispatcher/wake/listen-notify.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { delayedPublisher, enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
+import { enqueueCommitted, manyMessages, slowDispatcher } from '../../helpers/outbox-fixtures.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -152,15 +152,9 @@ describe('LISTEN/NOTIFY wake source', () => {
   });
 
   it('a dispatcher that finds work removes its waiter row, so producers stop notifying; idle again, it re-arms', async () => {
-    const source = wakeSource();
-    const publisher = new InMemoryPublisher();
-    const slow = delayedPublisher(publisher, 100);
-    const dispatcher = createDispatcher({
-      executor: fromPg(db.pool),
-      publisher: slow,
-      batchSize: 1,
+    const { dispatcher, published: publisher } = slowDispatcher(db.pool, 100, {
       pollIntervalMs: 60_000,
-      wakeSource: source,
+      wakeSource: wakeSource(),
     });
     dispatcher.start();
     cleanups.push(() => dispatcher.stop());
