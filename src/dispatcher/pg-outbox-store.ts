@@ -5,7 +5,6 @@ import { claimSql } from '../sql/claim.js';
 import type { CommitMode } from '../sql/commit-mode.js';
 import { releaseSql, settleSql } from '../sql/settle.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
-import { preparable } from '../store/statement-name.js';
 import type { ClaimRequest, OutboxStore, Settlement } from './outbox-store.js';
 
 interface ClaimedRow {
@@ -47,9 +46,9 @@ export class PgOutboxStore implements OutboxStore {
     const commit = options.settleCommit ?? 'sync';
     this.#executor = executor;
     this.#claimSql = claimSql(schema);
-    // Prepared (see statement-name.ts): its plan is a join on the primary key whatever the
-    // parameters are, so a generic plan is the custom one without the planning. Not the claim.
-    this.#settleSql = preparable(settleSql(schema, commit));
+    // Neither is prepared (statement-name.ts): a generic plan made while the outbox is small can
+    // be a sequential scan, and it stays while the table grows.
+    this.#settleSql = settleSql(schema, commit);
     this.#releaseSql = releaseSql(schema, commit);
   }
 
@@ -86,6 +85,7 @@ export class PgOutboxStore implements OutboxStore {
     const { rows } = await this.#executor.query<{ id: string }>(this.#settleSql, [
       owner,
       JSON.stringify(records),
+      records.map((r) => r.id),
     ]);
     return rows.map((row) => String(row.id));
   }

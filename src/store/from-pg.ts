@@ -15,7 +15,7 @@ export interface PgQueryable {
 /** Options of {@link fromPg}. */
 export interface FromPgOptions {
   /**
-   * Run the statements marked preparable (the writer's INSERT, the dispatcher's settle) as named prepared
+   * Run the statements marked preparable (the writer's INSERT) as named prepared
    * statements, so Postgres parses and plans them once per connection instead of on every call.
    * Default `true`.
    *

@@ -5,9 +5,10 @@
  * Postgres estimates it no worse, and a generic plan cannot see the parameters. For a statement
  * whose best plan depends on the data (the dispatcher's claim: an index walk in due order with a
  * LIMIT) that went badly wrong — measured in bench/ on a freshly created outbox, notify latency
- * p95 went from 11 ms to 225 ms. Prepared: the writer's INSERT (nothing to scan, one plan;
- * planning was most of its cost) and the settle (a join on the primary key; its estimates do not
- * depend on the parameters, so the generic plan is the custom one).
+ * p95 went from 11 ms to 225 ms. The settle was prepared for a while, on the belief that a join on
+ * the primary key has one plan: on a small or new outbox its plan was a sequential scan (see
+ * settle.ts), cached while the table grew. Prepared: only the writer's INSERT (nothing to scan,
+ * one plan; planning was most of its cost).
  *
  * Names derive from the text, so the same statement has the same name on every connection (`pg`
  * prepares a name once per connection and refuses the same name with a different text).
