@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { randomUUID } from 'node:crypto';
 import { createCdcDispatcher } from '../../src/cdc/index.js';
+import { openWalStream, type WalStream } from '../../src/cdc/wal-stream.js';
 import { createListenNotifyWakeSource } from '../../src/dispatcher/wake/listen-notify.js';
 import { createDispatcher, createOutbox, fromPg, type Publisher } from '../../src/index.js';
 import type { BenchDatabase } from '../lib/database.js';
@@ -77,7 +78,7 @@ export async function waitFor(condition: () => boolean, timeoutMs = 60_000): Pro
   }
 }
 
-export type LatencyMode = 'polling' | 'notify' | 'cdc' | 'raw_notify';
+export type LatencyMode = 'polling' | 'notify' | 'cdc' | 'raw_notify' | 'raw_cdc';
 
 /** commit → publish percentiles for one mode at a steady rate. */
 export async function latency(
@@ -116,6 +117,54 @@ export async function latency(
       sentAt,
     );
     stop = () => listener.end();
+  } else if (mode === 'raw_cdc') {
+    // The floor of CDC: a bare logical replication stream (pgoutput, the same stream code as the
+    // CDC dispatcher) of a one-column table, each commit timed as it arrives — logical decoding
+    // and the walsender hop, without a claim, a publisher or an outbox trigger.
+    await db.pool.query(`CREATE TABLE bench_raw_cdc (id bigserial PRIMARY KEY)`);
+    await db.pool.query(
+      `CREATE PUBLICATION bench_raw_cdc FOR TABLE bench_raw_cdc WITH (publish = 'insert')`,
+    );
+    const slot = `${db.name}_raw`.slice(0, 63);
+    await db.pool.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slot]);
+    let open: string[] = [];
+    let stream: WalStream | undefined = undefined;
+    stream = await openWalStream({
+      connection: { connectionString: db.url },
+      slot,
+      publication: 'bench_raw_cdc',
+      schema: 'public',
+      table: 'bench_raw_cdc',
+      startLsn: 0n,
+      handlers: {
+        begin: () => (open = []),
+        insert: (rowId) => open.push(rowId),
+        commit: (endLsn) => {
+          const now = performance.now();
+          for (const id of open) if (!receivedAt.has(id)) receivedAt.set(id, now);
+          open = [];
+          void stream?.confirm(endLsn);
+        },
+        keepalive: () => undefined,
+        lost: (error) => log(`raw_cdc stream lost: ${error.message}`),
+      },
+    });
+    await steadyLoad(
+      db,
+      perSecond,
+      seconds,
+      async (client) => {
+        const { rows } = await client.query<{ id: string }>(
+          `INSERT INTO bench_raw_cdc DEFAULT VALUES RETURNING id::text AS id`,
+        );
+        return rows[0]!.id;
+      },
+      sentAt,
+    );
+    stop = async () => {
+      await stream?.close();
+      await db.pool.query(`SELECT pg_drop_replication_slot($1)`, [slot]);
+    };
   } else if (mode === 'cdc') {
     const cdc = createCdcDispatcher({
       executor,

@@ -3,12 +3,13 @@ import { fromPg, PgOutboxStore, type SqlExecutor } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 
 /**
- * The settle must reach its rows through the primary key whatever the outbox holds. Its first
- * shape (a join with jsonb_to_recordset, filtered by lease owner) was planned as a sequential scan
- * of the whole outbox on tables up to ~100k rows, analyzed or not, so every settle read every row
- * (sql/settle.ts). This reads the plan Postgres makes for the statement the store really sends.
- * (On a table of one page a sequential scan IS the cheapest path, and the settle is planned per
- * call, so tiny tables are not checked.)
+ * The settle must reach its rows through the primary key whatever the outbox holds, and expand
+ * its jsonb parameter once. Its first shape (a plain join with jsonb_to_recordset, filtered by
+ * lease owner) was planned as a sequential scan of the whole outbox on tables up to ~100k rows,
+ * so every settle read every row; a later attempt (`o.id = ANY(...)`) put the jsonb expansion
+ * inside the loop, once per row (sql/settle.ts). This reads the plan Postgres runs for the
+ * statement the store really sends. (On a table of one page a sequential scan IS the cheapest
+ * path, and the settle is planned per call, so tiny tables are not checked.)
  */
 let db: TestDatabase;
 beforeAll(async () => {
@@ -21,15 +22,21 @@ afterAll(async () => {
 interface PlanNode {
   'Node Type': string;
   'Relation Name'?: string;
+  'Function Name'?: string;
+  'Actual Loops'?: number;
   Plans?: PlanNode[];
 }
 
 const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
 
 describe('settle plan', () => {
-  it.each([2_000, 10_000])(
-    'with %i rows in the outbox, the settle uses outbox_pkey, not a sequential scan',
-    async (rows) => {
+  it.each([
+    [2_000, 3],
+    [10_000, 3],
+    [20_000, 200],
+  ])(
+    'with %i rows in the outbox and a batch of %i, the settle uses outbox_pkey and expands its records once',
+    async (rows, batch) => {
       await db.pool.query('TRUNCATE outbox, outbox_aggregates');
       await db.pool.query(
         `INSERT INTO outbox (aggregate_id, topic, payload)
@@ -37,40 +44,49 @@ describe('settle plan', () => {
         [rows],
       );
       await db.pool.query('ANALYZE outbox');
-      const sent: { text: string; values: readonly unknown[] }[] = [];
       const executor = fromPg(db.pool);
-      const recording: SqlExecutor = {
-        query: (text, values) => {
-          sent.push({ text, values: values ?? [] });
+      let plan: PlanNode | undefined;
+      // Runs the settle under EXPLAIN ANALYZE first (rolled back), then for real.
+      const explaining: SqlExecutor = {
+        query: async (text, values) => {
+          if (text.includes('SET dispatched_at')) {
+            const client = await db.pool.connect();
+            try {
+              await client.query('BEGIN');
+              const { rows: out } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+                `EXPLAIN (ANALYZE, FORMAT JSON) ${text}`,
+                [...(values ?? [])],
+              );
+              plan = out[0]!['QUERY PLAN'][0].Plan;
+            } finally {
+              await client.query('ROLLBACK');
+              client.release();
+            }
+          }
           return executor.query(text, values);
         },
       };
-      const store = new PgOutboxStore(recording);
+      const store = new PgOutboxStore(explaining);
       const claimed = await store.claim({
         owner: 'settle-plan-test',
-        batchSize: 3,
-        unorderedPatterns: [],
+        batchSize: batch,
+        unorderedPatterns: ['%'],
         deadLettersBlock: false,
         leaseMs: 30_000,
       });
-      expect(claimed).toHaveLength(3);
+      expect(claimed).toHaveLength(batch);
       const settled = await store.settle(
         'settle-plan-test',
         claimed.map((m) => ({ rowId: m.rowId, kind: 'published' as const })),
       );
       expect(settled.sort()).toEqual(claimed.map((m) => m.rowId).sort());
 
-      const settle = sent.at(-1)!;
-      expect(settle.text).toMatch(/SET dispatched_at/);
-      const { rows: plan } = await db.pool.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
-        `EXPLAIN (FORMAT JSON) ${settle.text}`,
-        [...settle.values],
-      );
-      const scans = nodes(plan[0]!['QUERY PLAN'][0].Plan).filter(
-        (n) => n['Relation Name'] === 'outbox',
-      );
-      expect(scans.map((n) => n['Node Type'])).not.toContain('Seq Scan');
+      const all = nodes(plan!);
+      const scans = all.filter((n) => n['Relation Name'] === 'outbox');
       expect(scans.length).toBeGreaterThan(0);
+      expect(scans.map((n) => n['Node Type'])).not.toContain('Seq Scan');
+      const expansions = all.filter((n) => n['Function Name'] === 'jsonb_to_recordset');
+      expect(expansions.map((n) => n['Actual Loops'])).toEqual([1]);
     },
   );
 });
