@@ -3,7 +3,7 @@ import type { JsonValue } from '../core/message.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
 import { claimSql } from '../sql/claim.js';
 import type { CommitMode } from '../sql/commit-mode.js';
-import { releaseSql, settleSql } from '../sql/settle.js';
+import { releaseSql, settleDoneSql, settleSql } from '../sql/settle.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import type { ClaimRequest, OutboxStore, Settlement } from './outbox-store.js';
 
@@ -39,6 +39,7 @@ export class PgOutboxStore implements OutboxStore {
   readonly #executor: SqlExecutor;
   readonly #claimSql: string;
   readonly #settleSql: string;
+  readonly #settleDoneSql: string;
   readonly #releaseSql: string;
 
   constructor(executor: SqlExecutor, options: PgOutboxStoreOptions = {}) {
@@ -49,6 +50,7 @@ export class PgOutboxStore implements OutboxStore {
     // Neither is prepared (statement-name.ts): a generic plan made while the outbox is small can
     // be a sequential scan, and it stays while the table grows.
     this.#settleSql = settleSql(schema, commit);
+    this.#settleDoneSql = settleDoneSql(schema, commit);
     this.#releaseSql = releaseSql(schema, commit);
   }
 
@@ -75,19 +77,37 @@ export class PgOutboxStore implements OutboxStore {
   }
 
   async settle(owner: string, settlements: readonly Settlement[]): Promise<string[]> {
-    if (settlements.length === 0) return [];
-    const records = settlements.map((s) => ({
-      id: s.rowId,
-      kind: s.kind,
-      error: s.kind === 'published' || s.kind === 'shadow' ? null : s.error,
-      delayMs: s.kind === 'retry' ? s.delayMs : null,
-    }));
-    const { rows } = await this.#executor.query<{ id: string }>(this.#settleSql, [
-      owner,
-      JSON.stringify(records),
-      records.map((r) => r.id),
-    ]);
-    return rows.map((row) => String(row.id));
+    // Messages that went out take the one-table statement; failures (normally few) the general
+    // one. A batch with both runs two statements: each row's settle stands alone (fenced by its
+    // lease), so they need not commit together.
+    const done: string[] = [];
+    const failed: Settlement[] = [];
+    for (const s of settlements)
+      if (s.kind === 'published' || s.kind === 'shadow') done.push(s.rowId);
+      else failed.push(s);
+    const settled: string[] = [];
+    if (done.length > 0) {
+      const { rows } = await this.#executor.query<{ id: string }>(this.#settleDoneSql, [
+        owner,
+        done,
+      ]);
+      for (const row of rows) settled.push(String(row.id));
+    }
+    if (failed.length > 0) {
+      const records = failed.map((s) => ({
+        id: s.rowId,
+        kind: s.kind,
+        error: s.kind === 'retry' || s.kind === 'dead' ? s.error : null,
+        delayMs: s.kind === 'retry' ? s.delayMs : null,
+      }));
+      const { rows } = await this.#executor.query<{ id: string }>(this.#settleSql, [
+        owner,
+        JSON.stringify(records),
+        records.map((r) => r.id),
+      ]);
+      for (const row of rows) settled.push(String(row.id));
+    }
+    return settled;
   }
 
   async release(owner: string, rowIds: readonly string[]): Promise<void> {

@@ -1,7 +1,35 @@
 import { commitModeClause, type CommitMode } from './commit-mode.js';
 
 /**
- * Settles a whole batch in ONE statement: published rows get `dispatched_at`, failed rows get
+ * Settles the messages that went out (published, or shadow: settled without publishing) — the
+ * common case, usually a whole batch: `dispatched_at = now()` and the lease cleared. Fenced by
+ * `lease_owner = $1` like `settleSql`; returns the ids it settled.
+ *
+ * One table, the ids as an array: the planner sees how many there are (a constant array, planned
+ * per call) and walks the primary key at every table size, and there is no join to misplan. The
+ * general statement below joins the outbox with the records of a jsonb parameter; whatever we
+ * gave the planner about that join, some table state produced a bad plan: a sequential scan of
+ * the whole outbox on tables up to ~100k rows (the first version, for 4-row batches: 1.3–1.6 ms
+ * at 20,000 rows instead of ~0.15), the jsonb expanded again for every row (`o.id = ANY` beside
+ * the join: 8–9 ms for 200 records instead of 2–3), or the ids array scanned again for every row
+ * (a join with `unnest` of the ids, next to 5,000,000 dispatched rows: 5.7 ms per 200-row settle
+ * instead of 2.7, `history_scaling` 0.71–0.95). Measured with pg_stat_statements and auto_explain
+ * (docs/latency.md).
+ *
+ * $1 lease owner token, $2 row ids (bigint[]).
+ */
+export const settleDoneSql = (schema: string, commit: CommitMode = 'sync') => `
+UPDATE ${schema}.outbox
+SET dispatched_at    = now(),
+    lease_owner      = NULL,
+    lease_expires_at = NULL
+WHERE id = ANY($2::bigint[])
+  AND lease_owner = $1${commitModeClause(commit)}
+RETURNING id::text AS id`;
+
+/**
+ * Settles any mix of outcomes in ONE statement — the store uses it for the failed ones (retry,
+ * dead) and `settleDoneSql` for the rest: published rows get `dispatched_at`, failed rows get
  * their next `available_at` and `last_error`, dead rows get `dead_lettered_at`, and every row's
  * lease is cleared. The per-row decisions travel as one jsonb parameter (see insert-messages.ts
  * for why jsonb rather than arrays).
@@ -12,21 +40,13 @@ import { commitModeClause, type CommitMode } from './commit-mode.js';
  * expiry — the publish did happen. The statement returns the ids it settled so the dispatcher can
  * count fenced-off rows.
  *
- * Plan: the ids travel twice ($2 and $3) on purpose. The planner cannot see how many rows
- * jsonb_to_recordset returns (it assumes 100) and reads `lease_owner = $1` as very selective (most
- * rows have no owner); with those estimates the first version of this statement (a plain join
- * with the function) was planned as a sequential scan of the whole outbox plus a hash join on
- * every table up to ~100k rows, custom or generic plan, analyzed or not: at 1,000 msg/s on a fresh
- * outbox each settle took 1.2 ms and was the dispatcher's most expensive statement
- * (pg_stat_statements); at 20,000 rows a settle of 4 rows executed in 1.3–1.6 ms. `unnest` of a
- * constant array is estimated at the array's length, so the planner knows the batch size and
- * walks the primary key (2k–200k rows: 4 records 0.11–0.16 ms, 200 records 2–3 ms).
- * Tried: `o.id = ANY($3)` beside the join — the planner then put the function scan inside the
- * loop and expanded the jsonb once per row (200 records: 8–9 ms); a `LIMIT
- * jsonb_array_length($2)` on the function — a LIMIT only lowers an estimate, so batches over 100
- * records were planned as the sequential scan again. Not prepared (statement-name.ts): a generic
- * plan made while the table is tiny could be the sequential scan, and it would stay while the
- * table grows.
+ * Plan: the ids travel twice ($2 and $3) on purpose: `unnest` of a constant array is estimated
+ * at its length, which the planner cannot know of jsonb_to_recordset (it assumes 100) — without it
+ * a small batch on a table up to ~100k rows was planned as a sequential scan of the outbox. Next
+ * to millions of rows the planner can still choose to rescan the array per row (see
+ * `settleDoneSql`), which is why only failed messages, normally few, go through this statement.
+ * Not prepared (statement-name.ts): a generic plan made while the table is tiny could be the
+ * sequential scan, and it would stay while the table grows.
  *
  * $1 lease owner token, $2 jsonb array of {id, kind: published|shadow|retry|dead, error, delayMs},
  * $3 the same ids as bigint[]. `shadow` settles like `published` (dispatched_at set); the row's
