@@ -3,7 +3,7 @@
  * in the same run on the same Postgres, because machines here are noisy. Prints a table and
  * writes bench/results/latest.json.
  *
- *   npx tsx bench/main.ts            full run (~10 minutes here; 5,000,000 history rows)
+ *   npx tsx bench/main.ts            full run (~8 minutes here; 5,000,000 history rows)
  *   npx tsx bench/main.ts --quick    smaller counts, same keys (~1.5 minutes here)
  *
  * Uses DATABASE_URL (a superuser: it creates and drops a database `ao_bench_<pid>`) or
