@@ -101,35 +101,21 @@ try {
   // The comparisons the targets are about run in interleaved rounds (notify, graphile-worker, cdc,
   // raw_cdc, notify, ...): single 10-second runs of any of them moved by ±30% here, and whichever
   // ran in a quieter minute won. Each figure is the median of its rounds' percentiles.
-  const rounds: Record<'notify' | 'graphile_worker' | 'cdc' | 'raw_cdc', Percentiles[]> = {
-    notify: [],
-    graphile_worker: [],
-    cdc: [],
-    raw_cdc: [],
+  const interleaved: Record<string, (fresh: BenchDatabase) => Promise<Percentiles>> = {
+    notify: (fresh) => latency(fresh, 'notify', 1_000, size.latencySeconds),
+    graphile_worker: (fresh) => graphileLatency(fresh, 1_000, size.latencySeconds),
+    ...(cdc && {
+      cdc: (fresh: BenchDatabase) => latency(fresh, 'cdc', 1_000, size.latencySeconds),
+      raw_cdc: (fresh: BenchDatabase) => latency(fresh, 'raw_cdc', 1_000, size.latencySeconds),
+    }),
   };
-  for (let r = 0; r < size.latencyRounds; r++) {
-    rounds.notify.push(
-      await onFreshDatabase(`lat_notify_${r}`, (fresh) =>
-        latency(fresh, 'notify', 1_000, size.latencySeconds),
-      ),
-    );
-    rounds.graphile_worker.push(
-      await onFreshDatabase(`lat_gw_${r}`, (fresh) =>
-        graphileLatency(fresh, 1_000, size.latencySeconds),
-      ),
-    );
-    if (!cdc) continue;
-    for (const mode of ['cdc', 'raw_cdc'] as const)
-      rounds[mode].push(
-        await onFreshDatabase(`lat_${mode}_${r}`, (fresh) =>
-          latency(fresh, mode, 1_000, size.latencySeconds),
-        ),
-      );
-  }
-  latencyMs.cdc = cdc ? medianPercentiles(rounds.cdc) : null;
-  latencyMs.raw_cdc = cdc ? medianPercentiles(rounds.raw_cdc) : null;
-  latencyMs.notify = medianPercentiles(rounds.notify);
-  latencyMs.graphile_worker = medianPercentiles(rounds.graphile_worker);
+  const rounds: Record<string, Percentiles[]> = {};
+  for (let r = 0; r < size.latencyRounds; r++)
+    for (const [name, run] of Object.entries(interleaved))
+      (rounds[name] ??= []).push(await onFreshDatabase(`lat_${name}_${r}`, run));
+  for (const [name, runs] of Object.entries(rounds)) latencyMs[name] = medianPercentiles(runs);
+  latencyMs.cdc ??= null;
+  latencyMs.raw_cdc ??= null;
   const peers = await dispatchVsPeers(db, size.peerJobs, size.peerRounds);
   const rss = await memory(db, size.memorySeconds);
   // Both sides on databases created for this case, so the only difference is the history (the

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { randomUUID } from 'node:crypto';
 import { createCdcDispatcher } from '../../src/cdc/index.js';
+import { ensureSlot } from '../../src/cdc/slot.js';
 import { openWalStream, type WalStream } from '../../src/cdc/wal-stream.js';
 import { createListenNotifyWakeSource } from '../../src/dispatcher/wake/listen-notify.js';
 import { createDispatcher, createOutbox, fromPg, type Publisher } from '../../src/index.js';
@@ -126,16 +127,16 @@ export async function latency(
       `CREATE PUBLICATION bench_raw_cdc FOR TABLE bench_raw_cdc WITH (publish = 'insert')`,
     );
     const slot = `${db.name}_raw`.slice(0, 63);
-    await db.pool.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slot]);
+    // The slot goes with the database (BenchDatabase.drop drops its slots first).
+    const { confirmedLsn } = await ensureSlot(executor, slot, db.name);
     let open: string[] = [];
-    let stream: WalStream | undefined = undefined;
-    stream = await openWalStream({
+    const stream: WalStream = await openWalStream({
       connection: { connectionString: db.url },
       slot,
       publication: 'bench_raw_cdc',
       schema: 'public',
       table: 'bench_raw_cdc',
-      startLsn: 0n,
+      startLsn: confirmedLsn,
       handlers: {
         begin: () => (open = []),
         insert: (rowId) => open.push(rowId),
@@ -143,7 +144,7 @@ export async function latency(
           const now = performance.now();
           for (const id of open) if (!receivedAt.has(id)) receivedAt.set(id, now);
           open = [];
-          void stream?.confirm(endLsn);
+          void stream.confirm(endLsn);
         },
         keepalive: () => undefined,
         lost: (error) => log(`raw_cdc stream lost: ${error.message}`),
@@ -161,10 +162,7 @@ export async function latency(
       },
       sentAt,
     );
-    stop = async () => {
-      await stream?.close();
-      await db.pool.query(`SELECT pg_drop_replication_slot($1)`, [slot]);
-    };
+    stop = () => stream.close();
   } else if (mode === 'cdc') {
     const cdc = createCdcDispatcher({
       executor,

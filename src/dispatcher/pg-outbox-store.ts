@@ -3,7 +3,7 @@ import type { JsonValue } from '../core/message.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
 import { claimSql } from '../sql/claim.js';
 import type { CommitMode } from '../sql/commit-mode.js';
-import { releaseSql, settleDoneSql, settleSql } from '../sql/settle.js';
+import { releaseSql, settleDoneSql, settleFailedSql } from '../sql/settle.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import type { ClaimRequest, OutboxStore, Settlement } from './outbox-store.js';
 
@@ -38,7 +38,7 @@ export interface PgOutboxStoreOptions {
 export class PgOutboxStore implements OutboxStore {
   readonly #executor: SqlExecutor;
   readonly #claimSql: string;
-  readonly #settleSql: string;
+  readonly #settleFailedSql: string;
   readonly #settleDoneSql: string;
   readonly #releaseSql: string;
 
@@ -49,7 +49,7 @@ export class PgOutboxStore implements OutboxStore {
     this.#claimSql = claimSql(schema);
     // Neither is prepared (statement-name.ts): a generic plan made while the outbox is small can
     // be a sequential scan, and it stays while the table grows.
-    this.#settleSql = settleSql(schema, commit);
+    this.#settleFailedSql = settleFailedSql(schema, commit);
     this.#settleDoneSql = settleDoneSql(schema, commit);
     this.#releaseSql = releaseSql(schema, commit);
   }
@@ -77,11 +77,11 @@ export class PgOutboxStore implements OutboxStore {
   }
 
   async settle(owner: string, settlements: readonly Settlement[]): Promise<string[]> {
-    // Messages that went out take the one-table statement; failures (normally few) the general
-    // one. A batch with both runs two statements: each row's settle stands alone (fenced by its
+    // Messages that went out take the one-table statement; failures (normally few) the jsonb
+    // one (sql/settle.ts). A batch with both runs two statements: each row's settle stands alone (fenced by its
     // lease), so they need not commit together.
     const done: string[] = [];
-    const failed: Settlement[] = [];
+    const failed: Extract<Settlement, { kind: 'retry' | 'dead' }>[] = [];
     for (const s of settlements)
       if (s.kind === 'published' || s.kind === 'shadow') done.push(s.rowId);
       else failed.push(s);
@@ -97,10 +97,10 @@ export class PgOutboxStore implements OutboxStore {
       const records = failed.map((s) => ({
         id: s.rowId,
         kind: s.kind,
-        error: s.kind === 'retry' || s.kind === 'dead' ? s.error : null,
+        error: s.error,
         delayMs: s.kind === 'retry' ? s.delayMs : null,
       }));
-      const { rows } = await this.#executor.query<{ id: string }>(this.#settleSql, [
+      const { rows } = await this.#executor.query<{ id: string }>(this.#settleFailedSql, [
         owner,
         JSON.stringify(records),
         records.map((r) => r.id),

@@ -3,7 +3,7 @@ import { commitModeClause, type CommitMode } from './commit-mode.js';
 /**
  * Settles the messages that went out (published, or shadow: settled without publishing) — the
  * common case, usually a whole batch: `dispatched_at = now()` and the lease cleared. Fenced by
- * `lease_owner = $1` like `settleSql`; returns the ids it settled.
+ * `lease_owner = $1` like `settleFailedSql`; returns the ids it settled.
  *
  * One table, the ids as an array: the planner sees how many there are (a constant array, planned
  * per call) and walks the primary key at every table size, and there is no join to misplan. The
@@ -28,11 +28,10 @@ WHERE id = ANY($2::bigint[])
 RETURNING id::text AS id`;
 
 /**
- * Settles any mix of outcomes in ONE statement — the store uses it for the failed ones (retry,
- * dead) and `settleDoneSql` for the rest: published rows get `dispatched_at`, failed rows get
- * their next `available_at` and `last_error`, dead rows get `dead_lettered_at`, and every row's
- * lease is cleared. The per-row decisions travel as one jsonb parameter (see insert-messages.ts
- * for why jsonb rather than arrays).
+ * Settles the messages that failed, in ONE statement (the ones that went out take
+ * `settleDoneSql`): retried rows get their next `available_at`, dead rows `dead_lettered_at`, both
+ * `last_error`, and every row's lease is cleared. The per-row decisions travel as one jsonb
+ * parameter (see insert-messages.ts for why jsonb rather than arrays).
  *
  * Fencing: `WHERE lease_owner = $1`. The owner is unique per claim, so if our lease expired and
  * another dispatcher re-claimed the row, this statement no longer matches it and changes nothing:
@@ -48,18 +47,16 @@ RETURNING id::text AS id`;
  * Not prepared (statement-name.ts): a generic plan made while the table is tiny could be the
  * sequential scan, and it would stay while the table grows.
  *
- * $1 lease owner token, $2 jsonb array of {id, kind: published|shadow|retry|dead, error, delayMs},
- * $3 the same ids as bigint[]. `shadow` settles like `published` (dispatched_at set); the row's
- * `shadow` column tells them apart.
+ * $1 lease owner token, $2 jsonb array of {id, kind: retry|dead, error, delayMs}, $3 the same ids
+ * as bigint[].
  */
-export const settleSql = (schema: string, commit: CommitMode = 'sync') => `
+export const settleFailedSql = (schema: string, commit: CommitMode = 'sync') => `
 UPDATE ${schema}.outbox o
-SET dispatched_at    = CASE WHEN s.kind IN ('published', 'shadow') THEN now() ELSE o.dispatched_at END,
-    dead_lettered_at = CASE WHEN s.kind = 'dead' THEN now() ELSE o.dead_lettered_at END,
+SET dead_lettered_at = CASE WHEN s.kind = 'dead' THEN now() ELSE o.dead_lettered_at END,
     available_at     = CASE WHEN s.kind = 'retry'
                             THEN now() + s."delayMs" * interval '1 millisecond'
                             ELSE o.available_at END,
-    last_error       = CASE WHEN s.kind IN ('published', 'shadow') THEN o.last_error ELSE s.error END,
+    last_error       = s.error,
     lease_owner      = NULL,
     lease_expires_at = NULL
 FROM jsonb_to_recordset($2::jsonb) AS s(id bigint, kind text, error text, "delayMs" float8),

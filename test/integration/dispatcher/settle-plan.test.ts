@@ -51,7 +51,7 @@ describe('settle plan', () => {
       // Runs the settle under EXPLAIN ANALYZE first (rolled back), then for real.
       const explaining: SqlExecutor = {
         query: async (text, values) => {
-          if (/^\s*UPDATE \S+(?: o)?\s+SET dispatched_at/.test(text)) {
+          if (/^\s*UPDATE \S+(?: o)?\s+SET (dispatched_at|dead_lettered_at) /.test(text)) {
             const client = await db.pool.connect();
             try {
               await client.query('BEGIN');

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createOutbox } from '../../../src/index.js';
 import { claimSql } from '../../../src/sql/claim.js';
 import { PgOutboxStore } from '../../../src/dispatcher/pg-outbox-store.js';
-import { settleDoneSql, settleSql } from '../../../src/sql/settle.js';
+import { settleDoneSql, settleFailedSql } from '../../../src/sql/settle.js';
 import { insertMessagesSql } from '../../../src/sql/insert-messages.js';
 import { preparable, statementName } from '../../../src/store/statement-name.js';
 import { quoteIdentifier } from '../../../src/core/identifier.js';
@@ -19,8 +19,8 @@ describe('prepared statement names', () => {
   it('neither the claim nor the settle is prepared: a generic plan made on a small outbox can be a sequential scan', () => {
     new PgOutboxStore({ query: async () => ({ rows: [] }) }, { schema: 'public' });
     expect(statementName(claimSql(quoteIdentifier('public')))).toBeUndefined();
-    expect(statementName(settleSql(quoteIdentifier('public')))).toBeUndefined();
-    expect(statementName(settleSql(quoteIdentifier('public'), 'async'))).toBeUndefined();
+    expect(statementName(settleFailedSql(quoteIdentifier('public')))).toBeUndefined();
+    expect(statementName(settleFailedSql(quoteIdentifier('public'), 'async'))).toBeUndefined();
     expect(statementName(settleDoneSql(quoteIdentifier('public')))).toBeUndefined();
   });
 
