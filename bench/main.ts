@@ -171,15 +171,10 @@ function printTable(
   r: Record<string, unknown> & { latency_ms: Record<string, Percentiles | null> },
 ) {
   const d = r.details as {
-    enqueue: { withOutboxMsPerTx: number; withoutOutboxMsPerTx: number };
+    enqueue: Awaited<ReturnType<typeof enqueueOverhead>>;
     notify: { txPerSecond: Record<string, number> };
     dispatch: { rowsPerSecond: Record<string, number> };
-    peers: {
-      count: number;
-      perSecond: Record<string, number>;
-      minimalDeleteVsGraphileWorker: number;
-      minimalDeleteVsPgBoss: number;
-    };
+    peers: Awaited<ReturnType<typeof dispatchVsPeers>>;
     history: { historyRows: number; rowsPerSecond: Record<string, number> };
     rss: { baselineRssMb: number };
   };
@@ -194,6 +189,12 @@ function printTable(
       r.enqueue_overhead,
       `${d.enqueue.withOutboxMsPerTx} vs ${d.enqueue.withoutOutboxMsPerTx} ms/tx without outbox, 1 client`,
       '<= 1.35',
+    ),
+    line(
+      'floor: enqueue_overhead by part',
+      d.enqueue.floor.rowsWithTriggers,
+      `the 2 rows with the triggers, no writer; one extra round trip ${d.enqueue.floor.oneExtraRoundTrip}, + the 2 rows without any index ${d.enqueue.floor.rowsWithoutIndexes}, with the indexes ${d.enqueue.floor.rowsAndIndexesOnly}, + sequence counter ${d.enqueue.floor.rowsWithCounter}, + wake check (both triggers) ${d.enqueue.floor.rowsWithTriggers}`,
+      'context: where enqueue_overhead stops',
     ),
     line(
       'notify_enqueue_ratio',
@@ -242,6 +243,12 @@ function printTable(
       d.peers.minimalDeleteVsGraphileWorker,
       `${d.peers.perSecond.minimalTableClaimDelete} rows/s on a minimal queue table (claim+mark: ${d.peers.perSecond.minimalTableClaimMark}); pg-boss: ${d.peers.minimalDeleteVsPgBoss}`,
       'context: the most any claim+settle design reaches here',
+    ),
+    line(
+      'ceiling: raw lease loop on our table / pg-boss',
+      d.peers.rawSqlVsPgBoss,
+      `${d.peers.perSecond.rawSql} rows/s; without the message-id index ${d.peers.rawWithoutMessageIdIndexVsPgBoss} (ours ${d.peers.oursWithoutMessageIdIndexVsPgBoss}), primary key + pending index only ${d.peers.rawKeyAndPendingOnlyVsPgBoss} (ours ${d.peers.oursKeyAndPendingOnlyVsPgBoss}), minimal table ${d.peers.minimalMarkVsPgBoss}; row locks held across the publish (ruled out by SPEC §4.4) ${d.peers.lockHeldAcrossPublishVsPgBoss}`,
+      'context: where dispatch_vs_pg_boss stops (bench/cases/lease-cost.ts)',
     ),
     ...Object.entries(r.latency_ms).map(([mode, p]) =>
       line(

@@ -26,6 +26,39 @@ const rawMark = `
 UPDATE outbox SET dispatched_at = now(), lease_owner = NULL, lease_expires_at = NULL
 WHERE id = ANY($1::bigint[]) AND lease_owner = $2`;
 
+/**
+ * The design SPEC §4.4 rules out, measured only to show what it costs us: hold the row locks of
+ * `FOR UPDATE SKIP LOCKED` in a transaction across the publish and mark the rows in it. Each row
+ * is then written once (the mark) instead of twice (lease, then mark), but the transaction stays
+ * open while the broker is called, and a crash rolls back whatever it counted: no lease to fence
+ * with, no attempt recorded for a message that kills the dispatcher (a crash loop).
+ */
+const lockHeldSelect = `
+SELECT id, topic, aggregate_id, payload FROM outbox
+WHERE dispatched_at IS NULL AND dead_lettered_at IS NULL AND available_at <= now()
+ORDER BY available_at, id
+LIMIT 200
+FOR UPDATE SKIP LOCKED`;
+const lockHeldMark = `UPDATE outbox SET dispatched_at = now() WHERE id = ANY($1::bigint[])`;
+
+async function lockHeldLoop(db: BenchDatabase): Promise<number> {
+  const client = await db.client();
+  let rows = 0;
+  try {
+    for (;;) {
+      await client.query('BEGIN');
+      const claimed = await client.query<{ id: string }>(lockHeldSelect);
+      if (claimed.rows.length > 0)
+        await client.query(lockHeldMark, [claimed.rows.map((r) => r.id)]);
+      await client.query('COMMIT');
+      if (claimed.rows.length === 0) return rows;
+      rows += claimed.rows.length;
+    }
+  } finally {
+    await client.end();
+  }
+}
+
 async function rawLoop(db: BenchDatabase): Promise<number> {
   const client = await db.client();
   let rows = 0;
@@ -52,10 +85,13 @@ async function ourDrain(db: BenchDatabase, ordered: boolean): Promise<number> {
   return result.published;
 }
 
-/** Rows/s of one drain of `count` fresh rows, for our dispatcher or the raw loop. */
+/**
+ * Rows/s of one drain of `count` fresh rows: our dispatcher, the raw claim+mark loop, or the
+ * lock-held loop (lease-cost.ts).
+ */
 export async function rate(
   db: BenchDatabase,
-  who: 'raw' | 'ours',
+  who: 'raw' | 'ours' | 'lockHeld',
   count: number,
   ordered: boolean,
 ): Promise<number> {
@@ -66,7 +102,12 @@ export async function rate(
   });
   let done = 0;
   const ms = await timed(async () => {
-    done = who === 'raw' ? await rawLoop(db) : await ourDrain(db, ordered);
+    done =
+      who === 'raw'
+        ? await rawLoop(db)
+        : who === 'lockHeld'
+          ? await lockHeldLoop(db)
+          : await ourDrain(db, ordered);
   });
   if (done !== count) throw new Error(`${who} dispatched ${done} of ${count}`);
   return (count / ms) * 1000;

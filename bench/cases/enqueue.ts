@@ -10,7 +10,7 @@ import {
 import { createListenNotifyWakeSource } from '../../src/dispatcher/wake/listen-notify.js';
 import type { BenchDatabase } from '../lib/database.js';
 import { resetOutbox } from '../lib/database.js';
-import { log, round, sleep } from '../lib/measure.js';
+import { log, median, round, sleep } from '../lib/measure.js';
 
 const outbox = createOutbox();
 
@@ -28,10 +28,13 @@ export const noopPublisher: Publisher = {
  * - `rowsOnly`: the same 2 rows as a prepared multi-VALUES INSERT into the outbox with its
  *   triggers off and sequences given: the rows and their indexes, nothing else;
  * - `rowsWithTriggers`: that INSERT with the triggers on (the sequence counter and the wake
- *   check), no writer.
- * The last three are details that show where enqueue_overhead's cost goes.
+ *   check), no writer; measured once more with the wake trigger off (`rowsWithCounter`);
+ * - `heapOnly`: the same INSERT into a copy of the outbox with its columns, defaults and checks
+ *   but no index and no trigger: what writing two such rows costs at all.
+ * The last four are details that show where enqueue_overhead's cost goes.
  */
-type EnqueueVariant = 'none' | 'writer' | 'roundTrip' | 'rowsOnly' | 'rowsWithTriggers';
+type EnqueueVariant =
+  'none' | 'writer' | 'roundTrip' | 'rowsOnly' | 'rowsWithTriggers' | 'heapOnly';
 
 const ROWS_SQL = `INSERT INTO outbox (aggregate_id, topic, payload, sequence)
   VALUES ($1, 'payment.charge', $2, $4), ($1, 'mail.send', $3, $5)`;
@@ -58,10 +61,11 @@ async function businessTransaction(client: pg.Client, variant: EnqueueVariant): 
     ]);
   } else if (variant === 'roundTrip') {
     await client.query({ name: 'bench_round_trip', text: 'SELECT $1::bigint', values: [id] });
-  } else if (variant === 'rowsOnly' || variant === 'rowsWithTriggers') {
+  } else if (variant === 'rowsOnly' || variant === 'rowsWithTriggers' || variant === 'heapOnly') {
+    const heap = variant === 'heapOnly';
     await client.query({
-      name: 'bench_rows',
-      text: ROWS_SQL,
+      name: heap ? 'bench_rows_heap' : 'bench_rows',
+      text: heap ? ROWS_SQL.replace('INTO outbox', 'INTO bench_outbox_heap') : ROWS_SQL,
       values: [
         `order:${id}`,
         { orderId: id, total: 99.5 },
@@ -76,48 +80,73 @@ async function businessTransaction(client: pg.Client, variant: EnqueueVariant): 
 
 /**
  * `enqueue_overhead`: a business transaction (order row + 2 outbox messages through the writer)
- * vs the same transaction without the outbox, 1 client, alternating blocks so drift hits both.
+ * vs the same transaction without the outbox, 1 client. The variants run in interleaved blocks
+ * of 100 transactions and each figure is the MEDIAN block: with blocks of 250 and sums, one
+ * checkpoint or autovacuum pass landing in some variant's block reordered the floors (a full run
+ * measured the counter alone above the counter plus the wake check, and the writer faster with
+ * its wake trigger than without).
  */
 export async function enqueueOverhead(db: BenchDatabase, transactions: number) {
   await db.pool.query(
     `CREATE TABLE IF NOT EXISTS bench_orders (id bigserial PRIMARY KEY, customer text NOT NULL, total numeric NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`,
   );
+  await db.pool.query(
+    `CREATE TABLE IF NOT EXISTS bench_outbox_heap (LIKE outbox INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`,
+  );
   await resetOutbox(db.pool);
   const client = await db.client();
-  const block = 250;
-  const ms = { none: 0, writer: 0, noTrigger: 0, roundTrip: 0, rowsOnly: 0, rowsWithTriggers: 0 };
-  const timeBlock = async (variant: EnqueueVariant) => {
+  const block = 100;
+  const blocks = {
+    none: [] as number[],
+    writer: [] as number[],
+    noTrigger: [] as number[],
+    roundTrip: [] as number[],
+    rowsOnly: [] as number[],
+    rowsWithTriggers: [] as number[],
+    rowsWithCounter: [] as number[],
+    heapOnly: [] as number[],
+  };
+  const timeBlock = async (into: number[], variant: EnqueueVariant) => {
     const started = performance.now();
     for (let i = 0; i < block; i++) await businessTransaction(client, variant);
-    return performance.now() - started;
+    into.push(performance.now() - started);
   };
   try {
     for (let i = 0; i < 100; i++) await businessTransaction(client, i % 2 ? 'none' : 'writer'); // warm-up
     for (let done = 0; done < transactions; done += block) {
-      ms.none += await timeBlock('none');
-      ms.writer += await timeBlock('writer');
-      ms.roundTrip += await timeBlock('roundTrip');
-      ms.rowsWithTriggers += await timeBlock('rowsWithTriggers');
+      await timeBlock(blocks.none, 'none');
+      await timeBlock(blocks.writer, 'writer');
+      await timeBlock(blocks.roundTrip, 'roundTrip');
+      await timeBlock(blocks.rowsWithTriggers, 'rowsWithTriggers');
       // The same with migration 005's wake trigger off, to isolate what it costs producers.
       await client.query('ALTER TABLE outbox DISABLE TRIGGER outbox_wake_waiters');
-      ms.noTrigger += await timeBlock('writer');
+      await timeBlock(blocks.noTrigger, 'writer');
+      await timeBlock(blocks.rowsWithCounter, 'rowsWithTriggers');
+      await timeBlock(blocks.heapOnly, 'heapOnly');
       await client.query('ALTER TABLE outbox DISABLE TRIGGER USER');
-      ms.rowsOnly += await timeBlock('rowsOnly');
+      await timeBlock(blocks.rowsOnly, 'rowsOnly');
       await client.query('ALTER TABLE outbox ENABLE TRIGGER USER');
     }
   } finally {
     await client.end();
   }
-  const n = Math.ceil(transactions / block) * block;
-  log(`enqueue: ${round(ms.writer / n, 3)} ms/tx with outbox, ${round(ms.none / n, 3)} without`);
+  const ms = Object.fromEntries(
+    Object.entries(blocks).map(([variant, times]) => [variant, median(times)]),
+  ) as Record<keyof typeof blocks, number>;
+  log(
+    `enqueue: ${round(ms.writer / block, 3)} ms/tx with outbox, ${round(ms.none / block, 3)} without (median blocks)`,
+  );
   return {
     ratio: round(ms.writer / ms.none, 3),
     wakeTriggerRatio: round(ms.writer / ms.noTrigger, 3),
-    withOutboxMsPerTx: round(ms.writer / n, 3),
-    withoutOutboxMsPerTx: round(ms.none / n, 3),
+    withOutboxMsPerTx: round(ms.writer / block, 3),
+    withoutOutboxMsPerTx: round(ms.none / block, 3),
+    blocks: blocks.none.length,
     floor: {
       oneExtraRoundTrip: round(ms.roundTrip / ms.none, 3),
+      rowsWithoutIndexes: round(ms.heapOnly / ms.none, 3),
       rowsAndIndexesOnly: round(ms.rowsOnly / ms.none, 3),
+      rowsWithCounter: round(ms.rowsWithCounter / ms.none, 3),
       rowsWithTriggers: round(ms.rowsWithTriggers / ms.none, 3),
     },
   };

@@ -11,6 +11,7 @@ import {
 import { quiesce, type BenchDatabase } from '../lib/database.js';
 import { log, round, sleep, type Percentiles } from '../lib/measure.js';
 import { minimalQueueCeiling } from './ceiling.js';
+import { leaseCost } from './lease-cost.js';
 import { rate } from './dispatch.js';
 import { latencies, steadyLoad, waitFor } from './latency.js';
 
@@ -196,7 +197,6 @@ async function graphileRate(db: BenchDatabase, count: number): Promise<number> {
  */
 export async function dispatchVsPeers(db: BenchDatabase, count: number, rounds: number) {
   const best = { ours: 0, raw: 0, pgBoss1: 0, pgBoss4: 0, graphileWorker: 0 };
-  let ceiling = { mark: 0, delete: 0 };
   try {
     for (let r = 0; r < rounds; r++) {
       best.ours = Math.max(best.ours, await rate(db, 'ours', count, false));
@@ -205,11 +205,12 @@ export async function dispatchVsPeers(db: BenchDatabase, count: number, rounds: 
       best.pgBoss4 = Math.max(best.pgBoss4, await pgBossRate(db, count, 4));
       best.graphileWorker = Math.max(best.graphileWorker, await graphileRate(db, count));
     }
-    ceiling = await minimalQueueCeiling(db, count, rounds);
   } finally {
     await dropSchema(db, PG_BOSS_SCHEMA);
     await dropSchema(db, GRAPHILE_SCHEMA);
   }
+  const ceiling = await minimalQueueCeiling(db, count, rounds);
+  const lease = await leaseCost(db, count, rounds);
   const pgBoss = Math.max(best.pgBoss1, best.pgBoss4);
   log(
     `peers jobs/s: ours ${Math.round(best.ours)}, raw claim+mark ${Math.round(best.raw)}, pg-boss ${Math.round(best.pgBoss1)} (1 loop) / ${Math.round(best.pgBoss4)} (4 loops), graphile-worker ${Math.round(best.graphileWorker)}`,
@@ -224,6 +225,14 @@ export async function dispatchVsPeers(db: BenchDatabase, count: number, rounds: 
     minimalMarkVsGraphileWorker: round(ceiling.mark / best.graphileWorker, 2),
     minimalDeleteVsGraphileWorker: round(ceiling.delete / best.graphileWorker, 2),
     minimalDeleteVsPgBoss: round(ceiling.delete / pgBoss, 2),
+    minimalMarkVsPgBoss: round(ceiling.mark / pgBoss, 2),
+    // Where the pg-boss ratio stops on our table (lease-cost.ts): the raw loop without parts of
+    // the outbox, and with row locks held across the publish instead of a lease.
+    rawWithoutMessageIdIndexVsPgBoss: round(lease.withoutMessageIdIndex / pgBoss, 2),
+    rawKeyAndPendingOnlyVsPgBoss: round(lease.keyAndPendingOnly / pgBoss, 2),
+    oursWithoutMessageIdIndexVsPgBoss: round(lease.oursWithoutMessageIdIndex / pgBoss, 2),
+    oursKeyAndPendingOnlyVsPgBoss: round(lease.oursKeyAndPendingOnly / pgBoss, 2),
+    lockHeldAcrossPublishVsPgBoss: round(lease.lockHeldAcrossPublish / pgBoss, 2),
     count,
     perSecond: {
       ours: Math.round(best.ours),
@@ -234,6 +243,11 @@ export async function dispatchVsPeers(db: BenchDatabase, count: number, rounds: 
       graphileWorker: Math.round(best.graphileWorker),
       minimalTableClaimMark: ceiling.mark,
       minimalTableClaimDelete: ceiling.delete,
+      rawWithoutMessageIdIndex: lease.withoutMessageIdIndex,
+      rawKeyAndPendingOnly: lease.keyAndPendingOnly,
+      oursWithoutMessageIdIndex: lease.oursWithoutMessageIdIndex,
+      oursKeyAndPendingOnly: lease.oursKeyAndPendingOnly,
+      lockHeldAcrossPublish: lease.lockHeldAcrossPublish,
     },
   };
 }

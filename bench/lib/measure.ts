@@ -15,12 +15,14 @@ export function percentiles(samples: readonly number[]): Percentiles {
   return { p50: at(0.5), p95: at(0.95), p99: at(0.99) };
 }
 
-/** Per percentile, the median over several runs' percentiles (the lower middle for an even count). */
+/** The median (the lower middle for an even count). */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor((sorted.length - 1) / 2)]!;
+}
+
+/** Per percentile, the median over several runs' percentiles. */
 export function medianPercentiles(runs: readonly Percentiles[]): Percentiles {
-  const median = (values: number[]) => {
-    const sorted = [...values].sort((a, b) => a - b);
-    return sorted[Math.floor((sorted.length - 1) / 2)]!;
-  };
   return {
     p50: median(runs.map((r) => r.p50)),
     p95: median(runs.map((r) => r.p95)),

@@ -35,7 +35,16 @@ export interface ValidMessage {
 const NUL = /\u0000/;
 // TextEncoder rather than Buffer: this module also runs in Workers without nodejs_compat.
 const utf8 = new TextEncoder();
-const byteLength = (text: string): number => utf8.encode(text).length;
+/**
+ * The UTF-8 size of `text` when it is over `limit`, else undefined. A UTF-16 code unit is at most
+ * 3 UTF-8 bytes, so text of up to limit/3 units is not measured at all: encoding every payload
+ * only to learn its length allocated a copy of it on every enqueue.
+ */
+const bytesOver = (text: string, limit: number): number | undefined => {
+  if (text.length * 3 <= limit) return undefined;
+  const bytes = utf8.encode(text).length;
+  return bytes > limit ? bytes : undefined;
+};
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function checkText(field: string, value: string): void {
@@ -163,8 +172,8 @@ function checkHeaders(
     checkText(`${field}.${key}`, value);
     result[key] = value;
   }
-  const bytes = byteLength(JSON.stringify(result));
-  if (bytes > limits.maxHeadersBytes) {
+  const bytes = bytesOver(JSON.stringify(result), limits.maxHeadersBytes);
+  if (bytes !== undefined) {
     throw new OutboxValidationError(
       field,
       `is ${bytes} bytes serialised; the limit is ${limits.maxHeadersBytes}`,
@@ -195,8 +204,8 @@ export function validateMessage(
     );
   checkJson(`${prefix}.payload`, m.payload, new Set());
   const payloadJson = JSON.stringify(m.payload);
-  const payloadBytes = byteLength(payloadJson);
-  if (payloadBytes > limits.maxPayloadBytes) {
+  const payloadBytes = bytesOver(payloadJson, limits.maxPayloadBytes);
+  if (payloadBytes !== undefined) {
     throw new OutboxValidationError(
       `${prefix}.payload`,
       `is ${payloadBytes} bytes serialised; the limit is ${limits.maxPayloadBytes} (raise maxPayloadBytes, or store the body elsewhere and send a reference)`,

@@ -65,6 +65,23 @@ describe('validateMessage: each bad input of SPEC §6 names its field', () => {
     expect(error.message).toMatch(/limit is 100/);
   });
 
+  it('counts UTF-8 bytes, not characters, at the limit', () => {
+    const limits = { maxPayloadBytes: 100, maxHeadersBytes: 1000 };
+    // "é" is 2 bytes and "€" 3 in UTF-8; the 2 quotes of the JSON string are 1 each.
+    expect(() => validateMessage({ ...good, payload: 'é'.repeat(49) }, limits)).not.toThrow();
+    expect(rejection({ ...good, payload: 'é'.repeat(50) }, limits).message).toMatch(
+      /is 102 bytes serialised; the limit is 100/,
+    );
+    expect(() => validateMessage({ ...good, payload: '€'.repeat(32) }, limits)).not.toThrow();
+    expect(rejection({ ...good, payload: '€'.repeat(33) }, limits).message).toMatch(/is 101 bytes/);
+    expect(
+      rejection(
+        { ...good, headers: { note: '€'.repeat(400) } },
+        { ...limits, maxHeadersBytes: 1000 },
+      ).field,
+    ).toBe('message.headers');
+  });
+
   it('the default payload limit is 1 MiB', () => {
     expect(() => validateMessage({ ...good, payload: 'x'.repeat(1024 * 1024 - 2) })).not.toThrow();
     expect(rejection({ ...good, payload: 'x'.repeat(1024 * 1024) }).field).toBe('message.payload');
