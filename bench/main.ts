@@ -247,7 +247,7 @@ function printTable(
     line(
       'ceiling: raw lease loop on our table / pg-boss',
       d.peers.rawSqlVsPgBoss,
-      `${d.peers.perSecond.rawSql} rows/s; without the message-id index ${d.peers.rawWithoutMessageIdIndexVsPgBoss} (ours ${d.peers.oursWithoutMessageIdIndexVsPgBoss}), primary key + pending index only ${d.peers.rawKeyAndPendingOnlyVsPgBoss} (ours ${d.peers.oursKeyAndPendingOnlyVsPgBoss}), minimal table ${d.peers.minimalMarkVsPgBoss}; row locks held across the publish (ruled out by SPEC §4.4) ${d.peers.lockHeldAcrossPublishVsPgBoss}`,
+      `${d.peers.perSecond.rawSql} rows/s; without the message-id index ${d.peers.rawWithoutMessageIdIndexVsPgBoss} (ours ${d.peers.oursWithoutMessageIdIndexVsPgBoss}), primary key + pending index only ${d.peers.rawKeyAndPendingOnlyVsPgBoss}, minimal table ${d.peers.minimalMarkVsPgBoss}; row locks held across the publish (ruled out by SPEC §4.4) ${d.peers.lockHeldAcrossPublishVsPgBoss}`,
       'context: where dispatch_vs_pg_boss stops (bench/cases/lease-cost.ts)',
     ),
     ...Object.entries(r.latency_ms).map(([mode, p]) =>

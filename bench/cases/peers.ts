@@ -231,7 +231,6 @@ export async function dispatchVsPeers(db: BenchDatabase, count: number, rounds: 
     rawWithoutMessageIdIndexVsPgBoss: round(lease.withoutMessageIdIndex / pgBoss, 2),
     rawKeyAndPendingOnlyVsPgBoss: round(lease.keyAndPendingOnly / pgBoss, 2),
     oursWithoutMessageIdIndexVsPgBoss: round(lease.oursWithoutMessageIdIndex / pgBoss, 2),
-    oursKeyAndPendingOnlyVsPgBoss: round(lease.oursKeyAndPendingOnly / pgBoss, 2),
     lockHeldAcrossPublishVsPgBoss: round(lease.lockHeldAcrossPublish / pgBoss, 2),
     count,
     perSecond: {
@@ -246,7 +245,6 @@ export async function dispatchVsPeers(db: BenchDatabase, count: number, rounds: 
       rawWithoutMessageIdIndex: lease.withoutMessageIdIndex,
       rawKeyAndPendingOnly: lease.keyAndPendingOnly,
       oursWithoutMessageIdIndex: lease.oursWithoutMessageIdIndex,
-      oursKeyAndPendingOnly: lease.oursKeyAndPendingOnly,
       lockHeldAcrossPublish: lease.lockHeldAcrossPublish,
     },
   };

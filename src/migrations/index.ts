@@ -5,6 +5,7 @@ import { shadow } from './004-shadow.js';
 import { wakeWaiters } from './005-wake-waiters.js';
 import { archive } from './006-archive.js';
 import { timeOrderedIds } from './007-time-ordered-ids.js';
+import { hotClaims } from './008-hot-claims.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -16,6 +17,7 @@ export const MIGRATIONS: readonly Migration[] = [
   wakeWaiters,
   archive,
   timeOrderedIds,
+  hotClaims,
 ];
 
 /** The schema version this build of agent-outbox expects. */
