@@ -5,7 +5,8 @@ import { log } from '../lib/measure.js';
  * The ceiling for `dispatch_vs_pg_boss` / `dispatch_vs_graphile_worker` on this machine: what
  * the least possible lease-based queue loop does on a MINIMAL table (id, payload, due time, lock
  * columns, done time; a primary key and one partial pending index; no ordering, no message id,
- * no retention index), one connection, batches of 200, prepared statements:
+ * no retention index; half-empty pages, as migration 008 gives the outbox, so claims are HOT),
+ * one connection, batches of 200, prepared statements:
  * - `mark`: claim, then `UPDATE … SET done_at` (keeps history, as an outbox must);
  * - `delete`: claim, then `DELETE` (keeps nothing — graphile-worker's way).
  * If even these loops are not 5x a peer, no dispatcher built on claim + settle statements can
@@ -20,7 +21,7 @@ CREATE TABLE bench_minimal_queue (
   locked_by text,
   locked_until timestamptz,
   done_at timestamptz
-);
+) WITH (fillfactor = 50);
 CREATE INDEX bench_minimal_queue_pending ON bench_minimal_queue (run_at, id) WHERE done_at IS NULL;`;
 
 const CLAIM = `
