@@ -33,7 +33,7 @@ const DROP = {
   heads: 'DROP INDEX outbox_aggregate_pending_idx',
   retention: 'DROP INDEX outbox_dispatched_at_idx',
 };
-// As migration 001 creates them.
+// As migrations 001 (message id, heads) and 006 (retention) create them.
 const RESTORE = {
   messageId: 'ALTER TABLE outbox ADD CONSTRAINT outbox_message_id_key UNIQUE (message_id)',
   heads: `CREATE INDEX outbox_aggregate_pending_idx ON outbox (aggregate_id, sequence)
