@@ -180,6 +180,7 @@ function printTable(
   };
   const line = (key: string, value: unknown, baseline: string, target: string) =>
     `| ${key} | ${value === null ? 'n/a' : String(value)} | ${baseline} | ${target} |`;
+  const lease = d.peers.leaseCost.vsPgBoss;
   const lat = (p: Percentiles | null) => (p ? `${p.p50} / ${p.p95} / ${p.p99}` : 'n/a');
   const out = [
     '| figure | value | measured against (same run) | target |',
@@ -247,7 +248,7 @@ function printTable(
     line(
       'ceiling: raw lease loop on our table / pg-boss',
       d.peers.rawSqlVsPgBoss,
-      `${d.peers.perSecond.rawSql} rows/s; without the message-id index ${d.peers.rawWithoutMessageIdIndexVsPgBoss} (ours ${d.peers.oursWithoutMessageIdIndexVsPgBoss}), primary key + pending index only ${d.peers.rawKeyAndPendingOnlyVsPgBoss}, minimal table ${d.peers.minimalMarkVsPgBoss}; row locks held across the publish (ruled out by SPEC §4.4) ${d.peers.lockHeldAcrossPublishVsPgBoss}`,
+      `${d.peers.perSecond.rawSql} rows/s; without the message-id index ${lease.withoutMessageIdIndex} (ours ${lease.oursWithoutMessageIdIndex}), primary key + pending index only ${lease.keyAndPendingOnly}, minimal table ${d.peers.minimalMarkVsPgBoss}; row locks held across the publish (ruled out by SPEC §4.4) ${lease.lockHeldAcrossPublish}`,
       'context: where dispatch_vs_pg_boss stops (bench/cases/lease-cost.ts)',
     ),
     ...Object.entries(r.latency_ms).map(([mode, p]) =>

@@ -226,12 +226,17 @@ export async function dispatchVsPeers(db: BenchDatabase, count: number, rounds: 
     minimalDeleteVsGraphileWorker: round(ceiling.delete / best.graphileWorker, 2),
     minimalDeleteVsPgBoss: round(ceiling.delete / pgBoss, 2),
     minimalMarkVsPgBoss: round(ceiling.mark / pgBoss, 2),
-    // Where the pg-boss ratio stops on our table (lease-cost.ts): the raw loop without parts of
-    // the outbox, and with row locks held across the publish instead of a lease.
-    rawWithoutMessageIdIndexVsPgBoss: round(lease.withoutMessageIdIndex / pgBoss, 2),
-    rawKeyAndPendingOnlyVsPgBoss: round(lease.keyAndPendingOnly / pgBoss, 2),
-    oursWithoutMessageIdIndexVsPgBoss: round(lease.oursWithoutMessageIdIndex / pgBoss, 2),
-    lockHeldAcrossPublishVsPgBoss: round(lease.lockHeldAcrossPublish / pgBoss, 2),
+    // Where the pg-boss ratio stops on our table (lease-cost.ts): each variant's rows/s and its
+    // ratio to pg-boss.
+    leaseCost: {
+      rowsPerSecond: lease,
+      vsPgBoss: Object.fromEntries(
+        Object.entries(lease).map(([variant, perSecond]) => [
+          variant,
+          round(perSecond / pgBoss, 2),
+        ]),
+      ) as Record<keyof typeof lease, number>,
+    },
     count,
     perSecond: {
       ours: Math.round(best.ours),
@@ -242,10 +247,6 @@ export async function dispatchVsPeers(db: BenchDatabase, count: number, rounds: 
       graphileWorker: Math.round(best.graphileWorker),
       minimalTableClaimMark: ceiling.mark,
       minimalTableClaimDelete: ceiling.delete,
-      rawWithoutMessageIdIndex: lease.withoutMessageIdIndex,
-      rawKeyAndPendingOnly: lease.keyAndPendingOnly,
-      oursWithoutMessageIdIndex: lease.oursWithoutMessageIdIndex,
-      lockHeldAcrossPublish: lease.lockHeldAcrossPublish,
     },
   };
 }

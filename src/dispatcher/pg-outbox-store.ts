@@ -78,8 +78,8 @@ export class PgOutboxStore implements OutboxStore {
 
   async settle(owner: string, settlements: readonly Settlement[]): Promise<string[]> {
     // Messages that went out take the one-table statement; failures (normally few) the jsonb
-    // one (sql/settle.ts). A batch with both runs two statements: each row's settle stands alone (fenced by its
-    // lease), so they need not commit together.
+    // one (sql/settle.ts). A batch with both runs two statements: each row's settle stands alone
+    // (fenced by its lease), so they need not commit together.
     const done: string[] = [];
     const failed: Extract<Settlement, { kind: 'retry' | 'dead' }>[] = [];
     for (const s of settlements)
