@@ -2,7 +2,7 @@
  * Makes an error text safe to store in `last_error` and to log: known secret shapes are replaced
  * and the text is truncated. Patterns cover what publishers' errors actually echo back: URLs with
  * credentials, bearer/basic tokens, API keys (Anthropic, OpenAI, Stripe, AWS, GitHub, Slack),
- * `password=...` style pairs and JWTs.
+ * webhook signing secrets (`whsec_…`), `password=...` style pairs and JWTs.
  */
 const PATTERNS: readonly [RegExp, string][] = [
   [/([a-z][a-z0-9+.-]*:\/\/)([^:/?#@\s]+):([^@/?#\s]+)@/gi, '$1$2:[REDACTED]@'],
@@ -12,6 +12,8 @@ const PATTERNS: readonly [RegExp, string][] = [
   [/\bAKIA[0-9A-Z]{16}\b/g, '[REDACTED]'],
   [/\bgh[pousr]_[A-Za-z0-9]{20,}/g, '[REDACTED]'],
   [/\bxox[abprs]-[A-Za-z0-9-]{10,}/g, '[REDACTED]'],
+  // Standard Webhooks signing secrets (whsec_) and asymmetric secret keys (whsk_).
+  [/\bwh(?:sec|sk)_[A-Za-z0-9+/]{8,}={0,2}/g, '[REDACTED]'],
   [/\beyJ[a-z0-9_-]{5,}\.[a-z0-9_-]{5,}\.[a-z0-9_-]{5,}/gi, '[REDACTED]'],
   [
     /\b(password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|authorization)("?\s*[=:]\s*)("?)[^\s"&,;]+/gi,

@@ -1,11 +1,20 @@
+import type { NatsUncoveredSubject } from './nats/nats-jetstream-publisher.js';
 import type { Publisher } from './publisher.js';
 
 /** Options of {@link createPublisherFromUrl}; each applies to one scheme only. */
 export interface PublisherFromUrlOptions {
-  /** `nats://`: create this JetStream stream if missing (CLI `--nats-stream OUTBOX`). */
+  /**
+   * `nats://`: the JetStream stream to publish into (CLI `--nats-stream OUTBOX`): used as it is
+   * if it exists (never changed; a subject it does not capture is `permanent`), created if not.
+   */
   natsStream?: string;
-  /** `nats://`: subjects of a created stream (default: every subject under the prefix). */
+  /**
+   * `nats://`: subjects to create a missing `natsStream` with (CLI `--nats-subjects`); default
+   * `[natsSubjectPrefix + '>']`, or, without a prefix, the topics' first segments.
+   */
   natsStreamSubjects?: string[];
+  /** `nats://`: called once per subject `natsStream` does not capture (to log it). */
+  natsOnUncoveredSubject?: (event: NatsUncoveredSubject) => void;
   /** `nats://`: subject prefix. Default `''`. */
   natsSubjectPrefix?: string;
   /** `amqp(s)://`: exchange. Default `outbox`. */
@@ -18,6 +27,8 @@ export interface PublisherFromUrlOptions {
   httpTimeoutMs?: number;
   /** `http(s)://`: extra request headers (e.g. Authorization). */
   httpHeaders?: Record<string, string>;
+  /** `http(s)://`: Standard Webhooks `whsec_` secrets to sign with (see `HttpPublisher`). */
+  httpSigningSecrets?: readonly string[];
 }
 
 /** URL schemes {@link createPublisherFromUrl} understands. */
@@ -59,6 +70,7 @@ export async function createPublisherFromUrl(
         url,
         ...(options.httpTimeoutMs !== undefined && { timeoutMs: options.httpTimeoutMs }),
         ...(options.httpHeaders && { headers: options.httpHeaders }),
+        ...(options.httpSigningSecrets && { signingSecrets: options.httpSigningSecrets }),
       });
     }
     case 'nats': {
@@ -72,6 +84,9 @@ export async function createPublisherFromUrl(
           stream: {
             name: options.natsStream,
             ...(options.natsStreamSubjects && { subjects: options.natsStreamSubjects }),
+            ...(options.natsOnUncoveredSubject && {
+              onUncoveredSubject: options.natsOnUncoveredSubject,
+            }),
           },
         }),
       });

@@ -21,12 +21,18 @@ import {
   PublisherConfigError,
 } from '../../publishers/publisher-config.js';
 import { importPeer } from '../../publishers/optional-peer.js';
+import { WebhookSecretError } from '../../publishers/http/standard-webhooks.js';
 import { createRetentionJob, poolSessions } from '../../retention/retention-job.js';
 import { fromPg } from '../../store/from-pg.js';
 import { redactUrl, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { formatDuration, parseDuration } from '../format/duration.js';
 import { EXIT, UsageError } from '../usage-error.js';
+import {
+  loadWebhookSecrets,
+  refuseSecretOnCommandLine,
+  WEBHOOK_SECRET_ENV,
+} from '../dispatch/webhook-secrets.js';
 
 export const dispatchHelp = `Usage: outbox dispatch (--publisher URL | --config FILE) [options]
 
@@ -75,6 +81,10 @@ Options:
                              ordered messages; skip: they go on
   --nats-stream NAME         nats:// only: create this JetStream stream if missing
   --http-timeout-ms N        http(s):// only: request timeout (default 10000)
+  --webhook-secret-file PATH http(s):// only: sign every request (Standard Webhooks:
+                             webhook-id, webhook-timestamp, webhook-signature) with the
+                             whsec_ secrets in PATH, one per line (two while rotating);
+                             or set $OUTBOX_WEBHOOK_SECRET instead (never a flag value)
   --metrics-port N           serve Prometheus metrics on /metrics and a health check on
                              /healthz (needs prom-client; see docs/operations.md)
   --metrics-host ADDR        interface for the metrics server (default 127.0.0.1)
@@ -90,11 +100,16 @@ Options:
   --json                     log one JSON object per line instead of text
   -h, --help                 show this help
 
+Environment:
+  OUTBOX_WEBHOOK_SECRET      http(s):// only: whsec_ signing secret(s), space-separated (new
+                             first, then the old one while rotating); a malformed one exits 2
+
 Signals: SIGINT/SIGTERM stop claiming, let in-flight publishes finish (bounded by the lease)
 and settle, then exit 0. A second signal exits at once (leases then expire on their own).
 `;
 
 export async function dispatchCommand(argv: string[]): Promise<number> {
+  refuseSecretOnCommandLine(argv);
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -121,6 +136,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       'dead-letter-policy': { type: 'string', default: 'hold' },
       'nats-stream': { type: 'string' },
       'http-timeout-ms': { type: 'string' },
+      'webhook-secret-file': { type: 'string' },
       'metrics-port': { type: 'string' },
       'metrics-host': { type: 'string', default: '127.0.0.1' },
       'health-stall-ms': { type: 'string' },
@@ -203,6 +219,11 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       '--prune-archive, --prune-ledger-older-than and --prune-interval need --prune-older-than',
     );
   const sweepIntervalMs = positiveInt('sweep-interval-ms', values['sweep-interval-ms'], 30_000);
+  const webhookSecrets = await loadWebhookSecrets({
+    publisher: values.publisher,
+    env: process.env[WEBHOOK_SECRET_ENV],
+    file: values['webhook-secret-file'],
+  });
   const url = resolveDatabaseUrl(values['database-url']);
   const log = logger(values.json);
 
@@ -222,10 +243,11 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     log('warn', 'idle database connection lost', { error: error.message }),
   );
   const publisher = values.config
-    ? await publisherFromConfig(values.config)
+    ? await publisherFromConfig(values.config, webhookSecrets)
     : await createPublisherFromUrl(values.publisher!, {
         ...(values['nats-stream'] !== undefined && { natsStream: values['nats-stream'] }),
         ...(httpTimeoutMs !== undefined && { httpTimeoutMs }),
+        ...(webhookSecrets && { httpSigningSecrets: webhookSecrets }),
       });
   const cleanups: (() => Promise<void>)[] = [];
   try {
@@ -329,6 +351,8 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
         listen: useListen,
         batchSize: options.batchSize,
         leaseMs: options.leaseMs,
+        // How many, never which: enough to tell a signed run from an unsigned one.
+        ...(webhookSecrets && { webhookSigningSecrets: webhookSecrets.length }),
       },
     );
 
@@ -411,12 +435,21 @@ function waitForSignal(log: Log): Promise<void> {
   });
 }
 
-/** Loads a routing config; its mistakes are the command line's (exit 2), not runtime failures. */
-async function publisherFromConfig(path: string) {
+/**
+ * Loads a routing config; its mistakes are the command line's (exit 2), not runtime failures.
+ * `webhookSecrets` (from the environment or --webhook-secret-file) sign its http(s) routes.
+ */
+async function publisherFromConfig(path: string, webhookSecrets: string[] | undefined) {
   try {
-    return await createPublisherFromConfig(await loadPublisherConfig(path));
+    const config = await loadPublisherConfig(path);
+    return await createPublisherFromConfig(
+      webhookSecrets
+        ? { ...config, options: { ...config.options, httpSigningSecrets: webhookSecrets } }
+        : config,
+    );
   } catch (error) {
-    if (error instanceof PublisherConfigError) throw new UsageError(error.message);
+    if (error instanceof PublisherConfigError || error instanceof WebhookSecretError)
+      throw new UsageError(error.message);
     if ((error as NodeJS.ErrnoException).code === 'ENOENT')
       throw new UsageError(`--config ${path}: no such file`);
     throw error;

@@ -3,6 +3,7 @@ import { mapWithConcurrency } from '../concurrency.js';
 import { permanent, published, retryable } from '../outcomes.js';
 import type { OutgoingMessage, PublishOptions, PublishOutcome, Publisher } from '../publisher.js';
 import { classifyStatus, parseRetryAfter } from './http-status.js';
+import { parseWebhookSecrets, signWebhook, WEBHOOK_SECRET_PREFIX } from './standard-webhooks.js';
 
 /** The part of the WHATWG `fetch` the publisher calls (global `fetch` fits). */
 export type FetchLike = (
@@ -35,6 +36,19 @@ export interface HttpPublisherOptions {
   headers?: Record<string, string>;
   /** Replaces the global `fetch` (for a proxy-aware client, or tests). */
   fetch?: FetchLike;
+  /**
+   * Standard Webhooks secrets (`whsec_<base64>`, from your secret store, never from code): each
+   * request then carries `webhook-id` (the message id), `webhook-timestamp` (Unix seconds of this
+   * attempt) and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`),
+   * one signature per secret, space-separated — give the new and the old secret together while
+   * rotating. Default: unsigned. A malformed or empty list throws here, at construction.
+   *
+   * @example
+   * ```ts
+   * new HttpPublisher({ url, signingSecrets: [process.env.WEBHOOK_SECRET!] });
+   * ```
+   */
+  signingSecrets?: readonly string[];
 }
 
 /** Default per-request timeout of {@link HttpPublisher}. */
@@ -49,13 +63,18 @@ const BODY_EXCERPT_LENGTH = 200;
 
 /**
  * Publishes each message as one webhook call: `POST url` with the envelope as JSON body and the
- * message id as `Idempotency-Key`, so the receiver can deduplicate re-publishes. Status mapping:
- * see {@link classifyStatus}; timeouts and network errors are `retryable`; `Retry-After` becomes
- * `retryAfterMs`.
+ * message id as `Idempotency-Key`, so the receiver can deduplicate re-publishes; with
+ * `signingSecrets`, signed per Standard Webhooks (see {@link HttpPublisherOptions.signingSecrets}).
+ * Status mapping: see {@link classifyStatus}; timeouts and network errors are `retryable`;
+ * `Retry-After` becomes `retryAfterMs`.
  *
  * @example
  * ```ts
- * const publisher = new HttpPublisher({ url: 'https://hooks.example.com/outbox', timeoutMs: 5000 });
+ * const publisher = new HttpPublisher({
+ *   url: 'https://hooks.example.com/outbox',
+ *   timeoutMs: 5000,
+ *   signingSecrets: [process.env.OUTBOX_WEBHOOK_SECRET!],
+ * });
  * ```
  */
 export class HttpPublisher implements Publisher {
@@ -64,6 +83,10 @@ export class HttpPublisher implements Publisher {
   readonly #concurrency: number;
   readonly #headers: Record<string, string>;
   readonly #fetch: FetchLike;
+  /** HMAC keys decoded from `signingSecrets`; empty = unsigned. */
+  readonly #signingKeys: readonly Buffer[];
+  /** The secrets as text (with and without `whsec_`), scrubbed from echoed error bodies. */
+  readonly #secretTexts: readonly string[];
 
   constructor(options: HttpPublisherOptions) {
     const url = new URL(options.url);
@@ -86,6 +109,13 @@ export class HttpPublisher implements Publisher {
     this.#concurrency = options.concurrency ?? DEFAULT_HTTP_CONCURRENCY;
     this.#headers = headers;
     this.#fetch = options.fetch ?? (fetch as unknown as FetchLike);
+    const secrets = options.signingSecrets;
+    this.#signingKeys = secrets === undefined ? [] : parseWebhookSecrets(secrets, 'signingSecrets');
+    this.#secretTexts = (secrets ?? []).flatMap((secret) => [
+      secret,
+      // Without padding, so an echo that dropped the '=' is caught too.
+      secret.slice(WEBHOOK_SECRET_PREFIX.length).replace(/=+$/, ''),
+    ]);
     if (!(this.#timeoutMs > 0)) throw new RangeError('timeoutMs must be > 0');
     if (!(this.#concurrency >= 1)) throw new RangeError('concurrency must be >= 1');
   }
@@ -116,21 +146,30 @@ export class HttpPublisher implements Publisher {
       // A header value fetch would refuse must not turn the whole request into a network error.
       if (value !== undefined && /^[\x20-\x7e]*$/.test(value)) headers[name] = value;
     }
+    // Signed and sent as this one string: what the receiver verifies is byte for byte what it got.
+    const body = JSON.stringify(toEnvelope(message));
+    if (this.#signingKeys.length > 0) {
+      // The time of this attempt, not of the message: a retry an hour later must not look replayed.
+      const timestamp = Math.floor(Date.now() / 1000);
+      headers['webhook-id'] = message.id;
+      headers['webhook-timestamp'] = String(timestamp);
+      headers['webhook-signature'] = signWebhook(this.#signingKeys, message.id, timestamp, body);
+    }
     const timeout = AbortSignal.timeout(this.#timeoutMs);
     const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
     try {
       const response = await this.#fetch(url, {
         method: 'POST',
         headers,
-        body: JSON.stringify(toEnvelope(message)),
+        body,
         signal: combined,
         redirect: 'manual',
       });
       // Read the body in every case: an unread body keeps the connection from being reused.
-      const body = await response.text().catch(() => '');
+      const answer = await response.text().catch(() => '');
       const kind = classifyStatus(response.status);
       if (kind === 'published') return published();
-      const error = `HTTP ${response.status}${excerpt(body)}`;
+      const error = `HTTP ${response.status}${excerpt(this.#scrubSecrets(answer))}`;
       if (kind === 'permanent') return permanent(error);
       return retryable(error, parseRetryAfter(response.headers.get('retry-after')));
     } catch (error) {
@@ -138,6 +177,16 @@ export class HttpPublisher implements Publisher {
       if (signal?.aborted) return retryable('publish aborted');
       return retryable(networkErrorText(error));
     }
+  }
+
+  /**
+   * A receiver that echoes its configuration (a debug page, a misconfigured proxy) must not put
+   * our secret into `last_error`: exact matches are removed here, before the generic redaction.
+   */
+  #scrubSecrets(text: string): string {
+    let result = text;
+    for (const secret of this.#secretTexts) result = result.split(secret).join('[REDACTED]');
+    return result;
   }
 
   /** Nothing to release: `fetch` pools connections globally. */

@@ -1,6 +1,6 @@
 /**
- * `agent-outbox/publishers/http`: the webhook publisher. Uses the global `fetch`, no peer
- * dependency.
+ * `agent-outbox/publishers/http`: the webhook publisher, with Standard Webhooks signing. Uses the
+ * global `fetch` and node:crypto, no peer dependency.
  * @packageDocumentation
  */
 export {
@@ -11,3 +11,12 @@ export {
   type HttpPublisherOptions,
 } from './http-publisher.js';
 export { classifyStatus, parseRetryAfter } from './http-status.js';
+export {
+  DEFAULT_WEBHOOK_TOLERANCE_MS,
+  parseWebhookSecret,
+  signWebhook,
+  verifyWebhook,
+  WebhookSecretError,
+  type WebhookSignatureHeaders,
+  type WebhookVerification,
+} from './standard-webhooks.js';
