@@ -3,7 +3,7 @@ export {
   type CdcDispatcher,
   type CdcDispatcherState,
 } from './cdc-dispatcher.js';
-export type { CdcDispatcherOptions } from './options.js';
+export type { CdcDispatcherOptions, PgConnectionConfig } from './options.js';
 export type { CdcEventMap } from './events.js';
 export { defaultPublicationName, defaultSlotName, readSlotLag } from './slot.js';
 export { formatLsn, parseLsn, type Lsn } from './lsn.js';

@@ -1,7 +1,38 @@
-import type { ClientConfig } from 'pg';
+import type { Duplex } from 'node:stream';
+import type { ConnectionOptions } from 'node:tls';
 import type { DispatcherOptions } from '../dispatcher/options.js';
 import type { ReconnectDelayOptions } from '../dispatcher/wake/reconnect-delay.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
+
+/**
+ * The connection settings of a `pg` `ClientConfig`, typed structurally so the published
+ * declarations of `agent-outbox/cdc` do not need `@types/pg` (a development dependency of ours;
+ * without it a user's `replicationConnection` would silently be `any`). A real `ClientConfig`
+ * value fits. `types` is left out: the stream's rows are decoded from pgoutput, not by `pg`'s
+ * type parsers.
+ */
+export interface PgConnectionConfig {
+  connectionString?: string | undefined;
+  host?: string | undefined;
+  port?: number | undefined;
+  user?: string | undefined;
+  password?: string | (() => string | Promise<string>) | undefined;
+  database?: string | undefined;
+  ssl?: boolean | ConnectionOptions | undefined;
+  enableChannelBinding?: boolean | undefined;
+  stream?: (() => Duplex | undefined) | undefined;
+  application_name?: string | undefined;
+  fallback_application_name?: string | undefined;
+  connectionTimeoutMillis?: number | undefined;
+  keepAlive?: boolean | undefined;
+  keepAliveInitialDelayMillis?: number | undefined;
+  options?: string | undefined;
+  client_encoding?: string | undefined;
+  statement_timeout?: false | number | undefined;
+  query_timeout?: number | undefined;
+  lock_timeout?: number | undefined;
+  idle_in_transaction_session_timeout?: number | undefined;
+}
 
 /** Options of {@link createCdcDispatcher}; the polling options apply to both workers. */
 export interface CdcDispatcherOptions extends Omit<
@@ -14,7 +45,7 @@ export interface CdcDispatcherOptions extends Omit<
    * Connection for the replication stream (a `pg` ClientConfig; `replication: 'database'` is
    * added). The role needs the REPLICATION attribute; the server `wal_level = logical`.
    */
-  replicationConnection: ClientConfig;
+  replicationConnection: PgConnectionConfig;
   /** Default `agent_outbox_<database>_<schema>`. Slots are cluster-wide. */
   slotName?: string;
   /** Default `agent_outbox_<schema>`. Created (INSERTs of the outbox only) when missing. */
