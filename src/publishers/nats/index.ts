@@ -6,8 +6,6 @@ export {
   DEFAULT_NATS_STREAM,
   NatsJetStreamPublisher,
   type NatsJetStreamPublisherOptions,
-  type NatsStreamReport,
-  type NatsUncoveredSubject,
 } from './nats-jetstream-publisher.js';
 export type {
   NatsConnectionLike,

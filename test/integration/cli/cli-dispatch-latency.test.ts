@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCli } from '../../helpers/cli-process.js';
-import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import type { TestDatabase } from '../../helpers/database.js';
+import { createLogicalTestDatabase } from '../../helpers/logical-database.js';
 import { enqueueCommitted } from '../../helpers/outbox-fixtures.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
 import { dropSlots } from '../../fixtures/latency/cdc-helpers.js';
@@ -8,13 +9,18 @@ import { dropSlots } from '../../fixtures/latency/cdc-helpers.js';
 let db: TestDatabase;
 let receiver: WebhookReceiver;
 beforeAll(async () => {
-  db = await createTestDatabase();
+  // For `--mode cdc` below; the wake-up tests run on any server.
+  db = await createLogicalTestDatabase();
   receiver = await startWebhookReceiver();
 });
 afterAll(async () => {
-  await receiver.close();
-  await dropSlots(db.pool, db.name);
-  await db.drop();
+  // drop() also stops a private server: it must run whatever happened before it.
+  try {
+    await receiver?.close();
+    if (db) await dropSlots(db.pool, db.name);
+  } finally {
+    await db?.drop();
+  }
 });
 
 const waiters = async () =>
