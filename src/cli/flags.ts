@@ -23,6 +23,17 @@ export function positiveInt(flag: string, value: string | undefined, fallback: n
   return n;
 }
 
+/**
+ * The values of a list flag, repeatable or comma-separated or both (`--x a,b --x c` → `a b c`),
+ * as `--unordered` reads them: trimmed, empty items dropped.
+ */
+export function listFlag(values: readonly string[] | undefined): string[] {
+  return (values ?? [])
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter(Boolean);
+}
+
 /** Flags every database command takes, in `parseArgs` form. */
 export const COMMON_OPTIONS = {
   'database-url': { type: 'string' },

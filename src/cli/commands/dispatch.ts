@@ -27,6 +27,11 @@ import { fromPg } from '../../store/from-pg.js';
 import { redactUrl, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { formatDuration, parseDuration } from '../format/duration.js';
+import {
+  logNatsStream,
+  natsPublisherOptions,
+  parseNatsStreamFlags,
+} from '../dispatch/nats-stream.js';
 import { EXIT, UsageError } from '../usage-error.js';
 import {
   loadWebhookSecrets,
@@ -79,7 +84,16 @@ Options:
                              or comma-separated); all other topics are ordered
   --dead-letter-policy P     hold (default): a dead letter blocks its aggregate's later
                              ordered messages; skip: they go on
-  --nats-stream NAME         nats:// only: create this JetStream stream if missing
+  --nats-stream NAME         nats:// only: the JetStream stream to publish into. An existing
+                             stream (e.g. yours) is used as it is and never changed; a topic
+                             whose subject it does not capture is dead-lettered with a
+                             last_error saying so (add the subject, then outbox replay). A
+                             missing stream is created (see --nats-subjects)
+  --nats-subjects LIST       nats:// with --nats-stream only: subjects to create a missing
+                             stream with, comma-separated or repeated, NATS wildcards allowed
+                             ('orders.created,orders.*.refund,audit.>'); ignored when the
+                             stream exists. Default: one subject per topic's first segment,
+                             added as topics arrive (mail.send -> mail.>)
   --http-timeout-ms N        http(s):// only: request timeout (default 10000)
   --webhook-secret-file PATH http(s):// only: sign every request (Standard Webhooks:
                              webhook-id, webhook-timestamp, webhook-signature) with the
@@ -135,6 +149,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       unordered: { type: 'string', multiple: true },
       'dead-letter-policy': { type: 'string', default: 'hold' },
       'nats-stream': { type: 'string' },
+      'nats-subjects': { type: 'string', multiple: true },
       'http-timeout-ms': { type: 'string' },
       'webhook-secret-file': { type: 'string' },
       'metrics-port': { type: 'string' },
@@ -207,6 +222,11 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
   if (metricsPort !== undefined && metricsPort > 65_535)
     throw new UsageError(`--metrics-port must be at most 65535, got ${metricsPort}`);
   const healthStallMs = positiveInt('health-stall-ms', values['health-stall-ms'], 300_000);
+  const natsStream = parseNatsStreamFlags({
+    publisher: values.publisher,
+    stream: values['nats-stream'],
+    subjects: values['nats-subjects'],
+  });
   const pruneOlderThanMs =
     values['prune-older-than'] === undefined
       ? undefined
@@ -245,7 +265,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
   const publisher = values.config
     ? await publisherFromConfig(values.config, webhookSecrets)
     : await createPublisherFromUrl(values.publisher!, {
-        ...(values['nats-stream'] !== undefined && { natsStream: values['nats-stream'] }),
+        ...natsPublisherOptions(natsStream, log),
         ...(httpTimeoutMs !== undefined && { httpTimeoutMs }),
         ...(webhookSecrets && { httpSigningSecrets: webhookSecrets }),
       });
@@ -355,6 +375,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
         ...(webhookSecrets && { webhookSigningSecrets: webhookSecrets.length }),
       },
     );
+    await logNatsStream(publisher, log);
 
     if (values.once) {
       dispatcher.on('dispatcher:settle:success', ({ settled }) => {

@@ -6,6 +6,8 @@ export {
   DEFAULT_NATS_STREAM,
   NatsJetStreamPublisher,
   type NatsJetStreamPublisherOptions,
+  type NatsStreamReport,
+  type NatsUncoveredSubject,
 } from './nats-jetstream-publisher.js';
 export type {
   NatsConnectionLike,

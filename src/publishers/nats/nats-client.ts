@@ -19,11 +19,14 @@ export interface NatsJetStreamLike {
   ): Promise<NatsPubAckLike>;
 }
 
-/** `JetStreamManager`, stream lookup, creation and subject updates only. */
+/**
+ * `JetStreamManager`, stream lookup, creation and subject updates only. `update` is called only
+ * on a stream the publisher created itself (see `JetStreamStream`).
+ */
 export interface NatsJetStreamManagerLike {
   streams: {
     info(name: string): Promise<unknown>;
-    add(config: { name: string; subjects: string[] }): Promise<unknown>;
+    add(config: { name: string; subjects: string[]; description?: string }): Promise<unknown>;
     update(name: string, config: { subjects: string[] }): Promise<unknown>;
   };
 }

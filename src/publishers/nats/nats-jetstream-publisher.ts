@@ -4,7 +4,7 @@ import { importPeer } from '../optional-peer.js';
 import { allRetryable, permanent, published, retryable } from '../outcomes.js';
 import type { OutgoingMessage, PublishOptions, PublishOutcome, Publisher } from '../publisher.js';
 import type { NatsConnectionLike, NatsJetStreamLike, NatsModuleLike } from './nats-client.js';
-import { JetStreamStream } from './jetstream-stream.js';
+import { JetStreamStream, type NatsStreamReport } from './jetstream-stream.js';
 
 /** Options of {@link NatsJetStreamPublisher}. */
 export interface NatsJetStreamPublisherOptions {
@@ -16,19 +16,33 @@ export interface NatsJetStreamPublisherOptions {
   /** Prepended to the topic to form the subject (`outbox.` + `mail.send`). Default `''`. */
   subjectPrefix?: string;
   /**
-   * Create this stream when it does not exist. Without this option a stream capturing the
-   * subjects must already exist, or publishes come back `retryable`.
+   * The JetStream stream to publish into (CLI `--nats-stream`). If it exists — typically one the
+   * operator created — it is used as it is and never changed: each subject is checked against
+   * its subjects (NATS wildcards: `*` one token, `>` one or more trailing tokens), and a subject
+   * it does not capture comes back `permanent` with a `last_error` naming the subject, the stream
+   * and what to do. If it is missing, it is created (see `subjects`).
+   *
+   * Without this option nothing is checked or created: a stream capturing the subjects must
+   * exist, or publishes come back `retryable` ("no JetStream stream captures subject …").
    */
   stream?: {
-    /** Default `OUTBOX`. */
+    /** The stream's name. Default `OUTBOX` ({@link DEFAULT_NATS_STREAM}). */
     name?: string;
     /**
-     * Subjects to create the stream with (an existing stream is then left alone). Default
-     * `[subjectPrefix + '>']`; with no prefix either, the stream grows with the topics published
-     * (`mail.send` adds `mail.>`) instead of capturing the whole server with `>` — see
-     * `JetStreamStream`.
+     * Subjects to create a missing stream with (CLI `--nats-subjects`); ignored when the stream
+     * exists. Default `[subjectPrefix + '>']`; with no prefix either, the stream is created with
+     * one subject per topic's first segment and grows as topics arrive (`mail.send` adds
+     * `mail.>`, `audit` adds `audit`) instead of capturing the whole server with `>`. Only a
+     * stream the dispatcher created (marked in its description) ever grows.
+     *
+     * @example ['orders.created', 'orders.cancelled']
      */
     subjects?: string[];
+    /**
+     * Called the first time a subject is found outside the stream (its messages come back
+     * `permanent`). `outbox dispatch` logs it as a warning.
+     */
+    onUncoveredSubject?: (event: NatsUncoveredSubject) => void;
   };
   /** How long to wait for each PubAck. Default 5000 ms. */
   ackTimeoutMs?: number;
@@ -40,6 +54,20 @@ export interface NatsJetStreamPublisherOptions {
 
 /** Default stream name when {@link NatsJetStreamPublisherOptions.stream} is set. */
 export const DEFAULT_NATS_STREAM = 'OUTBOX';
+
+/** A subject the publisher's stream does not capture (see `stream.onUncoveredSubject`). */
+export interface NatsUncoveredSubject {
+  /** The stream's name. */
+  stream: string;
+  /** The subject no message can be published to. */
+  subject: string;
+  /** The stream's subjects. */
+  streamSubjects: readonly string[];
+  /** The `last_error` its messages get. */
+  error: string;
+}
+
+export type { NatsStreamReport } from './jetstream-stream.js';
 
 interface Session {
   connection: NatsConnectionLike;
@@ -56,13 +84,15 @@ interface Session {
  * headers travel inside it; no NATS headers besides `Nats-Msg-Id` are set).
  *
  * Outcomes: an unreachable server, a missing stream (no responders) or a PubAck timeout is
- * `retryable`; a payload above the server's `max_payload` or the stream's `max_msg_size` is
- * `permanent`.
+ * `retryable`; a payload above the server's `max_payload` or the stream's `max_msg_size`, or a
+ * subject outside the configured `stream`, is `permanent`.
  */
 export class NatsJetStreamPublisher implements Publisher {
   readonly #options: NatsJetStreamPublisherOptions;
   readonly #ownsConnection: boolean;
   #session: Promise<Session> | undefined;
+  /** Subjects already reported to `onUncoveredSubject`: once each, not once per message. */
+  readonly #reported = new Set<string>();
 
   constructor(options: NatsJetStreamPublisherOptions) {
     this.#options = options;
@@ -81,10 +111,11 @@ export class NatsJetStreamPublisher implements Publisher {
       return allRetryable(messages.length, `NATS: ${describe(error)}`);
     }
     const prefix = this.#options.subjectPrefix ?? '';
+    let uncovered = new Set<string>();
     if (session.stream) {
       const subjects = messages.map((m) => options.destination ?? prefix + m.topic);
       try {
-        await session.stream.ensure(subjects);
+        uncovered = new Set(await session.stream.uncovered(subjects));
       } catch (error) {
         return allRetryable(
           messages.length,
@@ -95,6 +126,9 @@ export class NatsJetStreamPublisher implements Publisher {
     return mapWithConcurrency(messages, this.#options.concurrency ?? 64, async (message) => {
       if (options.signal?.aborted) return retryable('publish aborted');
       const subject = options.destination ?? prefix + message.topic;
+      if (session.stream && uncovered.has(subject)) {
+        return this.#uncovered(session.stream, subject, message.topic);
+      }
       try {
         // A duplicate PubAck means the stream already holds this id: the effect is durable.
         await session.jetstream.publish(subject, encode(message), {
@@ -107,6 +141,16 @@ export class NatsJetStreamPublisher implements Publisher {
         return classify(error, subject);
       }
     });
+  }
+
+  /**
+   * Connects and reads the `stream` without creating or changing it — what `outbox dispatch`
+   * logs at startup. Undefined without the `stream` option. Rejects when the server cannot be
+   * reached or JetStream is not enabled.
+   */
+  async inspectStream(): Promise<NatsStreamReport | undefined> {
+    const { stream } = await this.#connect();
+    return stream?.inspect();
   }
 
   /** Closes the connection if the publisher opened it. */
@@ -167,6 +211,38 @@ export class NatsJetStreamPublisher implements Publisher {
 
   get #streamName(): string {
     return this.#options.stream?.name ?? DEFAULT_NATS_STREAM;
+  }
+
+  /**
+   * A subject outside the stream. `permanent`, not `retryable`: the stream's subjects were just
+   * read, and nothing the dispatcher does will change them (it never changes a stream it did not
+   * create), so retrying would only hold the message — and, for an ordered topic, its aggregate —
+   * for the hour or so `maxAttempts` takes, then dead-letter it anyway. Dead-lettered at once it
+   * shows up in `outbox status` and the log, and `outbox replay` publishes it, same id, once
+   * the operator has added the subject.
+   */
+  #uncovered(stream: JetStreamStream, subject: string, topic: string): PublishOutcome {
+    const shown =
+      stream.subjects.slice(0, 20).join(', ') + (stream.subjects.length > 20 ? ', …' : '');
+    const error =
+      `NATS: stream ${stream.name} does not capture subject ${subject} (its subjects: ` +
+      `${shown || 'none'}); the dispatcher does not change this stream's subjects. Add the ` +
+      `subject to the stream, or publish topic ${topic} elsewhere, then: outbox replay ` +
+      `--all-dead --topic ${topic}`;
+    if (!this.#reported.has(subject)) {
+      this.#reported.add(subject);
+      try {
+        this.#options.stream?.onUncoveredSubject?.({
+          stream: stream.name,
+          subject,
+          streamSubjects: [...stream.subjects],
+          error,
+        });
+      } catch {
+        /* a throwing listener must not turn a dead letter into a failed publish call */
+      }
+    }
+    return permanent(error);
   }
 }
 

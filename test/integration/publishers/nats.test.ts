@@ -4,6 +4,7 @@ import {
   connectOptions,
   NatsJetStreamPublisher,
 } from '../../../src/publishers/nats/nats-jetstream-publisher.js';
+import { CREATED_BY_DISPATCHER } from '../../../src/publishers/nats/jetstream-stream.js';
 import { createCollector } from '../../contract/collector.js';
 import { makeMessage, makeMessageOfEnvelopeBytes, uniqueName } from '../../contract/messages.js';
 import { describePublisherConformance } from '../../contract/publisher-conformance.js';
@@ -144,8 +145,108 @@ describe.runIf(natsUp)('NATS JetStream', () => {
           makeMessage({ topic: 'not.captured' }),
         ]);
         expect(outcomes[0]).toEqual({ status: 'published' });
-        expect(outcomes[1]!.status).toBe('retryable');
+        expect(outcomes[1]).toMatchObject({
+          status: 'permanent',
+          error: expect.stringContaining(
+            `stream ${name} does not capture subject ${ownPrefix}not.captured`,
+          ),
+        });
         expect((await jsm.streams.info(name)).config.subjects).toEqual([`${ownPrefix}only.>`]);
+      } finally {
+        await publisher.close();
+        await jsm.streams.delete(name).catch(() => undefined);
+      }
+    });
+
+    // Issue 17: with no prefix and no subjects the publisher used to widen `orders.created` to
+    // `orders.>` and add it to the operator's stream, which NATS refuses ("overlaps").
+    it.each([
+      ['exactly the topic', (t: string) => [t]],
+      ['the topic and everything under it', (t: string) => [`${t}.>`, t]],
+      ['a wildcard', (t: string) => [t.replace(/\.created$/, '.*')]],
+    ])('publishes into an operator’s stream capturing %s, unchanged', async (_, subjectsFor) => {
+      const name = uniqueName('AOTEST_');
+      const topic = `${uniqueName('orders_')}.created`;
+      const jsm = await nc.jetstreamManager();
+      const { config } = await jsm.streams.add({ name, subjects: subjectsFor(topic) });
+      const publisher = new NatsJetStreamPublisher({ connection: NATS_URL, stream: { name } });
+      try {
+        expect(await publisher.publish([makeMessage({ topic })])).toEqual([
+          { status: 'published' },
+        ]);
+        expect(await publisher.inspectStream()).toEqual({
+          name,
+          exists: true,
+          createdByDispatcher: false,
+          subjects: subjectsFor(topic),
+          growsWithTopics: false,
+        });
+        const info = await jsm.streams.info(name);
+        expect(info.config).toEqual(config);
+        expect(info.state.messages).toBe(1);
+      } finally {
+        await publisher.close();
+        await jsm.streams.delete(name).catch(() => undefined);
+      }
+    });
+
+    it('a subject outside an operator’s stream: permanent, reported once, fixed by the operator', async () => {
+      const name = uniqueName('AOTEST_');
+      const orders = uniqueName('orders_');
+      const jsm = await nc.jetstreamManager();
+      const { config } = await jsm.streams.add({ name, subjects: [`${orders}.created`] });
+      const reported: string[] = [];
+      const publisher = new NatsJetStreamPublisher({
+        connection: NATS_URL,
+        stream: { name, onUncoveredSubject: ({ subject }) => reported.push(subject) },
+      });
+      try {
+        for (let i = 0; i < 2; i++) {
+          const outcomes = await publisher.publish([
+            makeMessage({ topic: `${orders}.created` }),
+            makeMessage({ topic: `${orders}.created.eu` }),
+          ]);
+          expect(outcomes[0]).toEqual({ status: 'published' });
+          expect(outcomes[1]).toMatchObject({ status: 'permanent' });
+          const error = outcomes[1]!.status === 'permanent' ? outcomes[1]!.error : '';
+          expect(error).toContain(`subject ${orders}.created.eu`);
+          expect(error).toContain(`its subjects: ${orders}.created`);
+          expect(error).toContain(`outbox replay --all-dead --topic ${orders}.created.eu`);
+        }
+        expect(reported).toEqual([`${orders}.created.eu`]);
+        expect((await jsm.streams.info(name)).config).toEqual(config);
+
+        // The operator adds the subject: the very next publish sees it (no stale cache).
+        await jsm.streams.update(name, { subjects: [`${orders}.created`, `${orders}.created.>`] });
+        expect(await publisher.publish([makeMessage({ topic: `${orders}.created.eu` })])).toEqual([
+          { status: 'published' },
+        ]);
+      } finally {
+        await publisher.close();
+        await jsm.streams.delete(name).catch(() => undefined);
+      }
+    });
+
+    it('inspectStream reads a missing stream without creating it', async () => {
+      const name = uniqueName('AOTEST_');
+      const orders = uniqueName('orders_');
+      const publisher = new NatsJetStreamPublisher({
+        connection: NATS_URL,
+        stream: { name, subjects: [`${orders}.created`] },
+      });
+      const jsm = await nc.jetstreamManager();
+      try {
+        expect(await publisher.inspectStream()).toEqual({
+          name,
+          exists: false,
+          createdByDispatcher: false,
+          subjects: [`${orders}.created`],
+          growsWithTopics: false,
+        });
+        await expect(jsm.streams.info(name)).rejects.toThrow();
+        expect(
+          await new NatsJetStreamPublisher({ connection: NATS_URL }).inspectStream(),
+        ).toBeUndefined();
       } finally {
         await publisher.close();
         await jsm.streams.delete(name).catch(() => undefined);
@@ -168,7 +269,10 @@ describe.runIf(natsUp)('NATS JetStream', () => {
         expect(await publisher.publish([makeMessage({ topic: b })])).toEqual([
           { status: 'published' },
         ]);
-        expect((await jsm.streams.info(name)).config.subjects).toEqual([`${a}.>`, b]);
+        const grown = (await jsm.streams.info(name)).config;
+        expect(grown.subjects).toEqual([`${a}.>`, b]);
+        // The marker that lets a later publisher (or this one after a restart) grow it too.
+        expect(grown.description).toBe(CREATED_BY_DISPATCHER);
 
         // Someone deletes the stream: one retryable publish, then it is created again.
         await jsm.streams.delete(name);
