@@ -103,6 +103,27 @@ describe('outbox dispatch signs webhooks (Standard Webhooks)', () => {
     expect(run.stdout).toMatch(/webhookSigningSecrets=2/);
   });
 
+  it('--config: the secrets sign its http(s) routes too', async () => {
+    await enqueueCommitted(db.pool, [
+      { topic: 'mail.send', aggregateId: 'c1', payload: 1 },
+      { topic: 'payment.charge', aggregateId: 'c2', payload: 2 },
+    ]);
+    const config = join(mkdtempSync(join(tmpdir(), 'outbox-config-')), 'outbox.json');
+    writeFileSync(
+      config,
+      JSON.stringify({
+        routes: [{ pattern: 'mail.*', publisher: receiverUrl }],
+        fallback: receiverUrl,
+      }),
+    );
+
+    const run = await dispatchOnce(['--config', config], { OUTBOX_WEBHOOK_SECRET: SECRET });
+
+    expect(run.code, run.stderr).toBe(0);
+    expect(refused).toEqual([]);
+    expect(verified).toHaveLength(2);
+  });
+
   it('unsigned requests are refused by the verifying receiver: dead-lettered (401), replayable once signed', async () => {
     await enqueueCommitted(db.pool, manyMessages(1, 1));
 
