@@ -16,9 +16,27 @@ export {
   validateMessages,
   type ValidationLimits,
 } from './core/validate.js';
+export {
+  fromDrizzle,
+  type DrizzleQueryable,
+  type DrizzleSession,
+  type DrizzleTransactional,
+  type FromDrizzleOptions,
+} from './store/from-drizzle.js';
 export { fromKysely, type KyselyCompiledQuery, type KyselyQueryable } from './store/from-kysely.js';
 export { fromPg, type FromPgOptions, type PgQueryable } from './store/from-pg.js';
 export { fromPglite, type PgliteQueryable } from './store/from-pglite.js';
+export {
+  fromPostgresJs,
+  type PostgresJsQueryable,
+  type PostgresJsTransactional,
+} from './store/from-postgres-js.js';
+export {
+  fromPrisma,
+  type PrismaQueryable,
+  type PrismaTransactional,
+  type PrismaTransactionOptions,
+} from './store/from-prisma.js';
 export type { SqlExecutor } from './store/sql-executor.js';
 export { createOutbox, type OutboxOptions, type OutboxWriter } from './writer/create-outbox.js';
 export { LATEST_VERSION, MIGRATIONS } from './migrations/index.js';

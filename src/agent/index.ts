@@ -18,6 +18,11 @@ export { createToolServer, type ToolServerOptions } from './tool-server.js';
 export type { QueuedEffect } from './tool-result.js';
 export { newTraceContext, parseTraceparent, type TraceContext } from './trace-context.js';
 export {
+  drizzleTransactions,
+  postgresJsTransactions,
+  prismaTransactions,
+} from './orm-transactions.js';
+export {
   kyselyTransactions,
   pgliteTransactions,
   pgPoolTransactions,

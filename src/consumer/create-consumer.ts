@@ -38,10 +38,14 @@ export interface ConsumerBaseOptions {
   onResult?: (result: DeliveryResult, message: Envelope | undefined) => void;
 }
 
-/** A consumer whose effect is a write in the same database as the ledger. */
-export interface TransactionalConsumerOptions extends ConsumerBaseOptions {
+/**
+ * A consumer whose effect is a write in the same database as the ledger. `Trx` is the ledger
+ * runner's transaction object, handed to the handler as `trx` (an ORM's `tx`).
+ */
+export interface TransactionalConsumerOptions<Trx = unknown> extends ConsumerBaseOptions {
   mode: 'transactional';
-  handler: Handler<TransactionalContext>;
+  ledger: ConsumerLedger<Trx>;
+  handler: Handler<TransactionalContext<Trx>>;
 }
 
 /** A consumer whose effect is an external call (payment, email, LLM API). */
@@ -57,7 +61,8 @@ export interface ClaimFirstConsumerOptions extends ConsumerBaseOptions {
 }
 
 /** Options of {@link createConsumer}. */
-export type ConsumerOptions = TransactionalConsumerOptions | ClaimFirstConsumerOptions;
+export type ConsumerOptions<Trx = unknown> =
+  TransactionalConsumerOptions<Trx> | ClaimFirstConsumerOptions;
 
 /** Extra facts a binding knows about a delivery. */
 export interface DeliveryMeta {
@@ -101,7 +106,7 @@ class HandlerFailure {
  * const result = await consumer.handle(body); // { action: 'ack', reason: 'processed' }
  * ```
  */
-export function createConsumer(options: ConsumerOptions): Consumer {
+export function createConsumer<Trx = unknown>(options: ConsumerOptions<Trx>): Consumer {
   if (typeof options.name !== 'string' || options.name.length === 0 || options.name.length > 255)
     throw new TypeError('createConsumer: name must be a string of 1-255 characters');
   const backoff: BackoffOptions = { ...DEFAULT_RETRY, ...options.retry };
@@ -125,11 +130,11 @@ export function createConsumer(options: ConsumerOptions): Consumer {
     orderingResult(check, last, message, earlyRetryMs);
 
   const transactional =
-    (handler: Handler<TransactionalContext>) =>
+    (transactions: ConsumerLedger<Trx>, handler: Handler<TransactionalContext<Trx>>) =>
     async (message: Envelope, attempt: number | undefined): Promise<DeliveryResult> => {
       const check = orderCheckFor(options.ordering, message.topic);
       try {
-        return await ledger.transaction(async (tx) => {
+        return await transactions.transaction(async (tx) => {
           // Position before ledger, always: one lock order, so two deliveries cannot deadlock.
           if (check) {
             const last = await tx.lockPosition(name, message.aggregateId);
@@ -140,6 +145,7 @@ export function createConsumer(options: ConsumerOptions): Consumer {
           try {
             await handler(message, {
               tx: tx.executor,
+              trx: tx.trx,
               idempotencyKey: message.id,
               attempt,
               signal: new AbortController().signal,
@@ -215,7 +221,7 @@ export function createConsumer(options: ConsumerOptions): Consumer {
 
   const run =
     options.mode === 'transactional'
-      ? transactional(options.handler)
+      ? transactional(options.ledger, options.handler)
       : claimFirst(options.handler, options.leaseMs ?? DEFAULT_LEASE_MS);
 
   return {

@@ -17,13 +17,21 @@ export interface HandlerContext {
   signal: AbortSignal;
 }
 
-/** Context of a `transactional` handler. */
-export interface TransactionalContext extends HandlerContext {
+/**
+ * Context of a `transactional` handler. `Trx` is the runner's own transaction object (see the
+ * ledger's `TransactionRunner`).
+ */
+export interface TransactionalContext<Trx = unknown> extends HandlerContext {
   /**
    * The open transaction. Write the effect here: the ledger row is written in the same
    * transaction, so the effect and its record commit — or roll back — together.
    */
   tx: SqlExecutor;
+  /**
+   * The same transaction as your client's own object — Drizzle's or Prisma's `tx`, postgres.js's
+   * transaction `sql`, the `pg` client — to write the effect through your ORM instead of `tx`.
+   */
+  trx: Trx;
 }
 
 /** Context of a `claim-first` handler. */

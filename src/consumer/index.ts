@@ -37,6 +37,11 @@ export {
   type OrderVerdict,
 } from './ordering.js';
 export {
+  drizzleTransactions,
+  postgresJsTransactions,
+  prismaTransactions,
+} from './orm-transactions.js';
+export {
   pgliteTransactions,
   pgTransactions,
   type PgliteLike,

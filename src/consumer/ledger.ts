@@ -26,9 +26,11 @@ export type ClaimOutcome =
   | { status: 'held'; remainingMs: number };
 
 /** Statements that run inside one transaction of the transactional mode. */
-export interface LedgerTransaction {
+export interface LedgerTransaction<Trx = unknown> {
   /** The transaction, for the handler's own writes. */
   readonly executor: SqlExecutor;
+  /** The same transaction as the runner's own object (an ORM's `tx`), for the handler. */
+  readonly trx: Trx;
   /**
    * Records the message as done in this transaction. Waits for a concurrent transaction that
    * recorded it first; returns false when the message was already recorded (a duplicate).
@@ -44,11 +46,11 @@ export interface LedgerTransaction {
  * The consumer ledger: which (consumer, message) effects happened, and the per-aggregate
  * positions. Create one with {@link createLedger}; a consumer built by `createConsumer` uses it.
  */
-export interface ConsumerLedger {
+export interface ConsumerLedger<Trx = unknown> {
   /** Schema (unquoted) holding `processed_messages` and `consumer_positions`. */
   readonly schema: string;
   /** Runs `fn` in one transaction, committed when it resolves, rolled back when it throws. */
-  transaction<T>(fn: (tx: LedgerTransaction) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (tx: LedgerTransaction<Trx>) => Promise<T>): Promise<T>;
   /** Claim-first: claims the message for `leaseMs`, in its own short statement. */
   claim(consumer: string, messageId: string, leaseMs: number): Promise<ClaimOutcome>;
   /** Claim-first: extends a live claim; returns the new token, or undefined if it was lost. */
@@ -76,9 +78,9 @@ export interface ConsumerLedger {
 }
 
 /** Options of {@link createLedger}. */
-export interface LedgerOptions {
+export interface LedgerOptions<Trx = unknown> {
   /** Opens the transactions and runs the single statements. */
-  runner: TransactionRunner;
+  runner: TransactionRunner<Trx>;
   /** Schema of the outbox tables. Default `public`. */
   schema?: string;
 }
@@ -93,7 +95,7 @@ export interface LedgerOptions {
  * const ledger = createLedger({ runner: pgTransactions(pool) });
  * ```
  */
-export function createLedger(options: LedgerOptions): ConsumerLedger {
+export function createLedger<Trx = unknown>(options: LedgerOptions<Trx>): ConsumerLedger<Trx> {
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const s = quoteIdentifier(schema);
   const { runner } = options;
@@ -130,9 +132,10 @@ export function createLedger(options: LedgerOptions): ConsumerLedger {
   return {
     schema,
     transaction: (fn) =>
-      runner.transaction((executor) =>
+      runner.transaction((executor, trx) =>
         fn({
           executor,
+          trx,
           async recordDone(consumer, messageId) {
             const { rows } = await executor.query(sql.recordDone, [consumer, messageId]);
             return rows.length === 1;

@@ -8,11 +8,16 @@ import type { SqlExecutor } from '../store/sql-executor.js';
  * lets the transactional mode write the ledger row in the handler's own transaction, and what
  * keeps claim-first statements short and separate.
  *
- * Adapters: {@link pgTransactions} (a `pg` Pool), {@link pgliteTransactions} (PGlite). Any
- * other client fits in a few lines — implement the two members.
+ * `fn` receives the transaction twice: as a {@link SqlExecutor} (what the ledger needs) and as
+ * `trx`, the client's own transaction object (a `pg` client, a Drizzle or Prisma transaction,
+ * postgres.js's transaction `sql`), which a transactional handler gets to write its effect with.
+ *
+ * Adapters: {@link pgTransactions} (a `pg` Pool), {@link pgliteTransactions} (PGlite),
+ * `drizzleTransactions`, `prismaTransactions`, `postgresJsTransactions`. Any other client fits
+ * in a few lines — implement the two members.
  */
-export interface TransactionRunner extends SqlExecutor {
-  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T>;
+export interface TransactionRunner<Trx = unknown> extends SqlExecutor {
+  transaction<T>(fn: (tx: SqlExecutor, trx: Trx) => Promise<T>): Promise<T>;
 }
 
 /** The subset of `pg`'s `Pool` used: a checked-out client and single statements. */
@@ -30,17 +35,20 @@ export interface PgPoolLike extends PgQueryable {
  * const runner = pgTransactions(new pg.Pool({ connectionString: process.env.DATABASE_URL }));
  * ```
  */
-export function pgTransactions(pool: PgPoolLike, options: FromPgOptions = {}): TransactionRunner {
+export function pgTransactions(
+  pool: PgPoolLike,
+  options: FromPgOptions = {},
+): TransactionRunner<PgQueryable> {
   const direct = fromPg(pool, options);
   return {
     query: (text, values) => direct.query(text, values),
-    async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    async transaction<T>(fn: (tx: SqlExecutor, trx: PgQueryable) => Promise<T>): Promise<T> {
       const client = await pool.connect();
       let broken: Error | undefined;
       try {
         await client.query('BEGIN');
         try {
-          const result = await fn(fromPg(client, options));
+          const result = await fn(fromPg(client, options), client);
           await client.query('COMMIT');
           return result;
         } catch (error) {
@@ -67,10 +75,10 @@ export interface PgliteLike extends PgliteQueryable {
  * Transactions on PGlite (`db.transaction`). PGlite is one connection: transactions of
  * concurrent deliveries queue behind each other, which is correct, only not parallel.
  */
-export function pgliteTransactions(db: PgliteLike): TransactionRunner {
+export function pgliteTransactions(db: PgliteLike): TransactionRunner<PgliteQueryable> {
   const direct = fromPglite(db);
   return {
     query: (text, values) => direct.query(text, values),
-    transaction: (fn) => db.transaction((tx) => fn(fromPglite(tx))),
+    transaction: (fn) => db.transaction((tx) => fn(fromPglite(tx), tx)),
   };
 }
