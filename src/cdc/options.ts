@@ -8,8 +8,8 @@ import type { SqlExecutor } from '../store/sql-executor.js';
  * The connection settings of a `pg` `ClientConfig`, typed structurally so the published
  * declarations of `agent-outbox/cdc` do not need `@types/pg` (a development dependency of ours;
  * without it a user's `replicationConnection` would silently be `any`). A real `ClientConfig`
- * value fits. `types` is left out: the stream's rows are decoded from pgoutput, not by `pg`'s
- * type parsers.
+ * value fits. Left out: `types` (the stream's rows are decoded from pgoutput, not by `pg`'s type
+ * parsers) and `pipeline` (query pipelining has no use on a replication connection).
  */
 export interface PgConnectionConfig {
   connectionString?: string | undefined;
@@ -19,6 +19,7 @@ export interface PgConnectionConfig {
   password?: string | (() => string | Promise<string>) | undefined;
   database?: string | undefined;
   ssl?: boolean | ConnectionOptions | undefined;
+  sslnegotiation?: 'postgres' | 'direct' | undefined;
   enableChannelBinding?: boolean | undefined;
   stream?: (() => Duplex | undefined) | undefined;
   application_name?: string | undefined;
