@@ -1,14 +1,18 @@
 /**
  * The one method agent-outbox needs from a database client: run a statement with positional
- * parameters ($1, $2, ...) and get rows back. Any client fits with a few lines — see `fromPg`,
- * `fromKysely`, `fromPglite`, or write your own:
+ * parameters ($1, $2, ...) and get rows back, json/jsonb parsed. Adapters: `fromPg`, `fromKysely`,
+ * `fromPglite`, `fromPostgresJs`, `fromDrizzle`, `fromPrisma`. Any other client fits with a few
+ * lines; so does a wrapper around one:
  *
  * @example
  * ```ts
- * // postgres.js, inside sql.begin(async (tx) => { ... })
- * const executor: SqlExecutor = {
- *   query: async (text, values) => ({ rows: await tx.unsafe(text, values as any[]) }),
- * };
+ * // Logs every statement agent-outbox runs on the transaction.
+ * const logged = (inner: SqlExecutor): SqlExecutor => ({
+ *   query: (text, values) => {
+ *     console.debug(text.trim().split('\n')[0]);
+ *     return inner.query(text, values);
+ *   },
+ * });
  * ```
  *
  * The executor must run on the caller's transaction: that is the whole point of the outbox.
