@@ -75,7 +75,23 @@ export {
   type DeadLetterPolicy,
   type DispatcherOptions,
 } from './dispatcher/options.js';
-export type { ClaimRequest, OutboxStore, Settlement } from './dispatcher/outbox-store.js';
+export type {
+  ClaimRequest,
+  OutboxStore,
+  SettleRequest,
+  SettleResult,
+  Settlement,
+} from './dispatcher/outbox-store.js';
+export {
+  addUnorderedTopics,
+  listUnorderedTopics,
+  removeUnorderedTopics,
+} from './dispatcher/unordered-topics.js';
+export {
+  publishInOrder,
+  type MessageFate,
+  type OrderedPublishOptions,
+} from './dispatcher/ordered-publish.js';
 export { PgOutboxStore, type PgOutboxStoreOptions } from './dispatcher/pg-outbox-store.js';
 export type { CommitMode } from './sql/commit-mode.js';
 export type { DispatcherEventMap } from './dispatcher/events.js';

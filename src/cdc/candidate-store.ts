@@ -1,46 +1,38 @@
 import { quoteIdentifier } from '../core/identifier.js';
-import type { ClaimRequest, OutboxStore, Settlement } from '../dispatcher/outbox-store.js';
+import type {
+  ClaimRequest,
+  OutboxStore,
+  SettleRequest,
+  SettleResult,
+  Settlement,
+} from '../dispatcher/outbox-store.js';
 import { PgOutboxStore } from '../dispatcher/pg-outbox-store.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
 import { claimSql } from '../sql/claim.js';
 import type { CommitMode } from '../sql/commit-mode.js';
-import { claimCandidatesSql } from '../sql/cdc.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
 /**
- * An {@link OutboxStore} whose claims only consider the rows the WAL announced (the candidates).
- * Everything else — the row mapping, settle, release — is `PgOutboxStore`'s, unchanged: the
- * store runs on an executor that swaps the polling claim for the candidate claim (the same
- * statement plus `o.id = ANY($6)`, see sql/cdc.ts) and appends the id list. So a CDC dispatcher
- * claims, publishes and settles exactly like a polling one, through the polling dispatcher's own
- * code path (`drain()`).
+ * An {@link OutboxStore} whose claims start only from the rows the WAL announced (the candidates):
+ * the polling claim with one extra predicate on its heads, `o.id = ANY($4)` (sql/claim.ts). A
+ * candidate behind its aggregate's head is reached the way the polling claim reaches it — in the
+ * head's run, or once the settle before it marks it ready. Everything else — the row mapping,
+ * settle, release — is `PgOutboxStore`'s, unchanged, so a CDC dispatcher claims, publishes and
+ * settles exactly like a polling one, through the polling dispatcher's own code path (`drain()`).
  */
 export class CandidateStore implements OutboxStore {
   readonly #inner: PgOutboxStore;
   /** Row ids announced by the WAL and not yet done. Insertion order = commit order. */
   readonly candidates = new Set<string>();
-  #rewrote = false;
 
   constructor(executor: SqlExecutor, schema: string, settleCommit: CommitMode = 'sync') {
-    const pollingClaim = claimSql(quoteIdentifier(schema));
-    const candidateClaim = claimCandidatesSql(pollingClaim);
-    const rewriting: SqlExecutor = {
-      query: (text, values) => {
-        if (text !== pollingClaim) return executor.query(text, values);
-        this.#rewrote = true;
-        return executor.query(candidateClaim, [...(values ?? []), [...this.candidates]]);
-      },
-    };
-    this.#inner = new PgOutboxStore(rewriting, { schema, settleCommit });
+    const claim = claimSql(quoteIdentifier(schema), { restrictTo: true });
+    this.#inner = new PgOutboxStore(executor, { schema, settleCommit, claimSql: claim });
   }
 
   async claim(request: ClaimRequest): Promise<OutgoingMessage[]> {
     if (this.candidates.size === 0) return [];
-    this.#rewrote = false;
-    const claimed = await this.#inner.claim(request);
-    // Never fall back to the unrestricted claim silently if PgOutboxStore's statement changes.
-    if (!this.#rewrote) throw new Error('PgOutboxStore.claim no longer runs claimSql');
-    return claimed;
+    return this.#inner.claim(request, [[...this.candidates]]);
   }
 
   /**
@@ -50,14 +42,18 @@ export class CandidateStore implements OutboxStore {
    */
   onFinished: (rowIds: string[]) => void = () => undefined;
 
-  async settle(owner: string, settlements: readonly Settlement[]): Promise<string[]> {
-    const settled = await this.#inner.settle(owner, settlements);
-    const done = new Set(settled);
+  async settle(
+    owner: string,
+    settlements: readonly Settlement[],
+    request: SettleRequest,
+  ): Promise<SettleResult> {
+    const result = await this.#inner.settle(owner, settlements, request);
+    const done = new Set(result.settled);
     const finished = settlements
-      .filter((s) => s.kind !== 'retry' && done.has(s.rowId))
+      .filter((s) => s.kind !== 'retry' && s.kind !== 'release' && done.has(s.rowId))
       .map((s) => s.rowId);
     if (finished.length > 0) this.onFinished(finished);
-    return settled;
+    return result;
   }
 
   release(owner: string, rowIds: readonly string[]): Promise<void> {

@@ -1,5 +1,11 @@
 import type { JsonValue } from '../core/message.js';
-import type { ClaimRequest, OutboxStore, Settlement } from '../dispatcher/outbox-store.js';
+import type {
+  ClaimRequest,
+  OutboxStore,
+  SettleRequest,
+  SettleResult,
+  Settlement,
+} from '../dispatcher/outbox-store.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
 import { claimSql, globToSqliteGlob } from './claim-sql.js';
 import type { D1Db } from './d1-types.js';
@@ -41,7 +47,7 @@ export class D1OutboxStore implements OutboxStore {
         this.#now(),
         request.leaseMs,
         request.batchSize,
-        JSON.stringify(request.unorderedPatterns.map(globToSqliteGlob)),
+        JSON.stringify((request.unorderedPatterns ?? []).map(globToSqliteGlob)),
         request.deadLettersBlock ? 1 : 0,
       )
       .all<ClaimedRow>();
@@ -62,8 +68,16 @@ export class D1OutboxStore implements OutboxStore {
     }));
   }
 
-  async settle(owner: string, settlements: readonly Settlement[]): Promise<string[]> {
-    if (settlements.length === 0) return [];
+  async settle(
+    owner: string,
+    all: readonly Settlement[],
+    _request?: SettleRequest,
+  ): Promise<SettleResult> {
+    // Never deferred: D1 runs one statement at a time, so no writer is ever mid-transaction.
+    const released = all.filter((s) => s.kind === 'release').map((s) => s.rowId);
+    if (released.length > 0) await this.release(owner, released);
+    const settlements = all.filter((s) => s.kind !== 'release');
+    if (settlements.length === 0) return { settled: released, deferred: [] };
     const decisions = settlements.map((s) => ({
       id: Number(s.rowId),
       // `shadow` (retrofit shadow mode) is never claimed from D1, which rejects shadow messages.
@@ -75,7 +89,7 @@ export class D1OutboxStore implements OutboxStore {
       .prepare(settleSql)
       .bind(owner, JSON.stringify(decisions), this.#now())
       .all<{ id: number }>();
-    return results.map((row) => String(row.id));
+    return { settled: [...released, ...results.map((row) => String(row.id))], deferred: [] };
   }
 
   async release(owner: string, rowIds: readonly string[]): Promise<void> {

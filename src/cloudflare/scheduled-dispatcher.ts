@@ -149,7 +149,10 @@ export function createScheduledDispatcher(
         );
         // If this throws, the messages stay leased and are sent again after the lease: at least
         // once (G2), same message ids. The error fails the invocation, visibly.
-        const settled = new Set(await store.settle(owner, settlements));
+        const settled = new Set(
+          (await store.settle(owner, settlements, { deadLettersBlock: policy === 'hold', leaseMs }))
+            .settled,
+        );
         for (const settlement of settlements) {
           if (!settled.has(settlement.rowId)) {
             summary.fenced += 1;

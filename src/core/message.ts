@@ -39,6 +39,14 @@ export interface OutboxMessage {
    * path's counts with the old path's). Default false.
    */
   shadow?: boolean;
+  /**
+   * Whether the message takes part in its aggregate's order. `false`: it may be published before
+   * or alongside earlier messages of its aggregate, and later ones do not wait for it (mail,
+   * analytics). Default: ordered, unless its topic matches a pattern in
+   * `outbox_unordered_topics` (`addUnorderedTopics`). Decided once, when the message is
+   * written, so every dispatcher agrees.
+   */
+  ordered?: boolean;
 }
 
 /** What `enqueue` returns for each message, in the order the messages were given. */

@@ -27,6 +27,8 @@ export interface ValidMessage {
   availableAt: Date | undefined;
   delayMs: number;
   shadow: boolean;
+  /** `undefined`: decided by `outbox_unordered_topics` when written (migration 009). */
+  ordered: boolean | undefined;
 }
 
 // Postgres text and jsonb cannot hold NUL, and jsonb rejects unpaired UTF-16 surrogates; both
@@ -256,6 +258,12 @@ export function validateMessage(
       `must be a boolean, got ${describe(m.shadow)}`,
     );
   }
+  if (m.ordered !== undefined && typeof m.ordered !== 'boolean') {
+    throw new OutboxValidationError(
+      `${prefix}.ordered`,
+      `must be a boolean, got ${describe(m.ordered)}`,
+    );
+  }
   return {
     topic,
     aggregateId,
@@ -264,6 +272,7 @@ export function validateMessage(
     availableAt,
     delayMs,
     shadow: m.shadow === true,
+    ordered: m.ordered,
   };
 }
 

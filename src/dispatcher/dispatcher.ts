@@ -1,23 +1,20 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { OutboxValidationError } from '../core/errors.js';
-import {
-  errorText,
-  type OutgoingMessage,
-  type PublishOutcome,
-  type Publisher,
-} from '../publishers/publisher.js';
+import type { OutgoingMessage, Publisher } from '../publishers/publisher.js';
 import { TypedEmitter, type DispatcherEventMap } from './events.js';
 import {
   resolveDispatcherOptions,
   type DispatcherOptions,
   type ResolvedDispatcherOptions,
 } from './options.js';
+import { addUnorderedTopics } from './unordered-topics.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
+import { publishInOrder, type MessageFate } from './ordered-publish.js';
 import type { OutboxStore, Settlement } from './outbox-store.js';
 import { PgOutboxStore } from './pg-outbox-store.js';
 import { planSettlement } from './settle-plan.js';
 import type { WakeSource } from './wake-source.js';
-import { globToLike } from './topic-patterns.js';
 
 /**
  * Lifecycle of a dispatcher:
@@ -30,10 +27,12 @@ import { globToLike } from './topic-patterns.js';
  *                released. → stopped.
  * - `stopped`  — final. A stopped dispatcher cannot be restarted; create a new one.
  *
- * A batch, per message: claimed (lease + attempts+1) → published | retryable | permanent →
- * settled as dispatched | retry (backoff) | dead letter. If settling fails the lease simply
- * expires and the message is claimed and published again, with the same message id (at least
- * once, never lost).
+ * A batch, per message: claimed (lease + attempts+1) → published | retryable | permanent | not
+ * tried → settled as dispatched | retry (backoff) | dead letter | released (an ordered run stops
+ * at its first failure: the rest goes back unpublished, attempt given back). If settling fails
+ * the lease simply expires and the message is claimed and published again, with the same message
+ * id (at least once, never lost). A settle the store defers (a writer of the aggregate is
+ * mid-transaction) keeps its lease and is retried until it goes through (`#deferredSettles`).
  */
 export type DispatcherState = 'created' | 'running' | 'stopping' | 'stopped';
 
@@ -46,6 +45,16 @@ export interface DispatcherStats {
   deadLettered: number;
   /** Shadow messages settled without publishing. */
   shadowed: number;
+  /**
+   * Messages of ordered runs given back unpublished, behind a failure in their run (or out of
+   * time): released without an attempt counted.
+   */
+  released: number;
+  /**
+   * Settles put off because a writer of the aggregate was mid-transaction (sql/settle.ts); each
+   * is retried shortly until it goes through.
+   */
+  deferred: number;
   /** Settlements refused because the lease had passed to another claim (fencing). */
   fenced: number;
   claimFailures: number;
@@ -91,7 +100,6 @@ class PollingDispatcher implements Dispatcher {
   readonly #options: ResolvedDispatcherOptions;
   readonly #store: OutboxStore;
   readonly #publisher: Publisher;
-  readonly #unorderedLike: string[];
   readonly #events = new TypedEmitter<DispatcherEventMap>();
   readonly #stats: DispatcherStats = {
     batches: 0,
@@ -100,6 +108,8 @@ class PollingDispatcher implements Dispatcher {
     retried: 0,
     deadLettered: 0,
     shadowed: 0,
+    released: 0,
+    deferred: 0,
     fenced: 0,
     claimFailures: 0,
     settleFailures: 0,
@@ -114,6 +124,11 @@ class PollingDispatcher implements Dispatcher {
   #wakeRequested = false;
   readonly #wakeSource: WakeSource | undefined;
   #armed = false;
+  /** Retries of deferred settles (see #retryDeferred). */
+  readonly #deferredSettles = new Set<Promise<void>>();
+  #stoppingSince = 0;
+  readonly #executor: SqlExecutor | undefined;
+  #declared: Promise<void> | undefined;
 
   constructor(options: DispatcherOptions) {
     this.#options = resolveDispatcherOptions(options);
@@ -124,6 +139,7 @@ class PollingDispatcher implements Dispatcher {
       );
     }
     this.#publisher = options.publisher;
+    this.#executor = options.executor;
     if (options.store) this.#store = options.store;
     else if (options.executor)
       this.#store = new PgOutboxStore(options.executor, {
@@ -135,9 +151,25 @@ class PollingDispatcher implements Dispatcher {
         'executor',
         'give an executor (e.g. fromPg(pool)) or a store',
       );
-    this.#unorderedLike = this.#options.unorderedTopics.map(globToLike);
     this.id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
     this.#wakeSource = options.wakeSource;
+  }
+
+  /**
+   * `unorderedTopics` (and `--unordered`): declared in `outbox_unordered_topics` before the first
+   * claim, so they apply to messages WRITTEN from then on, for every dispatcher — order is no
+   * longer a per-dispatcher view at claim time (two dispatchers with different lists would send
+   * one aggregate out of order). Retried with the next claim if it fails.
+   */
+  async #declareUnorderedTopics(): Promise<void> {
+    const globs = this.#options.unorderedTopics;
+    if (globs.length === 0 || !this.#executor) return;
+    try {
+      await addUnorderedTopics(this.#executor, globs, { schema: this.#options.schema });
+    } catch (error) {
+      this.#declared = undefined;
+      throw error;
+    }
   }
 
   async #callWakeSource(method: 'idle' | 'busy'): Promise<void> {
@@ -180,8 +212,10 @@ class PollingDispatcher implements Dispatcher {
       return;
     }
     if (this.#state === 'running') this.#state = 'stopping';
+    this.#stoppingSince = Date.now();
     this.#wakeSleepers();
     await Promise.all(this.#workers);
+    while (this.#deferredSettles.size > 0) await Promise.all([...this.#deferredSettles]);
     await this.#wakeSource?.stop().catch(() => undefined);
     if ((this.#state as DispatcherState) !== 'stopped') {
       this.#state = 'stopped';
@@ -215,10 +249,13 @@ class PollingDispatcher implements Dispatcher {
         if ((await this.#runBatch({ throwClaimErrors: true, pipeline })) > 0) continue;
         // Nothing due — unless a settle still running makes an ordered successor due: wait for
         // it and look once more. Done only when a claim finds nothing with nothing in flight.
-        if (!(await settleBehind(pipeline))) break;
+        if (await settleBehind(pipeline)) continue;
+        if (this.#deferredSettles.size === 0) break;
+        await Promise.all([...this.#deferredSettles]);
       }
     } finally {
       await pipeline.settling;
+      while (this.#deferredSettles.size > 0) await Promise.all([...this.#deferredSettles]);
       unsubscribe.forEach((off) => off());
     }
     const after = this.stats();
@@ -302,11 +339,11 @@ class PollingDispatcher implements Dispatcher {
       const started = Date.now();
       let messages: OutgoingMessage[];
       try {
+        await (this.#declared ??= this.#declareUnorderedTopics());
         messages = await this.#store.claim({
           owner,
           batchSize: this.#options.batchSize,
           leaseMs: this.#options.leaseMs,
-          unorderedPatterns: this.#unorderedLike,
           deadLettersBlock: this.#options.deadLetterPolicy === 'hold',
         });
         this.#consecutiveClaimFailures = 0;
@@ -345,24 +382,23 @@ class PollingDispatcher implements Dispatcher {
         return 0;
       }
 
-      // Claimed more often than allowed without ever settling: earlier attempts died mid-publish
-      // (crash, kill -9, OOM). Dead-letter instead of crash-looping on a poison message.
-      const exhausted = messages.filter((m) => m.attempts > this.#options.maxAttempts);
-      // Shadow messages take the whole path except the publisher (retrofit shadow mode).
-      const shadow = messages.filter((m) => m.shadow && m.attempts <= this.#options.maxAttempts);
-      const toPublish = messages.filter(
-        (m) => !m.shadow && m.attempts <= this.#options.maxAttempts,
-      );
-      const outcomes = await this.#publish(toPublish, leaseDeadline);
-      const settlements: Settlement[] = exhausted.map((m) => ({
-        rowId: m.rowId,
-        kind: 'dead',
-        error: `gave up after ${m.attempts - 1} attempts that never settled (dispatcher crash or lease expiry)`,
-      }));
-      for (const m of shadow) settlements.push({ rowId: m.rowId, kind: 'shadow' });
-      toPublish.forEach((message, i) => {
-        settlements.push(planSettlement(message, outcomes[i]!, this.#options));
+      // Publish runs in order (ordered-publish.ts); abandon publishing well before the lease runs
+      // out, so no other dispatcher can claim these messages while a publish might still be
+      // delivering them (G3).
+      const fates = await publishInOrder(this.#publisher, messages, {
+        maxAttempts: this.#options.maxAttempts,
+        deadline: leaseDeadline - Math.max(500, this.#options.leaseMs * 0.1),
+        timeoutError: `publish did not finish within the lease (${this.#options.leaseMs} ms)`,
+        onOutcomes: (sent, outcomes, durationMs) =>
+          sent.forEach((message, i) =>
+            this.#events.emit('dispatcher:publish:outcome', {
+              message,
+              outcome: outcomes[i]!,
+              durationMs,
+            }),
+          ),
       });
+      const settlements = messages.map((m, i) => this.#settlementOf(m, fates[i]!));
       await pipeline.settling;
       this.#inFlight++;
       pipeline.pending = true;
@@ -377,54 +413,32 @@ class PollingDispatcher implements Dispatcher {
     }
   }
 
-  async #publish(messages: OutgoingMessage[], leaseDeadline: number): Promise<PublishOutcome[]> {
-    if (messages.length === 0) return [];
-    const started = Date.now();
-    // Abandon the publish well before the lease runs out, so no other dispatcher can claim these
-    // messages while this publish might still be delivering them (G3).
-    const budget = leaseDeadline - started - Math.max(500, this.#options.leaseMs * 0.1);
-    const controller = new AbortController();
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), Math.max(0, budget));
-    });
-    let outcomes: PublishOutcome[];
-    try {
-      const result = await Promise.race([
-        this.#publisher.publish(messages, { signal: controller.signal }),
-        timedOut,
-      ]);
-      if (result === 'timeout') {
-        controller.abort();
-        outcomes = messages.map(() => ({
-          status: 'retryable',
-          error: `publish did not finish within the lease (${this.#options.leaseMs} ms)`,
-        }));
-      } else if (!Array.isArray(result) || result.length !== messages.length) {
-        const got = Array.isArray(result) ? result.length : typeof result;
-        outcomes = messages.map(() => ({
-          status: 'retryable',
-          error: `publisher returned ${got} outcomes for ${messages.length} messages`,
-        }));
-      } else {
-        outcomes = result;
-      }
-    } catch (error) {
-      outcomes = messages.map(() => ({ status: 'retryable', error: errorText(error) }));
-    } finally {
-      clearTimeout(timer);
+  #settlementOf(message: OutgoingMessage, fate: MessageFate): Settlement {
+    const rowId = message.rowId;
+    switch (fate.kind) {
+      case 'outcome':
+        return planSettlement(message, fate.outcome, this.#options);
+      case 'shadow':
+        return { rowId, kind: 'shadow' };
+      case 'unsent':
+        return { rowId, kind: 'release' };
+      case 'exhausted':
+        // Claimed more often than allowed without ever settling: earlier attempts died
+        // mid-publish (crash, kill -9, OOM). Dead-letter instead of crash-looping on a poison
+        // message.
+        return {
+          rowId,
+          kind: 'dead',
+          error: `gave up after ${message.attempts - 1} attempts that never settled (dispatcher crash or lease expiry)`,
+        };
     }
-    const durationMs = Date.now() - started;
-    messages.forEach((message, i) =>
-      this.#events.emit('dispatcher:publish:outcome', {
-        message,
-        outcome: outcomes[i]!,
-        durationMs,
-      }),
-    );
-    return outcomes;
   }
 
+  /**
+   * Settles, retrying while we still hold the lease. Settlements the store defers (sql/settle.ts:
+   * a writer of the aggregate is mid-transaction) are handed to {@link #retryDeferred}, off this
+   * loop's pipeline: a long transaction of one aggregate must not hold up the others.
+   */
   async #settle(
     owner: string,
     settlements: Settlement[],
@@ -434,26 +448,25 @@ class PollingDispatcher implements Dispatcher {
     const started = Date.now();
     for (let attempt = 0; ; attempt++) {
       try {
-        const settled = new Set(await this.#store.settle(owner, settlements));
-        const fenced = settlements.length - settled.size;
+        const result = await this.#store.settle(owner, settlements, this.#settleRequest());
+        const deferred = new Set(result.deferred);
+        this.#count(settlements, new Set(result.settled), messages);
+        const fenced = settlements.length - result.settled.length - deferred.size;
         this.#stats.fenced += fenced;
-        for (const s of settlements) {
-          if (!settled.has(s.rowId)) continue;
-          if (s.kind === 'published') this.#stats.published++;
-          else if (s.kind === 'shadow') this.#stats.shadowed++;
-          else if (s.kind === 'retry') this.#stats.retried++;
-          else {
-            this.#stats.deadLettered++;
-            const message = messages.find((m) => m.rowId === s.rowId);
-            if (message) this.#events.emit('dispatcher:dead-letter', { message, error: s.error });
-          }
-        }
         this.#events.emit('dispatcher:settle:success', {
           owner,
-          settled: settled.size,
+          settled: result.settled.length,
           fenced,
           durationMs: Date.now() - started,
         });
+        if (deferred.size > 0) {
+          this.#stats.deferred += deferred.size;
+          this.#retryDeferred(
+            owner,
+            settlements.filter((s) => deferred.has(s.rowId)),
+            messages,
+          );
+        }
         return;
       } catch (error) {
         // Retry while we still hold the lease: a settled message is one less duplicate later.
@@ -470,6 +483,73 @@ class PollingDispatcher implements Dispatcher {
         await new Promise((resolve) => setTimeout(resolve, delay));
       }
     }
+  }
+
+  #settleRequest() {
+    return {
+      deadLettersBlock: this.#options.deadLetterPolicy === 'hold',
+      leaseMs: this.#options.leaseMs,
+    };
+  }
+
+  #count(settlements: Settlement[], settled: Set<string>, messages: OutgoingMessage[]): void {
+    for (const s of settlements) {
+      if (!settled.has(s.rowId)) continue;
+      if (s.kind === 'published') this.#stats.published++;
+      else if (s.kind === 'shadow') this.#stats.shadowed++;
+      else if (s.kind === 'retry') this.#stats.retried++;
+      else if (s.kind === 'release') this.#stats.released++;
+      else {
+        this.#stats.deadLettered++;
+        const message = messages.find((m) => m.rowId === s.rowId);
+        if (message) this.#events.emit('dispatcher:dead-letter', { message, error: s.error });
+      }
+    }
+  }
+
+  /**
+   * Settles deferred rows again, soon and then less often (2 ms doubling to 100 ms), until the
+   * writer that held their aggregate has committed. Each deferral extends the rows' lease, so a
+   * long writer transaction does not make them expire and go out twice; a stop gives up after
+   * one lease (they are then published again after the restart: at least once).
+   */
+  #retryDeferred(owner: string, settlements: Settlement[], messages: OutgoingMessage[]): void {
+    this.#inFlight++;
+    const run = (async () => {
+      const giveUpAt = () =>
+        this.#state === 'running' || this.#state === 'created'
+          ? Infinity
+          : this.#stoppingSince + this.#options.leaseMs;
+      let pending = settlements;
+      for (
+        let delay = 2;
+        pending.length > 0 && Date.now() < giveUpAt();
+        delay = Math.min(100, delay * 2)
+      ) {
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        try {
+          const result = await this.#store.settle(owner, pending, this.#settleRequest());
+          this.#count(pending, new Set(result.settled), messages);
+          const deferred = new Set(result.deferred);
+          this.#stats.fenced += pending.length - result.settled.length - deferred.size;
+          pending = pending.filter((s) => deferred.has(s.rowId));
+        } catch (error) {
+          this.#events.emit('dispatcher:settle:failure', {
+            owner,
+            error: toError(error),
+            messages: pending.length,
+          });
+        }
+      }
+    })();
+    this.#deferredSettles.add(run);
+    void run.finally(() => {
+      this.#deferredSettles.delete(run);
+      this.#inFlight--;
+      this.#notifyIdle();
+      // A deferred settle that went through may have made a successor ready.
+      this.wake();
+    });
   }
 
   #sleep(ms: number): Promise<void> {

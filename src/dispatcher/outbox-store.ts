@@ -6,7 +6,12 @@ export type Settlement =
   /** A shadow message, settled as dispatched without being published. */
   | { rowId: string; kind: 'shadow' }
   | { rowId: string; kind: 'retry'; error: string; delayMs: number }
-  | { rowId: string; kind: 'dead'; error: string };
+  | { rowId: string; kind: 'dead'; error: string }
+  /**
+   * Never handed to the publisher: the rest of an ordered run after a failure, or what a stopping
+   * dispatcher did not start. The lease and the attempt counted by the claim are given back.
+   */
+  | { rowId: string; kind: 'release' };
 
 /** Options of one claim. */
 export interface ClaimRequest {
@@ -14,10 +19,35 @@ export interface ClaimRequest {
   owner: string;
   batchSize: number;
   leaseMs: number;
-  /** SQL LIKE patterns of unordered topics. */
-  unorderedPatterns: readonly string[];
+  /**
+   * SQL LIKE patterns of unordered topics, for stores that decide order at claim time (D1).
+   * `PgOutboxStore` ignores it: since migration 009 each message carries its own `ordered`.
+   */
+  unorderedPatterns?: readonly string[];
   /** `true`: a dead letter blocks later messages of its aggregate (policy `hold`). */
+  deadLettersBlock?: boolean;
+}
+
+/** Options of one settle. */
+export interface SettleRequest {
+  /**
+   * `true` (policy `hold`): a dead-lettered ordered message stays at the head of its aggregate and
+   * blocks what follows; `false` (`skip`): it leaves the chain and its successor becomes due.
+   */
   deadLettersBlock: boolean;
+  /** Lease to extend deferred rows by (see {@link SettleResult.deferred}). */
+  leaseMs: number;
+}
+
+/** What a settle did, by row id. */
+export interface SettleResult {
+  /** Rows settled as asked. */
+  settled: string[];
+  /**
+   * Rows left untouched for now, still leased to this claim (lease extended): their aggregate's
+   * writer was mid-transaction (sql/settle.ts). Settle them again shortly with the same owner.
+   */
+  deferred: string[];
 }
 
 /**
@@ -25,10 +55,20 @@ export interface ClaimRequest {
  * it to inject failures (e.g. settle failing after a successful publish).
  */
 export interface OutboxStore {
-  /** Leases up to `batchSize` due messages. */
+  /**
+   * Leases up to `batchSize` due messages: ready heads and, behind each ordered head, a run of
+   * the consecutive messages of its aggregate.
+   */
   claim(request: ClaimRequest): Promise<OutgoingMessage[]>;
-  /** Applies settlements where `owner` still holds the lease; returns the row ids it settled. */
-  settle(owner: string, settlements: readonly Settlement[]): Promise<string[]>;
+  /**
+   * Applies settlements where `owner` still holds the lease. Rows in neither list of the result
+   * were fenced off (another claim holds them now).
+   */
+  settle(
+    owner: string,
+    settlements: readonly Settlement[],
+    request: SettleRequest,
+  ): Promise<SettleResult>;
   /** Gives back leases on messages whose publish never started. */
   release(owner: string, rowIds: readonly string[]): Promise<void>;
 }

@@ -3,9 +3,15 @@ import type { JsonValue } from '../core/message.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
 import { claimSql } from '../sql/claim.js';
 import type { CommitMode } from '../sql/commit-mode.js';
-import { releaseSql, settleDoneSql, settleFailedSql } from '../sql/settle.js';
+import { releaseSql, settleAdvanceSql, settleFailedSql } from '../sql/settle.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
-import type { ClaimRequest, OutboxStore, Settlement } from './outbox-store.js';
+import type {
+  ClaimRequest,
+  OutboxStore,
+  SettleRequest,
+  SettleResult,
+  Settlement,
+} from './outbox-store.js';
 
 interface ClaimedRow {
   rowId: string;
@@ -13,6 +19,7 @@ interface ClaimedRow {
   topic: string;
   aggregateId: string;
   sequence: string;
+  ordered: boolean;
   payload: JsonValue;
   headers: Record<string, string>;
   createdAt: Date | string;
@@ -24,6 +31,8 @@ interface ClaimedRow {
 export interface PgOutboxStoreOptions {
   /** Schema of the outbox tables. Default `public`. */
   schema?: string;
+  /** The claim restricted to the row ids given as `$4` (the CDC dispatcher's candidates). */
+  claimSql?: string;
   /**
    * How settles and releases commit (sql/commit-mode.ts; claims always wait for the flush).
    * Default `sync` here; dispatchers pass theirs.
@@ -39,28 +48,27 @@ export class PgOutboxStore implements OutboxStore {
   readonly #executor: SqlExecutor;
   readonly #claimSql: string;
   readonly #settleFailedSql: string;
-  readonly #settleDoneSql: string;
+  readonly #settleAdvanceSql: string;
   readonly #releaseSql: string;
 
   constructor(executor: SqlExecutor, options: PgOutboxStoreOptions = {}) {
     const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
     const commit = options.settleCommit ?? 'sync';
     this.#executor = executor;
-    this.#claimSql = claimSql(schema);
+    this.#claimSql = options.claimSql ?? claimSql(schema);
     // Neither is prepared (statement-name.ts): a generic plan made while the outbox is small can
     // be a sequential scan, and it stays while the table grows.
     this.#settleFailedSql = settleFailedSql(schema, commit);
-    this.#settleDoneSql = settleDoneSql(schema, commit);
+    this.#settleAdvanceSql = settleAdvanceSql(schema, commit);
     this.#releaseSql = releaseSql(schema, commit);
   }
 
-  async claim(request: ClaimRequest): Promise<OutgoingMessage[]> {
+  async claim(request: ClaimRequest, extra: readonly unknown[] = []): Promise<OutgoingMessage[]> {
     const { rows } = await this.#executor.query<ClaimedRow>(this.#claimSql, [
       request.owner,
       request.batchSize,
-      request.unorderedPatterns,
-      request.deadLettersBlock,
       request.leaseMs,
+      ...extra,
     ]);
     return rows.map((row) => ({
       id: row.id,
@@ -68,6 +76,7 @@ export class PgOutboxStore implements OutboxStore {
       topic: row.topic,
       aggregateId: row.aggregateId,
       sequence: Number(row.sequence),
+      ...(row.ordered ? {} : { ordered: false }),
       payload: row.payload,
       headers: row.headers,
       createdAt: row.createdAt instanceof Date ? row.createdAt : new Date(row.createdAt),
@@ -76,23 +85,28 @@ export class PgOutboxStore implements OutboxStore {
     }));
   }
 
-  async settle(owner: string, settlements: readonly Settlement[]): Promise<string[]> {
-    // Messages that went out take the one-table statement; failures (normally few) the jsonb
-    // one (sql/settle.ts). A batch with both runs two statements: each row's settle stands alone
-    // (fenced by its lease), so they need not commit together.
-    const done: string[] = [];
+  async settle(
+    owner: string,
+    settlements: readonly Settlement[],
+    request: SettleRequest,
+  ): Promise<SettleResult> {
+    // Three statements at most, each standing alone (every row's settle is fenced by its lease,
+    // so they need not commit together): what leaves its chain and moves it on (published,
+    // shadow, dead under skip), what stays at the head (retry, dead under hold), and what was
+    // never tried (release). Any order is safe; failures go first so that a retried head is
+    // already backing off when its predecessors' settle makes it ready.
+    const advance: string[] = [];
+    const skipped: { id: string; error: string }[] = [];
     const failed: Extract<Settlement, { kind: 'retry' | 'dead' }>[] = [];
-    for (const s of settlements)
-      if (s.kind === 'published' || s.kind === 'shadow') done.push(s.rowId);
+    const released: string[] = [];
+    for (const s of settlements) {
+      if (s.kind === 'published' || s.kind === 'shadow') advance.push(s.rowId);
+      else if (s.kind === 'release') released.push(s.rowId);
+      else if (s.kind === 'dead' && !request.deadLettersBlock)
+        skipped.push({ id: s.rowId, error: s.error });
       else failed.push(s);
-    const settled: string[] = [];
-    if (done.length > 0) {
-      const { rows } = await this.#executor.query<{ id: string }>(this.#settleDoneSql, [
-        owner,
-        done,
-      ]);
-      for (const row of rows) settled.push(String(row.id));
     }
+    const result: SettleResult = { settled: [], deferred: [] };
     if (failed.length > 0) {
       const records = failed.map((s) => ({
         id: s.rowId,
@@ -105,9 +119,24 @@ export class PgOutboxStore implements OutboxStore {
         JSON.stringify(records),
         records.map((r) => r.id),
       ]);
-      for (const row of rows) settled.push(String(row.id));
+      for (const row of rows) result.settled.push(String(row.id));
     }
-    return settled;
+    if (advance.length > 0 || skipped.length > 0) {
+      const { rows } = await this.#executor.query<{ id: string; state: string }>(
+        this.#settleAdvanceSql,
+        [owner, advance, skipped.map((s) => s.id), skipped.map((s) => s.error), request.leaseMs],
+      );
+      for (const row of rows)
+        (row.state === 'deferred' ? result.deferred : result.settled).push(String(row.id));
+    }
+    if (released.length > 0) {
+      const { rows } = await this.#executor.query<{ id: string }>(this.#releaseSql, [
+        owner,
+        released,
+      ]);
+      for (const row of rows) result.settled.push(String(row.id));
+    }
+    return result;
   }
 
   async release(owner: string, rowIds: readonly string[]): Promise<void> {

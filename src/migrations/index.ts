@@ -6,6 +6,7 @@ import { wakeWaiters } from './005-wake-waiters.js';
 import { archive } from './006-archive.js';
 import { timeOrderedIds } from './007-time-ordered-ids.js';
 import { hotClaims } from './008-hot-claims.js';
+import { orderedChains } from './009-ordered-chains.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -18,6 +19,7 @@ export const MIGRATIONS: readonly Migration[] = [
   archive,
   timeOrderedIds,
   hotClaims,
+  orderedChains,
 ];
 
 /** The schema version this build of agent-outbox expects. */

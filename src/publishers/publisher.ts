@@ -14,6 +14,11 @@ export interface OutgoingMessage {
   aggregateId: string;
   /** Position within the aggregate in commit order, from 1. */
   sequence: number;
+  /**
+   * `false` when the message takes no part in its aggregate's order (written with
+   * `ordered: false` or on a topic in `outbox_unordered_topics`). Absent means ordered.
+   */
+  ordered?: boolean;
   payload: JsonValue;
   headers: Record<string, string>;
   createdAt: Date;
@@ -53,14 +58,24 @@ export interface PublishOptions {
  * failure of one message must not be thrown for the whole batch (throwing is treated as
  * `retryable` for every message of the call).
  *
- * The dispatcher never passes two messages of the same aggregate on an ordered topic in one call,
- * so an implementation may publish a call's messages concurrently.
+ * The dispatcher never passes two ordered messages of the same aggregate in one call (unless the
+ * publisher declares {@link Publisher.ordersWithinCall}), so an implementation may publish a
+ * call's messages concurrently. It sends an aggregate's run one call after another, the next only
+ * once the previous message is `published`.
  */
 export interface Publisher {
   publish(
     messages: readonly OutgoingMessage[],
     options?: PublishOptions,
   ): Promise<PublishOutcome[]>;
+  /**
+   * `true` when one call may carry several ordered messages of one aggregate: the publisher then
+   * delivers them in the order given and stops at the first failure — every message after it in
+   * the same aggregate is reported not `published` (a broker batch API that keeps order, such as
+   * SQS FIFO with one group or a Kafka send to one partition). The dispatcher then passes a whole
+   * run in one call instead of one call per message.
+   */
+  readonly ordersWithinCall?: boolean;
   /** Releases connections. Called once, by whoever created the publisher. */
   close?(): Promise<void>;
 }

@@ -6,26 +6,6 @@
  */
 
 /**
- * The polling claim restricted to WAL candidates: the same statement text with one extra
- * predicate, `o.id = ANY($6)`. Derived from `claimSql` instead of copied so a change to the
- * eligibility rules (head check, leases, shadow, ...) reaches CDC automatically; if claim.ts
- * changes shape so the anchor is gone, this throws at construction and the CDC tests fail loudly
- * rather than claim with stale rules. With the id list the planner starts from the primary key
- * instead of the pending index, so the cost follows the candidates, not the backlog.
- */
-export function claimCandidatesSql(claimSqlText: string): string {
-  const anchor = 'WHERE o.dispatched_at IS NULL';
-  const at = claimSqlText.indexOf(anchor);
-  if (at < 0 || claimSqlText.indexOf(anchor, at + 1) >= 0)
-    throw new Error('claim.ts changed shape: cannot restrict the claim to WAL candidates');
-  return (
-    claimSqlText.slice(0, at) +
-    `WHERE o.id = ANY($6::bigint[])\n    AND o.dispatched_at IS NULL` +
-    claimSqlText.slice(at + anchor.length)
-  );
-}
-
-/**
  * Where each candidate the claim did not (or no longer) return stands, to decide whether its WAL
  * position may be confirmed:
  * - `done`: published or dead-lettered (by us, by the sweeper or by another dispatcher); `gone`:

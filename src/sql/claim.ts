@@ -8,13 +8,35 @@
  * across the publish instead would pin a connection per batch and hold back vacuum. A lease with
  * a per-claim owner token (fencing, see settle.ts) has neither problem.
  *
- * Eligibility:
- * - undispatched, not dead-lettered, due (`available_at <= now()`), not under a live lease;
- * - on ORDERED topics only the aggregate's oldest undispatched message is eligible ("head"): no
- *   undispatched message of the same aggregate on an ordered topic with a smaller sequence may
- *   exist. A message in flight, in backoff or (with the `hold` policy) dead-lettered therefore
- *   blocks its successors and nothing else.
- * - unordered topics ($3, LIKE patterns) skip the head check.
+ * What it reads (issue 16) — the cost follows the batch, not the backlog:
+ *
+ * 1. `heads`: up to `$2` READY rows (migration 009: unordered messages and aggregates' heads) that
+ *    are due and not leased, oldest due first, from `outbox_ready_idx`. Rows queued behind a head
+ *    are not in that index; neither are heads backing off (`available_at` ahead of the range) or
+ *    dead-lettered. Only heads under a live lease are walked and skipped, and there are at most as
+ *    many as messages in flight.
+ *    Each ordered head is checked once more (`NOT EXISTS` on `outbox_chain_idx`: one probe): `ready`
+ *    is the index's hint, this check is the order guarantee (G4), so a stale `ready` can cost a
+ *    probe but never order.
+ * 2. `run`: for each ordered head, the messages right behind it in its chain — consecutive,
+ *    stopping at the first one that is not due, is leased or dead-lettered — so one claim can take
+ *    up to a batch of one hot aggregate (the dispatcher publishes a run in sequence order and stops
+ *    at its first failure). The batch left after the heads is shared evenly between the runs, and
+ *    each run reads at most its share from the chain index: the claim reads at most about `$2`
+ *    rows plus the probes, whatever waits behind.
+ * 3. The UPDATE leases heads and runs. Heads were locked by the scan (SKIP LOCKED: two dispatchers
+ *    take different heads); a run's rows are reachable only through its head, whose lock we hold,
+ *    so they are locked by the UPDATE itself, which re-checks them on their latest version.
+ *
+ * Tried and rejected:
+ * - The previous claim (every pending row in the index, `NOT EXISTS` per candidate): 100,000
+ *   messages behind one head cost every claim 1.9 s (100,001 probes), and so did a head in backoff
+ *   or dead under `hold`.
+ * - A skip scan over aggregates (recursive CTE over `(aggregate_id, sequence)`): costs a hop per
+ *   aggregate with pending work, blocked or not, and cannot order heads by due time.
+ * - A per-aggregate table of heads (graphile-worker's `job_queues`): the claim must then scan it
+ *   with FOR UPDATE SKIP LOCKED (graphile-worker PR #558: high-cardinality queue names forced a
+ *   database scale-up), and writers and settles contend on its rows.
  *
  * Why `sequence` and not `id` or xid8: `sequence` is assigned by the insert trigger under a row
  * lock on the aggregate's counter (migration 001), so a transaction writing the same aggregate
@@ -26,49 +48,80 @@
  *
  * Attempts are counted at claim time, so a message whose publish crashes the dispatcher (kill -9
  * or OOM in the middle of a batch) still runs out of attempts instead of crash-looping forever.
+ * Messages of a run that are never tried (the run stopped earlier) are released with their
+ * attempt given back (settle.ts `releaseSql`).
  *
- * Cost: the scan walks `outbox_pending_idx` (partial: undispatched rows only) in due order; each
- * candidate's head check is one probe of `outbox_aggregate_pending_idx`. Non-head rows of deep
- * aggregates are visited and rejected, which is the price of a single statement; measured in bench/.
+ * `restrictTo` adds `o.id = ANY($4)` to the heads (the CDC dispatcher's WAL candidates).
  *
- * $1 lease owner token, $2 batch size, $3 unordered LIKE patterns, $4 hold (dead letters block),
- * $5 lease in milliseconds.
+ * $1 lease owner token, $2 batch size, $3 lease in milliseconds.
  */
-export const claimSql = (schema: string) => `
-WITH due AS (
-  SELECT o.id
+export const claimSql = (schema: string, options: { restrictTo?: boolean } = {}) => `
+WITH heads AS MATERIALIZED (
+  SELECT o.id, o.aggregate_id, o.sequence, o.ordered
   FROM ${schema}.outbox o
-  WHERE o.dispatched_at IS NULL
+  WHERE o.ready
+    AND o.dispatched_at IS NULL
     AND o.dead_lettered_at IS NULL
     AND o.available_at <= now()
-    AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())
+    AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())${
+      options.restrictTo ? '\n    AND o.id = ANY($4::bigint[])' : ''
+    }
     AND (
-      o.topic LIKE ANY ($3::text[])
+      o.ordered IS NOT TRUE
       OR NOT EXISTS (
         SELECT 1
         FROM ${schema}.outbox p
         WHERE p.aggregate_id = o.aggregate_id
           AND p.sequence < o.sequence
           AND p.dispatched_at IS NULL
-          AND NOT (p.topic LIKE ANY ($3::text[]))
-          AND (p.dead_lettered_at IS NULL OR $4::boolean)
+          AND p.ordered
       )
     )
   ORDER BY o.available_at, o.id
   LIMIT $2
   FOR UPDATE OF o SKIP LOCKED
+),
+share AS (
+  SELECT (($2 - count(*)) / greatest(count(*) FILTER (WHERE ordered), 1))::int AS per_run
+  FROM heads
+),
+run AS MATERIALIZED (
+  SELECT c.id
+  FROM heads h
+  CROSS JOIN share
+  CROSS JOIN LATERAL (
+    SELECT n.id,
+           bool_and(n.available_at <= now()
+                    AND n.dead_lettered_at IS NULL
+                    AND (n.lease_expires_at IS NULL OR n.lease_expires_at <= now()))
+             OVER (ORDER BY n.sequence) AS unbroken
+    FROM (
+      SELECT p.id, p.sequence, p.available_at, p.dead_lettered_at, p.lease_expires_at
+      FROM ${schema}.outbox p
+      WHERE p.aggregate_id = h.aggregate_id
+        AND p.sequence > h.sequence
+        AND p.dispatched_at IS NULL
+        AND p.ordered
+      ORDER BY p.sequence
+      LIMIT share.per_run
+    ) n
+  ) c
+  WHERE h.ordered AND share.per_run > 0 AND c.unbroken
 )
 UPDATE ${schema}.outbox o
 SET lease_owner = $1,
-    lease_expires_at = now() + $5::float8 * interval '1 millisecond',
+    lease_expires_at = now() + $3::float8 * interval '1 millisecond',
     attempts = o.attempts + 1
-FROM due
-WHERE o.id = due.id
+WHERE o.id = ANY (ARRAY(SELECT id FROM heads UNION ALL SELECT id FROM run))
+  AND o.dispatched_at IS NULL
+  AND o.dead_lettered_at IS NULL
+  AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())
 RETURNING o.id::text AS "rowId",
           o.message_id::text AS id,
           o.topic,
           o.aggregate_id AS "aggregateId",
           o.sequence::text AS sequence,
+          o.ordered IS TRUE AS ordered,
           o.payload,
           o.headers,
           o.created_at AS "createdAt",

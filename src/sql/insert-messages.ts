@@ -14,17 +14,19 @@
  * (a collation-aware comparison) cost ~0.3 ms per statement, a quarter of a whole business
  * transaction (bench/ enqueue_overhead); ordering by the integer position costs nothing visible.
  *
- * `now()` is the transaction's start time: `delayMs` counts from there.
+ * `now()` is the transaction's start time: `delayMs` counts from there. `ordered` is NULL unless the
+ * message says: the trigger then decides from `outbox_unordered_topics` (migration 009).
  */
 export const insertMessagesSql = (schema: string) => `
-INSERT INTO ${schema}.outbox (aggregate_id, topic, payload, headers, available_at, shadow)
+INSERT INTO ${schema}.outbox (aggregate_id, topic, payload, headers, available_at, shadow, ordered)
 SELECT m.value->>'a',
        m.value->>'t',
        m.value->'p',
        m.value->'h',
        coalesce((m.value->>'at')::timestamptz,
                 now() + (m.value->>'d')::float8 * interval '1 millisecond'),
-       coalesce((m.value->>'s')::boolean, false)
+       coalesce((m.value->>'s')::boolean, false),
+       (m.value->>'o')::boolean
 FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS m(value, position)
 ORDER BY m.position
 RETURNING id::text AS id,

@@ -1,35 +1,138 @@
 import { commitModeClause, type CommitMode } from './commit-mode.js';
 
 /**
- * Settles the messages that went out (published, or shadow: settled without publishing) — the
- * common case, usually a whole batch: `dispatched_at = now()` and the lease cleared. Fenced by
- * `lease_owner = $1` like `settleFailedSql`; returns the ids it settled.
+ * Settles the messages that leave their aggregate's chain — published, shadow (settled without
+ * publishing), and ordered messages dead-lettered under the `skip` policy — and marks the
+ * aggregate's next message ready (migration 009). Fenced by `lease_owner = $1` like
+ * `settleFailedSql`. Returns each row as `settled` or `deferred`.
  *
- * One table, the ids as an array: the planner sees how many there are (a constant array, planned
- * per call) and walks the primary key at every table size, and there is no join to misplan. The
- * general statement below joins the outbox with the records of a jsonb parameter; whatever we
- * gave the planner about that join, some table state produced a bad plan: a sequential scan of
- * the whole outbox on tables up to ~100k rows (the first version, for 4-row batches: 1.3–1.6 ms
- * at 20,000 rows instead of ~0.15), the jsonb expanded again for every row (`o.id = ANY` beside
- * the join: 8–9 ms for 200 records instead of 2–3), or the ids array scanned again for every row
- * (a join with `unnest` of the ids, next to 5,000,000 dispatched rows: 5.7 ms per 200-row settle
- * instead of 2.7, `history_scaling` 0.71–0.95). Measured with pg_stat_statements and auto_explain
- * (docs/latency.md).
+ * The race it closes. A writer decides in the insert trigger, under its aggregate's counter row,
+ * whether its message is the head ("nothing ordered of this aggregate pending?"). A settle that
+ * finishes an aggregate's last visible pending message marks nobody ready. If a writer inserts a
+ * message while that settle runs, each can miss the other: the writer sees the head still pending
+ * (not ready), the settle does not see the new row yet (nothing to mark) — and the new message
+ * would never be claimed. So when a run leaves NO visible successor (`empties`), the settle also
+ * takes the counter row, FOR NO KEY UPDATE SKIP LOCKED, which conflicts with the writer's lock:
+ * - a writer holds it (in progress): the settle DEFERS that aggregate — its rows stay leased (the
+ *   lease is extended) and untouched, and the dispatcher settles them again a moment later, when
+ *   the writer's row is committed and visible (`deferred`);
+ * - a writer committed between this statement's snapshot and the lock: the row locked is newer
+ *   than the one in the snapshot (`locked` returns the latest version, `snap` the snapshot's), so
+ *   the new message is invisible here: defer too;
+ * - otherwise every message of the aggregate is visible and none is pending: settle, and UPDATE
+ *   the counter row (to itself) so that a REPEATABLE READ writer whose snapshot predates this
+ *   settle fails with a serialization error and retries instead of deciding on a stale view. A
+ *   READ COMMITTED writer waits for this commit and then sees it: the trigger's probe runs with a
+ *   fresh snapshot after the counter row is locked.
+ * When a successor IS visible there is nothing to race with (a writer sees it pending), and the
+ * counter row is not touched: a hot aggregate with writers active does not contend here.
  *
- * $1 lease owner token, $2 row ids (bigint[]).
+ * Deferring cannot lose anything: nothing changed, and a dispatcher that dies meanwhile leaves
+ * leases that expire (the messages go out again, as after any crash before a settle).
+ *
+ * Plan: every CTE starts from the ids as a constant array (`= ANY`), and the rows to mark ready
+ * are passed as `ARRAY(SELECT ...)`, so each UPDATE walks the primary key whatever the planner
+ * estimates for the CTEs. A join of the outbox with a CTE or with jsonb records planned
+ * sequential scans of the whole outbox on tables up to ~100k rows, or rescanned the array per row
+ * next to 5,000,000 rows (docs/latency.md). Not prepared (statement-name.ts).
+ *
+ * $1 lease owner token, $2 ids of published and shadow rows (bigint[]), $3 ids of ordered rows
+ * dead-lettered under `skip` (bigint[]), $4 their errors (text[], same order), $5 lease in
+ * milliseconds (for deferred rows).
  */
-export const settleDoneSql = (schema: string, commit: CommitMode = 'sync') => `
-UPDATE ${schema}.outbox
-SET dispatched_at    = now(),
-    lease_owner      = NULL,
-    lease_expires_at = NULL
-WHERE id = ANY($2::bigint[])
-  AND lease_owner = $1${commitModeClause(commit)}
-RETURNING id::text AS id`;
+export const settleAdvanceSql = (schema: string, commit: CommitMode = 'sync') => `
+WITH mine AS MATERIALIZED (
+  SELECT o.id, o.aggregate_id, o.sequence, o.ordered
+  FROM ${schema}.outbox o
+  WHERE o.id = ANY($2::bigint[] || $3::bigint[])
+    AND o.lease_owner = $1
+    AND o.dispatched_at IS NULL
+),
+tails AS (
+  SELECT aggregate_id, max(sequence) AS last
+  FROM mine
+  WHERE ordered
+  GROUP BY aggregate_id
+),
+nexts AS MATERIALIZED (
+  SELECT t.aggregate_id, n.id AS next_id
+  FROM tails t
+  LEFT JOIN LATERAL (
+    SELECT p.id
+    FROM ${schema}.outbox p
+    WHERE p.aggregate_id = t.aggregate_id
+      AND p.sequence > t.last
+      AND p.dispatched_at IS NULL
+      AND p.ordered
+    ORDER BY p.sequence
+    LIMIT 1
+  ) n ON true
+),
+snap AS MATERIALIZED (
+  SELECT a.aggregate_id, a.last_sequence
+  FROM ${schema}.outbox_aggregates a
+  WHERE a.aggregate_id = ANY (ARRAY(SELECT aggregate_id FROM nexts WHERE next_id IS NULL))
+),
+locked AS MATERIALIZED (
+  SELECT a.aggregate_id, a.last_sequence
+  FROM ${schema}.outbox_aggregates a
+  WHERE a.aggregate_id = ANY (ARRAY(SELECT aggregate_id FROM nexts WHERE next_id IS NULL))
+  FOR NO KEY UPDATE SKIP LOCKED
+),
+deferred AS MATERIALIZED (
+  SELECT s.aggregate_id
+  FROM snap s
+  LEFT JOIN locked l ON l.aggregate_id = s.aggregate_id
+  WHERE l.aggregate_id IS NULL OR l.last_sequence <> s.last_sequence
+),
+bumped AS (
+  UPDATE ${schema}.outbox_aggregates a
+  SET last_sequence = a.last_sequence
+  WHERE a.aggregate_id = ANY (ARRAY(
+    SELECT aggregate_id FROM locked EXCEPT SELECT aggregate_id FROM deferred))
+),
+extended AS (
+  UPDATE ${schema}.outbox o
+  SET lease_expires_at = now() + $5::float8 * interval '1 millisecond'
+  WHERE o.id = ANY (ARRAY(
+    SELECT m.id FROM mine m JOIN deferred d ON d.aggregate_id = m.aggregate_id WHERE m.ordered))
+),
+readied AS (
+  UPDATE ${schema}.outbox o
+  SET ready = true
+  WHERE o.id = ANY (ARRAY(SELECT next_id FROM nexts WHERE next_id IS NOT NULL))
+    AND NOT o.ready
+),
+settled AS (
+  UPDATE ${schema}.outbox o
+  SET dispatched_at    = CASE WHEN o.id = ANY($3::bigint[]) THEN NULL ELSE now() END,
+      dead_lettered_at = CASE WHEN o.id = ANY($3::bigint[]) THEN now() END,
+      last_error       = CASE WHEN o.id = ANY($3::bigint[])
+                              THEN (SELECT k.error
+                                    FROM unnest($3::bigint[], $4::text[]) AS k(id, error)
+                                    WHERE k.id = o.id)
+                              ELSE o.last_error END,
+      -- A message dead-lettered under skip leaves the chain: it no longer blocks anything.
+      ordered          = CASE WHEN o.id = ANY($3::bigint[]) THEN false ELSE o.ordered END,
+      lease_owner      = NULL,
+      lease_expires_at = NULL
+  WHERE o.id = ANY (ARRAY(
+    SELECT m.id FROM mine m
+    WHERE m.ordered IS NOT TRUE
+       OR m.aggregate_id <> ALL (ARRAY(SELECT aggregate_id FROM deferred))))
+    AND o.lease_owner = $1${commitModeClause(commit)}
+  RETURNING o.id
+)
+SELECT id::text AS id, 'settled' AS state FROM settled
+UNION ALL
+SELECT m.id::text, 'deferred'
+FROM mine m JOIN deferred d ON d.aggregate_id = m.aggregate_id
+WHERE m.ordered`;
 
 /**
  * Settles the messages that failed, in ONE statement (the ones that went out take
- * `settleDoneSql`): retried rows get their next `available_at`, dead rows `dead_lettered_at`, both
+ * `settleAdvanceSql`): retried rows get their next `available_at`, rows dead-lettered under `hold` (and
+ * unordered ones) `dead_lettered_at`, both
  * `last_error`, and every row's lease is cleared. The per-row decisions travel as one jsonb
  * parameter (see insert-messages.ts for why jsonb rather than arrays).
  *
@@ -43,7 +146,7 @@ RETURNING id::text AS id`;
  * at its length, which the planner cannot know of jsonb_to_recordset (it assumes 100) — without it
  * a small batch on a table up to ~100k rows was planned as a sequential scan of the outbox. Next
  * to millions of rows the planner can still choose to rescan the array per row (see
- * `settleDoneSql`), which is why only failed messages, normally few, go through this statement.
+ * `settleAdvanceSql`), which is why only failed messages, normally few, go through this statement.
  * Not prepared (statement-name.ts): a generic plan made while the table is tiny could be the
  * sequential scan, and it would stay while the table grows.
  *
@@ -53,6 +156,9 @@ RETURNING id::text AS id`;
 export const settleFailedSql = (schema: string, commit: CommitMode = 'sync') => `
 UPDATE ${schema}.outbox o
 SET dead_lettered_at = CASE WHEN s.kind = 'dead' THEN now() ELSE o.dead_lettered_at END,
+    -- The message stays (retry) or blocks (dead under hold) at the head of its chain: the claim
+    -- must find it there once it is due again (or replayed). Unordered rows are ready anyway.
+    ready            = true,
     available_at     = CASE WHEN s.kind = 'retry'
                             THEN now() + s."delayMs" * interval '1 millisecond'
                             ELSE o.available_at END,
@@ -67,11 +173,13 @@ WHERE o.id = i.id
 RETURNING o.id::text AS id`;
 
 /**
- * Gives back leases of messages this claim never started publishing (graceful shutdown). Never
+ * Gives back leases of messages this claim never started publishing (graceful shutdown, and the
+ * rest of an ordered run after its first failure: they stay behind it, unchanged). Never
  * used for messages whose publish may be in flight: that would let another dispatcher publish
  * them concurrently (G3). Attempts are given back too, since no attempt was made.
  */
 export const releaseSql = (schema: string, commit: CommitMode = 'sync') => `
 UPDATE ${schema}.outbox
 SET lease_owner = NULL, lease_expires_at = NULL, attempts = greatest(attempts - 1, 0)
-WHERE lease_owner = $1 AND id = ANY($2::bigint[]) AND dispatched_at IS NULL${commitModeClause(commit)}`;
+WHERE lease_owner = $1 AND id = ANY($2::bigint[]) AND dispatched_at IS NULL${commitModeClause(commit)}
+RETURNING id::text AS id`;

@@ -136,7 +136,8 @@ function rowJson(
     `{"a":${JSON.stringify(message.aggregateId)},"t":${JSON.stringify(message.topic)}` +
     `,"p":${message.payloadJson},"h":${JSON.stringify(headers)}` +
     `,"at":${message.availableAt ? JSON.stringify(message.availableAt.toISOString()) : 'null'}` +
-    `,"d":${JSON.stringify(message.delayMs)}${message.shadow ? ',"s":true' : ''}}`
+    `,"d":${JSON.stringify(message.delayMs)}${message.shadow ? ',"s":true' : ''}` +
+    `${message.ordered === undefined ? '' : `,"o":${message.ordered}`}}`
   );
 }
 

@@ -178,13 +178,13 @@ describe('D1 claim, lease and settle', () => {
     const taken = await claim('third');
     expect(taken.map((m) => m.attempts)).toEqual([2]);
     // The first claimant finishes late: its settle matches nothing, the newer claim decides.
-    expect(await store.settle('first', [{ rowId: target[0]!.rowId, kind: 'published' }])).toEqual(
-      [],
-    );
+    expect(
+      (await store.settle('first', [{ rowId: target[0]!.rowId, kind: 'published' }])).settled,
+    ).toEqual([]);
     expect((await row('lease:1', 1))?.dispatched_at).toBeNull();
-    expect(await store.settle('third', [{ rowId: target[0]!.rowId, kind: 'published' }])).toEqual([
-      target[0]!.rowId,
-    ]);
+    expect(
+      (await store.settle('third', [{ rowId: target[0]!.rowId, kind: 'published' }])).settled,
+    ).toEqual([target[0]!.rowId]);
     expect((await row('lease:1', 1))?.dispatched_at).toBe(now);
   });
 });

@@ -81,7 +81,9 @@ Options:
   --backoff-jitter-ms N      random extra delay, up to (default 5000)
   --max-attempts N           attempts before dead-lettering (default 10)
   --unordered GLOB           topics without per-aggregate order, e.g. 'mail.*' (repeatable,
-                             or comma-separated); all other topics are ordered
+                             or comma-separated); all other topics are ordered. Declared in
+                             the database (outbox_unordered_topics) at start: it applies to
+                             messages written from then on, whichever dispatcher sends them
   --dead-letter-policy P     hold (default): a dead letter blocks its aggregate's later
                              ordered messages; skip: they go on
   --nats-stream NAME         nats:// only: the JetStream stream to publish into. An existing

@@ -142,7 +142,10 @@ describe('dispatcher commit mode', () => {
     candidates.candidates.add(a!.id);
     const viaWal = await candidates.claim({ ...request, owner: 't#2' });
     expect(viaWal.map((m) => m.rowId)).toEqual([a!.id]);
-    await candidates.settle('t#2', [{ rowId: a!.id, kind: 'published' }]);
+    await candidates.settle('t#2', [{ rowId: a!.id, kind: 'published' }], {
+      deadLettersBlock: true,
+      leaseMs: 30_000,
+    });
     const { rows } = await db.pool.query<{ kind: string; synchronous_commit: string }>(
       `SELECT kind, synchronous_commit FROM commit_log`,
     );

@@ -61,30 +61,31 @@ describe('polling dispatcher', () => {
     expect(rows[0].n).toBe(100);
   });
 
-  it('claims only the head of an ordered aggregate, but every message of an unordered topic', async () => {
+  it('claims an ordered aggregate as one run in sequence order, and every unordered message', async () => {
     await enqueueCommitted(db.pool, [
       ...manyMessages(1, 3, 'payment.charge'),
-      ...manyMessages(1, 3, 'mail.send').map((m) => ({ ...m, aggregateId: 'mail-agg' })),
+      ...manyMessages(1, 3, 'mail.send').map((m) => ({
+        ...m,
+        aggregateId: 'mail-agg',
+        ordered: false,
+      })),
     ]);
     const store = new PgOutboxStore(fromPg(db.pool));
-    const claimed = await store.claim({
-      owner: 't#1',
-      batchSize: 100,
-      leaseMs: 60_000,
-      unorderedPatterns: ['mail.%'],
-      deadLettersBlock: true,
-    });
-    expect(claimed.filter((m) => m.topic === 'payment.charge').map((m) => m.sequence)).toEqual([1]);
-    expect(claimed.filter((m) => m.topic === 'mail.send')).toHaveLength(3);
+    const request = { batchSize: 100, leaseMs: 60_000 };
+    const claimed = await store.claim({ ...request, owner: 't#1' });
+    const run = claimed.filter((m) => m.topic === 'payment.charge');
+    expect(run.map((m) => [m.sequence, m.ordered])).toEqual([
+      [1, undefined],
+      [2, undefined],
+      [3, undefined],
+    ]);
+    expect(claimed.filter((m) => m.topic === 'mail.send').map((m) => m.ordered)).toEqual([
+      false,
+      false,
+      false,
+    ]);
     // Under a live lease, nothing more of that aggregate is eligible.
-    const again = await store.claim({
-      owner: 't#2',
-      batchSize: 100,
-      leaseMs: 60_000,
-      unorderedPatterns: ['mail.%'],
-      deadLettersBlock: true,
-    });
-    expect(again).toEqual([]);
+    expect(await store.claim({ ...request, owner: 't#2' })).toEqual([]);
   });
 
   it('late commit: a transaction holding a lower id is neither skipped nor overtaken', async () => {
@@ -272,12 +273,15 @@ describe('polling dispatcher', () => {
     await new Promise((resolve) => setTimeout(resolve, 20));
     const [current] = await store.claim({ ...request, owner: 'new#1', leaseMs: 60_000 });
     expect(current!.id).toBe(old!.id);
-    expect(await store.settle('old#1', [{ rowId: old!.rowId, kind: 'published' }])).toEqual([]);
+    const settle = { deadLettersBlock: true, leaseMs: 60_000 };
+    expect(await store.settle('old#1', [{ rowId: old!.rowId, kind: 'published' }], settle)).toEqual(
+      { settled: [], deferred: [] },
+    );
     const { rows } = await db.pool.query('SELECT lease_owner, dispatched_at FROM outbox');
     expect(rows[0]).toMatchObject({ lease_owner: 'new#1', dispatched_at: null });
-    expect(await store.settle('new#1', [{ rowId: current!.rowId, kind: 'published' }])).toEqual([
-      current!.rowId,
-    ]);
+    expect(
+      await store.settle('new#1', [{ rowId: current!.rowId, kind: 'published' }], settle),
+    ).toEqual({ settled: [current!.rowId], deferred: [] });
   });
 
   it('a message claimed more than maxAttempts times without settling is dead-lettered, not published', async () => {

@@ -51,7 +51,9 @@ describe('settle plan', () => {
       // Runs the settle under EXPLAIN ANALYZE first (rolled back), then for real.
       const explaining: SqlExecutor = {
         query: async (text, values) => {
-          if (/^\s*UPDATE \S+(?: o)?\s+SET (dispatched_at|dead_lettered_at) /.test(text)) {
+          if (
+            /^\s*(WITH mine |UPDATE \S+(?: o)?\s+SET (dispatched_at|dead_lettered_at) )/.test(text)
+          ) {
             const client = await db.pool.connect();
             try {
               await client.query('BEGIN');
@@ -72,8 +74,6 @@ describe('settle plan', () => {
       const claimed = await store.claim({
         owner: 'settle-plan-test',
         batchSize: batch,
-        unorderedPatterns: ['%'],
-        deadLettersBlock: false,
         leaseMs: 30_000,
       });
       expect(claimed).toHaveLength(batch);
@@ -84,8 +84,9 @@ describe('settle plan', () => {
             ? { rowId: m.rowId, kind }
             : { rowId: m.rowId, kind, error: 'broker down', delayMs: 1_000 },
         ),
+        { deadLettersBlock: true, leaseMs: 30_000 },
       );
-      expect(settled.sort()).toEqual(claimed.map((m) => m.rowId).sort());
+      expect(settled.settled.sort()).toEqual(claimed.map((m) => m.rowId).sort());
 
       const all = nodes(plan!);
       const scans = all.filter((n) => n['Relation Name'] === 'outbox');

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createOutbox } from '../../../src/index.js';
 import { claimSql } from '../../../src/sql/claim.js';
 import { PgOutboxStore } from '../../../src/dispatcher/pg-outbox-store.js';
-import { settleDoneSql, settleFailedSql } from '../../../src/sql/settle.js';
+import { settleAdvanceSql, settleFailedSql } from '../../../src/sql/settle.js';
 import { insertMessagesSql } from '../../../src/sql/insert-messages.js';
 import { preparable, statementName } from '../../../src/store/statement-name.js';
 import { quoteIdentifier } from '../../../src/core/identifier.js';
@@ -21,7 +21,7 @@ describe('prepared statement names', () => {
     expect(statementName(claimSql(quoteIdentifier('public')))).toBeUndefined();
     expect(statementName(settleFailedSql(quoteIdentifier('public')))).toBeUndefined();
     expect(statementName(settleFailedSql(quoteIdentifier('public'), 'async'))).toBeUndefined();
-    expect(statementName(settleDoneSql(quoteIdentifier('public')))).toBeUndefined();
+    expect(statementName(settleAdvanceSql(quoteIdentifier('public')))).toBeUndefined();
   });
 
   it('different texts get different names', () => {

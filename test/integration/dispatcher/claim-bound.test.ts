@@ -1,0 +1,158 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PgOutboxStore, type SqlExecutor } from '../../../src/index.js';
+import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+
+/**
+ * Issue 16: a claim's work follows the batch, not the backlog. 100,000 pending messages sit on
+ * ONE aggregate; the claim is run under EXPLAIN (ANALYZE, BUFFERS) — the statement the store
+ * really sends — and the rows it reads from the outbox are counted, for each state the deep
+ * aggregate's head can be in. Before migration 009 every one of these read all 100,001 rows
+ * ("Rows Removed by Filter: 99999", 304k buffers, 1.9 s).
+ */
+let db: TestDatabase;
+const DEEP = 100_000;
+const OTHERS = 200;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  // Loaded the way the insert trigger would write it (sequence 1..n, only the head ready), but
+  // with triggers off: 100,000 trigger calls took a minute on a busy 2-core machine.
+  const client = await db.pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query(`SET LOCAL session_replication_role = replica`);
+    await client.query(
+      `INSERT INTO outbox (aggregate_id, topic, payload, sequence, ordered, ready)
+       SELECT 'deep', 'payment.charge', jsonb_build_object('n', g), g, true, g = 1
+       FROM generate_series(1, $1::int) g`,
+      [DEEP],
+    );
+    await client.query(
+      `INSERT INTO outbox_aggregates (aggregate_id, last_sequence) VALUES ('deep', $1)`,
+      [DEEP],
+    );
+    await client.query('COMMIT');
+  } finally {
+    client.release();
+  }
+  await db.pool.query(
+    `INSERT INTO outbox (aggregate_id, topic, payload)
+     SELECT 'other-' || g, 'payment.charge', '{}'::jsonb FROM generate_series(1, $1::int) g`,
+    [OTHERS],
+  );
+  await db.pool.query('ANALYZE outbox');
+}, 120_000);
+afterAll(async () => {
+  await db?.drop();
+});
+
+interface PlanNode {
+  'Relation Name'?: string;
+  'Actual Rows'?: number;
+  'Actual Loops'?: number;
+  'Rows Removed by Filter'?: number;
+  'Rows Removed by Index Recheck'?: number;
+  'Shared Hit Blocks'?: number;
+  'Shared Read Blocks'?: number;
+  Plans?: PlanNode[];
+}
+const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+
+/** Rows every scan of the outbox produced or threw away, over all its loops. */
+function outboxRowsRead(plan: PlanNode): number {
+  return nodes(plan)
+    .filter((n) => n['Relation Name'] === 'outbox')
+    .reduce(
+      (sum, n) =>
+        sum +
+        ((n['Actual Rows'] ?? 0) +
+          (n['Rows Removed by Filter'] ?? 0) +
+          (n['Rows Removed by Index Recheck'] ?? 0)) *
+          (n['Actual Loops'] ?? 1),
+      0,
+    );
+}
+
+/** Claims under EXPLAIN (ANALYZE, BUFFERS) in a transaction that is rolled back. */
+async function explainClaim(batchSize: number) {
+  let plan: PlanNode | undefined;
+  let claimed: { aggregateId: string; sequence: number }[] = [];
+  const client = await db.pool.connect();
+  try {
+    await client.query('BEGIN');
+    const explaining: SqlExecutor = {
+      query: async <Row>(text: string, values?: readonly unknown[]) => {
+        // EXPLAIN ANALYZE really runs the UPDATE: undo it before claiming for the result.
+        await client.query('SAVEPOINT explained');
+        const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+          `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${text}`,
+          [...(values ?? [])],
+        );
+        plan = rows[0]!['QUERY PLAN'][0].Plan;
+        await client.query('ROLLBACK TO SAVEPOINT explained');
+        // The claim itself, for its result (still inside the transaction rolled back below).
+        return (await client.query(text, [...(values ?? [])])) as unknown as { rows: Row[] };
+      },
+    };
+    const store = new PgOutboxStore(explaining);
+    claimed = await store.claim({ owner: 'explain#1', batchSize, leaseMs: 30_000 });
+  } finally {
+    await client.query('ROLLBACK');
+    client.release();
+  }
+  // Buffer counts of a node include its children's: the root's are the statement's.
+  const blocks = (plan!['Shared Hit Blocks'] ?? 0) + (plan!['Shared Read Blocks'] ?? 0);
+  return { rowsRead: outboxRowsRead(plan!), blocks, claimed };
+}
+
+const deepHead = `(SELECT id FROM outbox WHERE aggregate_id = 'deep' AND sequence = 1)`;
+
+describe('claim cost with 100,000 messages behind one head', () => {
+  it('a due head: the claim takes a run of the deep aggregate and reads about a batch of rows', async () => {
+    const { rowsRead, claimed } = await explainClaim(200);
+    const deep = claimed.filter((m) => m.aggregateId === 'deep').map((m) => m.sequence);
+    // 201 heads are ready; 200 are taken and only their ordered runs could follow (no room).
+    expect(claimed).toHaveLength(200);
+    expect(deep.length).toBeLessThanOrEqual(1);
+    expect(rowsRead).toBeLessThan(1_000);
+  });
+
+  it('a hot aggregate alone: one claim takes a run of up to a batch, in order, reading about that many rows', async () => {
+    await db.pool.query(`UPDATE outbox SET lease_expires_at = now() + interval '1 hour'
+                         WHERE aggregate_id LIKE 'other-%'`);
+    try {
+      const { rowsRead, claimed } = await explainClaim(200);
+      expect(claimed.map((m) => m.sequence)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
+      expect(rowsRead).toBeLessThan(1_000);
+    } finally {
+      await db.pool.query(
+        `UPDATE outbox SET lease_expires_at = NULL WHERE aggregate_id LIKE 'other-%'`,
+      );
+    }
+  });
+
+  it.each([
+    ['leased (in flight)', `lease_owner = 'x', lease_expires_at = now() + interval '1 hour'`],
+    ['backing off', `available_at = now() + interval '1 hour', last_error = 'broker down'`],
+    ['dead-lettered under hold', `dead_lettered_at = now(), last_error = 'poison'`],
+  ])(
+    'a head %s costs the claim nothing: 200 other heads come back, and the rows read stay near 200',
+    async (_state, set) => {
+      await db.pool.query(`UPDATE outbox SET ${set} WHERE id = ${deepHead}`);
+      try {
+        const { rowsRead, blocks, claimed } = await explainClaim(200);
+        expect(claimed.filter((m) => m.aggregateId === 'deep')).toEqual([]);
+        expect(claimed).toHaveLength(OTHERS);
+        expect(rowsRead).toBeLessThan(1_000);
+        // ~2,600 here for 200 heads (their probes and leases included); 304k before.
+        expect(blocks).toBeLessThan(6_000);
+      } finally {
+        await db.pool.query(
+          `UPDATE outbox SET lease_owner = NULL, lease_expires_at = NULL, available_at = created_at,
+                  dead_lettered_at = NULL, last_error = NULL
+           WHERE id = ${deepHead}`,
+        );
+      }
+    },
+  );
+});
