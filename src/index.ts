@@ -87,6 +87,7 @@ export {
   listUnorderedTopics,
   removeUnorderedTopics,
 } from './dispatcher/unordered-topics.js';
+export { repairHeads } from './dispatcher/repair-heads.js';
 export {
   publishInOrder,
   type MessageFate,

@@ -11,6 +11,7 @@ import {
 import { addUnorderedTopics } from './unordered-topics.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { publishInOrder, type MessageFate } from './ordered-publish.js';
+import { repairHeads } from './repair-heads.js';
 import type { OutboxStore, Settlement } from './outbox-store.js';
 import { PgOutboxStore } from './pg-outbox-store.js';
 import { planSettlement } from './settle-plan.js';
@@ -128,7 +129,7 @@ class PollingDispatcher implements Dispatcher {
   readonly #deferredSettles = new Set<Promise<void>>();
   #stoppingSince = 0;
   readonly #executor: SqlExecutor | undefined;
-  #declared: Promise<void> | undefined;
+  #prepared: Promise<void> | undefined;
 
   constructor(options: DispatcherOptions) {
     this.#options = resolveDispatcherOptions(options);
@@ -156,18 +157,23 @@ class PollingDispatcher implements Dispatcher {
   }
 
   /**
-   * `unorderedTopics` (and `--unordered`): declared in `outbox_unordered_topics` before the first
-   * claim, so they apply to messages WRITTEN from then on, for every dispatcher — order is no
-   * longer a per-dispatcher view at claim time (two dispatchers with different lists would send
-   * one aggregate out of order). Retried with the next claim if it fails.
+   * Once, before the first claim (retried with the next claim if it fails):
+   * - `unorderedTopics` (and `--unordered`) are declared in `outbox_unordered_topics`, so they
+   *   apply to messages WRITTEN from then on, for every dispatcher — order is no longer a
+   *   per-dispatcher view at claim time (two dispatchers with different lists would send one
+   *   aggregate out of order);
+   * - heads left unmarked by a dispatcher older than migration 009 are marked ready
+   *   (repair-heads.ts).
    */
-  async #declareUnorderedTopics(): Promise<void> {
-    const globs = this.#options.unorderedTopics;
-    if (globs.length === 0 || !this.#executor) return;
+  async #prepare(): Promise<void> {
+    if (!this.#executor) return;
     try {
-      await addUnorderedTopics(this.#executor, globs, { schema: this.#options.schema });
+      const globs = this.#options.unorderedTopics;
+      if (globs.length > 0)
+        await addUnorderedTopics(this.#executor, globs, { schema: this.#options.schema });
+      await repairHeads(this.#executor, { schema: this.#options.schema });
     } catch (error) {
-      this.#declared = undefined;
+      this.#prepared = undefined;
       throw error;
     }
   }
@@ -339,7 +345,7 @@ class PollingDispatcher implements Dispatcher {
       const started = Date.now();
       let messages: OutgoingMessage[];
       try {
-        await (this.#declared ??= this.#declareUnorderedTopics());
+        await (this.#prepared ??= this.#prepare());
         messages = await this.#store.claim({
           owner,
           batchSize: this.#options.batchSize,

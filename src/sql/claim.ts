@@ -127,3 +127,37 @@ RETURNING o.id::text AS "rowId",
           o.created_at AS "createdAt",
           o.attempts,
           o.shadow`;
+
+/**
+ * Marks every aggregate's first pending ordered message ready: a repair, run once when a
+ * dispatcher starts. Nothing in this version leaves a head unmarked, but a dispatcher of a
+ * version before migration 009 settling heads after the migration ran (a rolling upgrade) does
+ * not mark their successors, and those would never be claimed. Marking a true head ready is
+ * always safe (`ready` is the claim's hint; its head check is the guarantee), so this needs no
+ * lock and can race with anything.
+ *
+ * A loose index scan over `outbox_chain_idx`: one probe per aggregate with pending ordered
+ * messages — never the rows behind each head, never idle aggregates.
+ */
+export const repairHeadsSql = (schema: string) => `
+WITH RECURSIVE heads AS (
+  (SELECT p.aggregate_id, p.id
+   FROM ${schema}.outbox p
+   WHERE p.dispatched_at IS NULL AND p.ordered
+   ORDER BY p.aggregate_id, p.sequence
+   LIMIT 1)
+  UNION ALL
+  SELECT n.aggregate_id, n.id
+  FROM heads h
+  CROSS JOIN LATERAL (
+    SELECT p.aggregate_id, p.id
+    FROM ${schema}.outbox p
+    WHERE p.dispatched_at IS NULL AND p.ordered AND p.aggregate_id > h.aggregate_id
+    ORDER BY p.aggregate_id, p.sequence
+    LIMIT 1
+  ) n
+)
+UPDATE ${schema}.outbox o
+SET ready = true
+WHERE o.id = ANY (ARRAY(SELECT id FROM heads)) AND NOT o.ready
+RETURNING o.id::text AS id`;

@@ -5,6 +5,7 @@ import {
   fromPg,
   InMemoryPublisher,
   PgOutboxStore,
+  repairHeads,
   type OutgoingMessage,
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
@@ -272,6 +273,41 @@ describe('the settle that ends a chain while a writer of its aggregate is mid-tr
       `INSERT INTO outbox (aggregate_id, topic, payload) VALUES ('A', 'payment.charge', '2')`,
     );
     expect((await rows('A')).map((r) => r.ready)).toEqual([true, true]);
+  });
+});
+
+describe('heads left unmarked by a dispatcher older than migration 009', () => {
+  it('are not claimed until repaired; repairHeads marks them, and a starting dispatcher does it itself', async () => {
+    await enqueueCommitted(
+      db.pool,
+      ['A', 'B'].flatMap((a) =>
+        [1, 2, 3].map((n) => ({ topic: 'payment.charge', aggregateId: a, payload: { n } })),
+      ),
+    );
+    // What the old settle did: dispatched, and nobody marked 2 ready.
+    await db.pool.query(`UPDATE outbox SET dispatched_at = now() WHERE sequence = 1`);
+    const store = new PgOutboxStore(fromPg(db.pool));
+    expect(await store.claim({ owner: 'old#1', batchSize: 10, leaseMs: 1_000 })).toEqual([]);
+
+    expect(await repairHeads(fromPg(db.pool))).toBe(2);
+    expect(await repairHeads(fromPg(db.pool))).toBe(0);
+    await db.pool.query(
+      `UPDATE outbox SET ready = false WHERE aggregate_id = 'B' AND sequence = 2`,
+    );
+
+    const publisher = new InMemoryPublisher();
+    const result = await createDispatcher({
+      executor: fromPg(db.pool),
+      publisher,
+      ...noBackoff,
+    }).drain();
+    expect(result.published).toBe(4);
+    expect(publisher.published.map((m) => `${m.aggregateId}${m.sequence}`).sort()).toEqual([
+      'A2',
+      'A3',
+      'B2',
+      'B3',
+    ]);
   });
 });
 

@@ -1,0 +1,18 @@
+import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
+import { repairHeadsSql } from '../sql/claim.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
+
+/**
+ * Marks each aggregate's first pending ordered message as ready to claim, and returns how many
+ * needed it (sql/claim.ts `repairHeadsSql`). Dispatchers run it when they start; run it yourself
+ * after a rolling upgrade across migration 009 if dispatchers of the older version kept running
+ * after the migration. Costs one index probe per aggregate with pending messages.
+ */
+export async function repairHeads(
+  executor: SqlExecutor,
+  options: { schema?: string } = {},
+): Promise<number> {
+  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const { rows } = await executor.query<{ id: string }>(repairHeadsSql(schema));
+  return rows.length;
+}
