@@ -13,11 +13,16 @@ LIMIT $2`;
  * Replay: the dead letter becomes a fresh pending message (attempts 0, due now) with the same
  * message id, so consumers that did see an earlier publish still dedupe it. `last_error` is kept
  * as history until the next attempt overwrites it. Accepts row ids and message ids.
+ *
+ * `ready = true` (migration 009): a dead letter under `hold` is still its aggregate's head and
+ * goes next; one dead-lettered under `skip` left the chain (`ordered = false`) and goes out
+ * unordered. Either way the claim must be able to start from it — a message that died in the
+ * middle of a run was never marked ready.
  * $1 row ids, $2 message ids, $3 all dead (boolean), $4 topic LIKE pattern or NULL.
  */
 export const replaySql = (schema: string) => `
 UPDATE ${schema}.outbox
-SET dead_lettered_at = NULL, attempts = 0, available_at = now(),
+SET dead_lettered_at = NULL, attempts = 0, available_at = now(), ready = true,
     lease_owner = NULL, lease_expires_at = NULL
 WHERE dead_lettered_at IS NOT NULL
   AND dispatched_at IS NULL

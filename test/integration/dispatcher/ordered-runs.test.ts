@@ -6,6 +6,7 @@ import {
   InMemoryPublisher,
   PgOutboxStore,
   repairHeads,
+  replayDeadLetters,
   type OutgoingMessage,
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
@@ -180,6 +181,12 @@ describe('ordered runs', () => {
     const result = await dispatcher.drain();
     expect(result).toMatchObject({ published: 2, deadLettered: 1 });
     expect(publisher.published.map((m) => m.sequence)).toEqual([1, 3]);
+
+    // It died in the middle of a run (never marked ready): a replay must still send it.
+    publisher.setFailureInjector(undefined);
+    expect(await replayDeadLetters(fromPg(db.pool), { allDead: true })).toHaveLength(1);
+    expect(await dispatcher.drain()).toMatchObject({ published: 1 });
+    expect(publisher.published.map((m) => m.sequence)).toEqual([1, 3, 2]);
   });
 });
 
