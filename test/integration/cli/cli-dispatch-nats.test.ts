@@ -91,7 +91,7 @@ async function rows(): Promise<
   const { rows } = await db.pool.query(
     `SELECT message_id::text AS id, dispatched_at IS NOT NULL AS dispatched,
             dead_lettered_at IS NOT NULL AS dead, attempts, last_error AS "lastError"
-       FROM outbox ORDER BY id`,
+       FROM outbox o ORDER BY o.id`, // o.id: a bare "id" would sort by the message_id alias (random within a ms)
   );
   return rows;
 }
