@@ -9,7 +9,7 @@ import type { SqlExecutor } from '../store/sql-executor.js';
 
 /** A snapshot of the outbox for `outbox status`, dashboards and health checks. */
 export interface OutboxStatus {
-  /** Undispatched, not dead-lettered messages. */
+  /** Undispatched, not dead-lettered messages, not held for approval. */
   backlog: number;
   /** Age of the oldest message in the backlog, in seconds (0 when empty). */
   oldestPendingAgeSeconds: number;
@@ -20,6 +20,14 @@ export interface OutboxStatus {
   /** Backlog messages waiting for their `available_at` (delay or backoff). */
   scheduled: number;
   deadLetters: number;
+  /** Held messages waiting for a person's decision, not past their expiry (migration 010). */
+  awaitingApproval: number;
+  /** Age of the oldest of them, in seconds (0 when none waits). */
+  oldestAwaitingApprovalAgeSeconds: number;
+  /** Held messages a person rejected: kept, never published. */
+  rejected: number;
+  /** Held messages that expired undecided (treated as rejected), swept or not yet. */
+  expired: number;
   /** Undispatched messages by attempts so far. */
   attempts: { attempts: number; messages: number }[];
   /** Most recent errors of undispatched messages. */
@@ -58,6 +66,10 @@ export async function readStatus(
     inFlight: Number(row.inFlight),
     scheduled: Number(row.scheduled),
     deadLetters: Number(row.deadLetters),
+    awaitingApproval: Number(row.awaitingApproval),
+    oldestAwaitingApprovalAgeSeconds: Number(row.oldestAwaitingApprovalAgeSeconds),
+    rejected: Number(row.rejected),
+    expired: Number(row.expired),
     attempts: attempts.rows.map((r) => ({
       attempts: Number(r.attempts),
       messages: Number(r.messages),

@@ -75,6 +75,11 @@ export function enqueue(
         `messages[${index}].shadow`,
         'shadow mode is not supported by the D1 outbox; write the message live or not at all',
       );
+    if (message.approval)
+      throw new OutboxValidationError(
+        `messages[${index}].requiresApproval`,
+        'held messages (approval) are not supported by the D1 outbox yet; it would be published at once',
+      );
   });
   const now = (options.now ?? Date.now)();
   const statements: D1Statement[] = [];
@@ -103,6 +108,7 @@ export function enqueue(
           JSON.stringify(headers),
           now,
           Math.round(availableAt),
+          message.ordered === undefined ? null : message.ordered ? 1 : 0,
         ),
     );
   });

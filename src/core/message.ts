@@ -47,7 +47,40 @@ export interface OutboxMessage {
    * written, so every dispatcher agrees.
    */
   ordered?: boolean;
+  /**
+   * Hold the message for a person's decision: it is written (and committed with your
+   * transaction) but never claimed until approved — `outbox approve`, `approveMessages()` or the
+   * dashboard. Rejected or expired, it is kept and never published. Default false.
+   */
+  requiresApproval?: boolean;
+  /**
+   * With `requiresApproval`: how long the message may wait for a decision before it expires
+   * (treated as rejected), in milliseconds from commit time. Default 7 days.
+   */
+  approvalExpiresInMs?: number;
+  /**
+   * With `requiresApproval`: who or what asked for the effect, shown to the person deciding
+   * (`outbox approvals`). The agent helper fills in the tool call. 1-255 characters.
+   */
+  approvalRequestedBy?: string;
 }
+
+/** Every field of {@link OutboxMessage}; anything else in a message is rejected (a typo). */
+export const MESSAGE_FIELDS: readonly (keyof OutboxMessage)[] = [
+  'topic',
+  'aggregateId',
+  'payload',
+  'headers',
+  'delayMs',
+  'availableAt',
+  'schemaVersion',
+  'tenantId',
+  'shadow',
+  'ordered',
+  'requiresApproval',
+  'approvalExpiresInMs',
+  'approvalRequestedBy',
+];
 
 /** What `enqueue` returns for each message, in the order the messages were given. */
 export interface EnqueuedMessage {
@@ -59,6 +92,8 @@ export interface EnqueuedMessage {
   sequence: number;
   topic: string;
   aggregateId: string;
+  /** Present (true) when the message was written held: it waits for a person's approval. */
+  awaitingApproval?: true;
 }
 
 /** Header names agent-outbox itself writes. */

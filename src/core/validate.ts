@@ -1,5 +1,5 @@
 import { OutboxValidationError } from './errors.js';
-import type { OutboxMessage } from './message.js';
+import { MESSAGE_FIELDS, type OutboxMessage } from './message.js';
 
 /** Limits applied by {@link validateMessages}. */
 export interface ValidationLimits {
@@ -29,7 +29,12 @@ export interface ValidMessage {
   shadow: boolean;
   /** `undefined`: decided by `outbox_unordered_topics` when written (migration 009). */
   ordered: boolean | undefined;
+  /** Set when the message is written held for approval (migration 010). */
+  approval: { expiresInMs: number | undefined; requestedBy: string | undefined } | undefined;
 }
+
+/** Longest time a held message may wait for a decision: about ten years, in ms. */
+const MAX_APPROVAL_EXPIRY_MS = 10 * 366 * 86_400_000;
 
 // Postgres text and jsonb cannot hold NUL, and jsonb rejects unpaired UTF-16 surrogates; both
 // would otherwise fail deep inside the driver with a message that names no field.
@@ -184,6 +189,87 @@ function checkHeaders(
   return result;
 }
 
+const KNOWN_FIELDS = new Set<string>(MESSAGE_FIELDS);
+
+/** The known field a mistyped one was probably meant to be (`delayMS`, `requireApproval`). */
+function closestField(key: string): string | undefined {
+  let best: { field: string; distance: number } | undefined;
+  for (const field of MESSAGE_FIELDS) {
+    const distance =
+      field.toLowerCase() === key.toLowerCase()
+        ? 0
+        : editDistance(field.toLowerCase(), key.toLowerCase());
+    if (distance <= 2 && (!best || distance < best.distance)) best = { field, distance };
+  }
+  return best?.field;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++)
+      current[j] = Math.min(
+        previous[j]! + 1,
+        current[j - 1]! + 1,
+        previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
+/**
+ * Rejects fields `OutboxMessage` does not have (SPEC §6): before, they were silently ignored, so
+ * `requireApproval: true` (a typo) sent a refund that was meant to wait for a person.
+ */
+function checkKnownFields(prefix: string, message: Record<string, unknown>): void {
+  for (const key of Object.keys(message)) {
+    if (KNOWN_FIELDS.has(key)) continue;
+    const meant = closestField(key);
+    throw new OutboxValidationError(
+      `${prefix}.${key}`,
+      `is not a message field${meant ? ` (did you mean ${meant}?)` : ''}; the fields are ${MESSAGE_FIELDS.join(', ')}`,
+    );
+  }
+}
+
+function checkApproval(prefix: string, m: Partial<OutboxMessage>): ValidMessage['approval'] {
+  if (m.requiresApproval !== undefined && typeof m.requiresApproval !== 'boolean') {
+    throw new OutboxValidationError(
+      `${prefix}.requiresApproval`,
+      `must be a boolean, got ${describe(m.requiresApproval)}`,
+    );
+  }
+  const held = m.requiresApproval === true;
+  for (const field of ['approvalExpiresInMs', 'approvalRequestedBy'] as const) {
+    if (m[field] !== undefined && !held)
+      throw new OutboxValidationError(
+        `${prefix}.${field}`,
+        'only applies to a message with requiresApproval: true',
+      );
+  }
+  if (!held) return undefined;
+  const expiresInMs = m.approvalExpiresInMs;
+  if (
+    expiresInMs !== undefined &&
+    (typeof expiresInMs !== 'number' ||
+      !Number.isFinite(expiresInMs) ||
+      expiresInMs <= 0 ||
+      expiresInMs > MAX_APPROVAL_EXPIRY_MS)
+  ) {
+    throw new OutboxValidationError(
+      `${prefix}.approvalExpiresInMs`,
+      `must be a number of milliseconds > 0 and at most ten years, got ${String(expiresInMs)}`,
+    );
+  }
+  const requestedBy =
+    m.approvalRequestedBy === undefined
+      ? undefined
+      : checkName(`${prefix}.approvalRequestedBy`, m.approvalRequestedBy);
+  return { expiresInMs, requestedBy };
+}
+
 /**
  * Validates one message. Throws {@link OutboxValidationError} naming the field; returns the
  * serialised form on success. `prefix` locates the message in its batch (`messages[3]`).
@@ -196,6 +282,7 @@ export function validateMessage(
   if (!isPlainObject(message))
     throw new OutboxValidationError(prefix, `must be an object, got ${describe(message)}`);
   const m = message as Partial<OutboxMessage> & Record<string, unknown>;
+  checkKnownFields(prefix, m);
   const topic = checkName(`${prefix}.topic`, m.topic);
   const aggregateId = checkName(`${prefix}.aggregateId`, m.aggregateId);
 
@@ -273,6 +360,7 @@ export function validateMessage(
     delayMs,
     shadow: m.shadow === true,
     ordered: m.ordered,
+    approval: checkApproval(prefix, m),
   };
 }
 

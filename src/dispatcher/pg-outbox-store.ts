@@ -1,6 +1,7 @@
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import type { JsonValue } from '../core/message.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
+import { expireSql } from '../sql/approvals.js';
 import { claimSql } from '../sql/claim.js';
 import type { CommitMode } from '../sql/commit-mode.js';
 import { releaseSql, settleAdvanceSql, settleFailedSql } from '../sql/settle.js';
@@ -38,11 +39,26 @@ export interface PgOutboxStoreOptions {
    * Default `sync` here; dispatchers pass theirs.
    */
   settleCommit?: CommitMode;
+  /**
+   * How often a claim first expires held messages whose approval expired (migration 010), in ms.
+   * Default 30 000. See {@link PgOutboxStore}.
+   */
+  approvalSweepIntervalMs?: number;
 }
+
+/** Most held messages one expiry sweep decides. */
+const EXPIRY_BATCH = 100;
 
 /**
  * {@link OutboxStore} on Postgres. Every method is ONE statement, so `executor` may be a pool
  * (`fromPg(pool)`): no method needs a session.
+ *
+ * Expiry of held messages (issue 20) is applied here, at claim time: before a claim, at most every
+ * `approvalSweepIntervalMs` (again at once after a full batch of 100), one statement expires
+ * overdue held messages with the claim's dead-letter policy (sql/approvals.ts `expireSql`) — one
+ * probe of a partial index that holds only undecided messages when none is overdue. A dispatcher
+ * is where the policy is known, and the claim is where every dispatcher passes. A sweep that fails
+ * does not fail the claim; the next interval tries again.
  */
 export class PgOutboxStore implements OutboxStore {
   readonly #executor: SqlExecutor;
@@ -50,6 +66,9 @@ export class PgOutboxStore implements OutboxStore {
   readonly #settleFailedSql: string;
   readonly #settleAdvanceSql: string;
   readonly #releaseSql: string;
+  readonly #expireSql: string;
+  readonly #approvalSweepMs: number;
+  #nextSweepAt = 0;
 
   constructor(executor: SqlExecutor, options: PgOutboxStoreOptions = {}) {
     const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
@@ -61,9 +80,12 @@ export class PgOutboxStore implements OutboxStore {
     this.#settleFailedSql = settleFailedSql(schema, commit);
     this.#settleAdvanceSql = settleAdvanceSql(schema, commit);
     this.#releaseSql = releaseSql(schema, commit);
+    this.#expireSql = expireSql(schema);
+    this.#approvalSweepMs = options.approvalSweepIntervalMs ?? 30_000;
   }
 
   async claim(request: ClaimRequest, extra: readonly unknown[] = []): Promise<OutgoingMessage[]> {
+    if (Date.now() >= this.#nextSweepAt) await this.#expireApprovals(request);
     const { rows } = await this.#executor.query<ClaimedRow>(this.#claimSql, [
       request.owner,
       request.batchSize,
@@ -137,6 +159,19 @@ export class PgOutboxStore implements OutboxStore {
       for (const row of rows) result.settled.push(String(row.id));
     }
     return result;
+  }
+
+  async #expireApprovals(request: ClaimRequest): Promise<void> {
+    this.#nextSweepAt = Date.now() + this.#approvalSweepMs;
+    try {
+      const { rows } = await this.#executor.query(this.#expireSql, [
+        EXPIRY_BATCH,
+        request.deadLettersBlock === false,
+      ]);
+      if (rows.length === EXPIRY_BATCH) this.#nextSweepAt = 0;
+    } catch {
+      // The claim matters more; the next interval sweeps again.
+    }
   }
 
   async release(owner: string, rowIds: readonly string[]): Promise<void> {

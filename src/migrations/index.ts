@@ -7,6 +7,7 @@ import { archive } from './006-archive.js';
 import { timeOrderedIds } from './007-time-ordered-ids.js';
 import { hotClaims } from './008-hot-claims.js';
 import { orderedChains } from './009-ordered-chains.js';
+import { approvals } from './010-approvals.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -20,6 +21,7 @@ export const MIGRATIONS: readonly Migration[] = [
   timeOrderedIds,
   hotClaims,
   orderedChains,
+  approvals,
 ];
 
 /** The schema version this build of agent-outbox expects. */

@@ -1,3 +1,10 @@
+/**
+ * Messages a person rejected, or that expired waiting for one (migration 010), are dead-lettered
+ * to keep them out of the claim, but they are not dead letters: not listed, counted or replayed
+ * as such — a replay would publish what was refused.
+ */
+const NOT_REFUSED = `coalesce(approval_state, '') NOT IN ('rejected', 'expired')`;
+
 /** Dead letters: undispatched rows that stopped retrying. Uses `outbox_dead_letter_idx`. */
 export const listDeadSql = (schema: string) => `
 SELECT id::text AS id, message_id::text AS "messageId", topic, aggregate_id AS "aggregateId",
@@ -5,6 +12,7 @@ SELECT id::text AS id, message_id::text AS "messageId", topic, aggregate_id AS "
        created_at AS "createdAt", dead_lettered_at AS "deadLetteredAt"
 FROM ${schema}.outbox
 WHERE dead_lettered_at IS NOT NULL AND dispatched_at IS NULL
+  AND ${NOT_REFUSED}
   AND ($1::text IS NULL OR topic LIKE $1)
 ORDER BY dead_lettered_at, id
 LIMIT $2`;
@@ -26,6 +34,7 @@ SET dead_lettered_at = NULL, attempts = 0, available_at = now(), ready = true,
     lease_owner = NULL, lease_expires_at = NULL
 WHERE dead_lettered_at IS NOT NULL
   AND dispatched_at IS NULL
+  AND ${NOT_REFUSED}
   AND (id = ANY($1::bigint[]) OR message_id::text = ANY($2::text[]) OR $3::boolean)
   AND ($4::text IS NULL OR topic LIKE $4)
 RETURNING id::text AS id, message_id::text AS "messageId", topic`;

@@ -16,9 +16,13 @@
  *
  * `now()` is the transaction's start time: `delayMs` counts from there. `ordered` is NULL unless the
  * message says: the trigger then decides from `outbox_unordered_topics` (migration 009).
+ * `approval_state` is `awaiting` for a held message and NULL otherwise (then so are the other
+ * two, and `outbox_hold_before_insert` does not run: migration 010); a NULL expiry means the
+ * default, 7 days.
  */
 export const insertMessagesSql = (schema: string) => `
-INSERT INTO ${schema}.outbox (aggregate_id, topic, payload, headers, available_at, shadow, ordered)
+INSERT INTO ${schema}.outbox (aggregate_id, topic, payload, headers, available_at, shadow, ordered,
+                             approval_state, approval_expires_at, approval_requested_by)
 SELECT m.value->>'a',
        m.value->>'t',
        m.value->'p',
@@ -26,7 +30,10 @@ SELECT m.value->>'a',
        coalesce((m.value->>'at')::timestamptz,
                 now() + (m.value->>'d')::float8 * interval '1 millisecond'),
        coalesce((m.value->>'s')::boolean, false),
-       (m.value->>'o')::boolean
+       (m.value->>'o')::boolean,
+       m.value->>'ap',
+       now() + (m.value->>'ae')::float8 * interval '1 millisecond',
+       m.value->>'ar'
 FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS m(value, position)
 ORDER BY m.position
 RETURNING id::text AS id,

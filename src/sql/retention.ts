@@ -36,7 +36,8 @@ SELECT count(*)::int AS n FROM gone`;
  * The same batch, moved instead of deleted: the DELETE's RETURNING feeds the INSERT in the same
  * statement, so a row is either still in `outbox` or already in `outbox_archive`, never in both
  * or neither. Columns are listed explicitly so a column added to `outbox` later cannot shift
- * values into the wrong archive column. `ON CONFLICT DO NOTHING` keeps a re-archived id (a row
+ * values into the wrong archive column; an approved message keeps its approval's audit trail
+ * (migration 010). `ON CONFLICT DO NOTHING` keeps a re-archived id (a row
  * restored by hand and archived again) from failing the whole batch.
  */
 export const archiveDispatchedBatchSql = (s: string) => `
@@ -51,11 +52,15 @@ WITH batch AS (
 ), gone AS (
   DELETE FROM ${s}.outbox o USING batch WHERE o.id = batch.id
   RETURNING o.id, o.message_id, o.aggregate_id, o.topic, o.payload, o.headers, o.sequence,
-            o.created_at, o.available_at, o.dispatched_at, o.attempts, o.last_error, o.shadow
+            o.created_at, o.available_at, o.dispatched_at, o.attempts, o.last_error, o.shadow,
+            o.approval_state, o.approval_requested_by, o.approval_decided_by,
+            o.approval_decided_at, o.approval_note
 ), moved AS (
   INSERT INTO ${s}.outbox_archive
     (id, message_id, aggregate_id, topic, payload, headers, sequence,
-     created_at, available_at, dispatched_at, attempts, last_error, shadow)
+     created_at, available_at, dispatched_at, attempts, last_error, shadow,
+     approval_state, approval_requested_by, approval_decided_by, approval_decided_at,
+     approval_note)
   SELECT * FROM gone
   ON CONFLICT (id) DO NOTHING
   RETURNING 1

@@ -2,17 +2,34 @@
  * What `outbox status` shows. Every count is over undispatched rows only, so each query is served
  * by a partial index and costs what the backlog costs, not what the table's history costs.
  * One statement, so the numbers are from one snapshot and add up.
+ *
+ * Held messages (migration 010) are not backlog: a message waiting for a person is no dispatch
+ * lag, and would otherwise age the oldest-pending gauge by days. They are counted apart — waiting
+ * (not past their expiry), rejected, expired (the sweep's, or past due and not swept yet) — and
+ * rejected or expired ones, dead-lettered to keep them out of the claim, are not dead letters.
  */
+const PENDING = `dead_lettered_at IS NULL AND approval_state IS DISTINCT FROM 'awaiting'`;
+const WAITING = `approval_state = 'awaiting' AND approval_expires_at > now()`;
+
 export const statusSql = (schema: string) => `
 SELECT
-  count(*) FILTER (WHERE dead_lettered_at IS NULL)::int AS backlog,
-  coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE dead_lettered_at IS NULL)), 0)::float8
+  count(*) FILTER (WHERE ${PENDING})::int AS backlog,
+  coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE ${PENDING})), 0)::float8
     AS "oldestPendingAgeSeconds",
-  count(*) FILTER (WHERE dead_lettered_at IS NULL AND available_at <= now()
+  count(*) FILTER (WHERE ${PENDING} AND available_at <= now()
                    AND (lease_expires_at IS NULL OR lease_expires_at <= now()))::int AS "dueNow",
-  count(*) FILTER (WHERE dead_lettered_at IS NULL AND lease_expires_at > now())::int AS "inFlight",
-  count(*) FILTER (WHERE dead_lettered_at IS NULL AND available_at > now())::int AS scheduled,
-  count(*) FILTER (WHERE dead_lettered_at IS NOT NULL)::int AS "deadLetters"
+  count(*) FILTER (WHERE ${PENDING} AND lease_expires_at > now())::int AS "inFlight",
+  count(*) FILTER (WHERE ${PENDING} AND available_at > now())::int AS scheduled,
+  count(*) FILTER (WHERE dead_lettered_at IS NOT NULL
+                     AND coalesce(approval_state, '') NOT IN ('rejected', 'expired'))::int
+    AS "deadLetters",
+  count(*) FILTER (WHERE ${WAITING})::int AS "awaitingApproval",
+  coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE ${WAITING})), 0)::float8
+    AS "oldestAwaitingApprovalAgeSeconds",
+  count(*) FILTER (WHERE approval_state = 'rejected')::int AS rejected,
+  count(*) FILTER (WHERE approval_state = 'expired'
+                      OR (approval_state = 'awaiting' AND approval_expires_at <= now()))::int
+    AS expired
 FROM ${schema}.outbox
 WHERE dispatched_at IS NULL`;
 

@@ -137,7 +137,17 @@ function rowJson(
     `,"p":${message.payloadJson},"h":${JSON.stringify(headers)}` +
     `,"at":${message.availableAt ? JSON.stringify(message.availableAt.toISOString()) : 'null'}` +
     `,"d":${JSON.stringify(message.delayMs)}${message.shadow ? ',"s":true' : ''}` +
-    `${message.ordered === undefined ? '' : `,"o":${message.ordered}`}}`
+    `${message.ordered === undefined ? '' : `,"o":${message.ordered}`}${approvalJson(message)}}`
+  );
+}
+
+/** The keys of a held message (insert-messages.ts), or nothing. */
+function approvalJson({ approval }: ValidMessage): string {
+  if (!approval) return '';
+  return (
+    `,"ap":"awaiting"` +
+    `${approval.expiresInMs === undefined ? '' : `,"ae":${approval.expiresInMs}`}` +
+    `${approval.requestedBy === undefined ? '' : `,"ar":${JSON.stringify(approval.requestedBy)}`}`
   );
 }
 
@@ -178,6 +188,6 @@ function inInputOrder(
       throw new Error(
         `agent-outbox: no inserted row returned for aggregate ${message.aggregateId}`,
       );
-    return row;
+    return message.approval ? { ...row, awaitingApproval: true } : row;
   });
 }

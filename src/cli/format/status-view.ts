@@ -2,7 +2,12 @@ import type { OutboxStatus, ShadowComparison } from '../../admin/status.js';
 import { formatAge, table, truncate, type Colors } from './table.js';
 
 /** Thresholds at which `outbox status` turns a number yellow (the alert rules' values). */
-export const STATUS_WARN = { backlog: 1000, oldestPendingAgeSeconds: 300, attempts: 5 } as const;
+export const STATUS_WARN = {
+  backlog: 1000,
+  oldestPendingAgeSeconds: 300,
+  attempts: 5,
+  oldestAwaitingApprovalAgeSeconds: 3600,
+} as const;
 
 /**
  * `outbox status` for people: a summary table whose numbers turn yellow or red where the alert
@@ -37,6 +42,7 @@ export function renderStatus(
         ['in flight', String(status.inFlight)],
         ['scheduled', `${status.scheduled}  ${c.dim('(delayed or backing off)')}`],
         ['dead letters', dead],
+        ...approvalRows(status, c),
       ].map(([k, v]) => [c.bold(k!), v!]),
     ),
   );
@@ -97,6 +103,22 @@ export function renderStatus(
       );
   }
   return `${out.join('\n')}\n`;
+}
+
+/** The approvals row, when anything is or was held (migration 010). */
+function approvalRows(status: OutboxStatus, c: Colors): string[][] {
+  if (status.awaitingApproval + status.rejected + status.expired === 0) return [];
+  const oldest = status.oldestAwaitingApprovalAgeSeconds;
+  const waiting =
+    status.awaitingApproval === 0
+      ? '0 waiting'
+      : `${status.awaitingApproval} waiting (oldest ${formatAge(oldest)})`;
+  return [
+    [
+      'approvals',
+      `${oldest > STATUS_WARN.oldestAwaitingApprovalAgeSeconds ? c.yellow(waiting) : waiting} · ${status.rejected} rejected · ${status.expired} expired  ${c.dim('outbox approvals')}`,
+    ],
+  ];
 }
 
 function compare(s: ShadowComparison, c: Colors): string {

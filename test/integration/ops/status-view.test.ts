@@ -10,6 +10,10 @@ const status: OutboxStatus = {
   inFlight: 200,
   scheduled: 100,
   deadLetters: 2,
+  awaitingApproval: 0,
+  oldestAwaitingApprovalAgeSeconds: 0,
+  rejected: 0,
+  expired: 0,
   attempts: [
     { attempts: 0, messages: 1400 },
     { attempts: 7, messages: 98 },
@@ -50,6 +54,23 @@ describe('outbox status human output', () => {
     expect(
       renderStatus(status, colors({ isTTY: false }, { FORCE_COLOR: '1' })).includes('\x1b['),
     ).toBe(true);
+  });
+
+  it('shows held messages (issue 20) only when there are any, yellow past the 1 h alert', () => {
+    expect(renderStatus(status, colors({ isTTY: false }, {}))).not.toContain('approvals');
+    const held = {
+      ...status,
+      awaitingApproval: 3,
+      oldestAwaitingApprovalAgeSeconds: 7560,
+      rejected: 1,
+      expired: 2,
+    };
+    expect(renderStatus(held, colors({ isTTY: false }, {}))).toContain(
+      'approvals       3 waiting (oldest 2.1h) · 1 rejected · 2 expired  outbox approvals\n',
+    );
+    expect(renderStatus(held, colors({ isTTY: true }, {}))).toContain(
+      '\x1b[33m3 waiting (oldest 2.1h)\x1b[39m',
+    );
   });
 
   it('aligns columns by visible width, ignoring colour codes', () => {
