@@ -1,4 +1,3 @@
-import { quoteIdentifier } from '../core/identifier.js';
 import type {
   ClaimRequest,
   OutboxStore,
@@ -8,39 +7,39 @@ import type {
 } from '../dispatcher/outbox-store.js';
 import { PgOutboxStore } from '../dispatcher/pg-outbox-store.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
-import { claimSql } from '../sql/claim.js';
 import type { CommitMode } from '../sql/commit-mode.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
 /**
- * An {@link OutboxStore} whose claims start only from the rows the WAL announced (the candidates):
- * the polling claim with one extra predicate on its heads, `o.id = ANY($4)` (sql/claim.ts). A
- * candidate behind its aggregate's head is reached the way the polling claim reaches it — in the
- * head's run, or once the settle before it marks it ready. Everything else — the row mapping,
- * settle, release — is `PgOutboxStore`'s, unchanged, so a CDC dispatcher claims, publishes and
- * settles exactly like a polling one, through the polling dispatcher's own code path (`drain()`).
+ * The {@link OutboxStore} of the CDC dispatcher's WAL-driven worker: `PgOutboxStore` unchanged —
+ * the polling claim, settle and release — plus the rows the WAL announced and that are not
+ * settled yet (the candidates), and a report of the rows each settle finished. A commit wakes
+ * the worker and its claim takes whatever is due, at the polling claim's cost (sql/cdc.ts says
+ * why the claim is not restricted to the candidates); the candidates only decide how far the
+ * slot may be confirmed. So a CDC dispatcher claims, publishes and settles exactly like a polling
+ * one, through the polling dispatcher's own code path (`drain()`).
  */
 export class CandidateStore implements OutboxStore {
   readonly #inner: PgOutboxStore;
-  /** Row ids announced by the WAL and not yet done. Insertion order = commit order. */
+  /** Row ids announced by the WAL and not settled yet. Insertion order = commit order. */
   readonly candidates = new Set<string>();
 
   constructor(executor: SqlExecutor, schema: string, settleCommit: CommitMode = 'sync') {
-    const claim = claimSql(quoteIdentifier(schema), { restrictTo: true });
-    this.#inner = new PgOutboxStore(executor, { schema, settleCommit, claimSql: claim });
+    this.#inner = new PgOutboxStore(executor, { schema, settleCommit });
   }
 
-  async claim(request: ClaimRequest): Promise<OutgoingMessage[]> {
-    if (this.candidates.size === 0) return [];
-    return this.#inner.claim(request, [[...this.candidates]]);
+  claim(request: ClaimRequest): Promise<OutgoingMessage[]> {
+    return this.#inner.claim(request);
   }
 
   /**
-   * Called with the rows a settle just finished for good (published, dead-lettered, shadowed),
-   * so the dispatcher can drop them and confirm their WAL position without reading their state
-   * back: one round trip less per cycle, on the path of every message waiting behind it.
+   * Called with the rows a settle just resolved: finished for good (published, dead-lettered,
+   * shadowed) or recorded as failed (retry: `last_error`, `available_at`), so the dispatcher can
+   * drop them and confirm their WAL position without reading their state back — one round trip
+   * less per cycle, on the path of every message waiting behind them. Released rows (never
+   * tried) are not resolved: they are still to be published.
    */
-  onFinished: (rowIds: string[]) => void = () => undefined;
+  onResolved: (rowIds: string[]) => void = () => undefined;
 
   async settle(
     owner: string,
@@ -49,10 +48,10 @@ export class CandidateStore implements OutboxStore {
   ): Promise<SettleResult> {
     const result = await this.#inner.settle(owner, settlements, request);
     const done = new Set(result.settled);
-    const finished = settlements
-      .filter((s) => s.kind !== 'retry' && s.kind !== 'release' && done.has(s.rowId))
+    const resolved = settlements
+      .filter((s) => s.kind !== 'release' && done.has(s.rowId))
       .map((s) => s.rowId);
-    if (finished.length > 0) this.onFinished(finished);
+    if (resolved.length > 0) this.onResolved(resolved);
     return result;
   }
 

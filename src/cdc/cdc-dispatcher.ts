@@ -12,7 +12,7 @@ import {
   reconnectDelayMs,
   type ReconnectDelayOptions,
 } from '../dispatcher/wake/reconnect-delay.js';
-import { candidateStatesSql } from '../sql/cdc.js';
+import { candidateStatesSql, nextDueSql } from '../sql/cdc.js';
 import { CandidateStore } from './candidate-store.js';
 import { classifyCandidates, type CandidateState } from './classify.js';
 import { ConfirmTracker } from './confirm-tracker.js';
@@ -59,6 +59,12 @@ export interface CdcDispatcher {
 
 /** Under continuous load, candidate states are read (and positions confirmed) this often. */
 const CLASSIFY_EVERY_MS = 100;
+/**
+ * Candidates whose state one query reads (see #classify): the oldest ones, which are what holds
+ * the confirmed position back. A primary-key probe each, and one probe per aggregate among them
+ * (sql/cdc.ts): about 500 rows read.
+ */
+const CLASSIFY_SLICE = 500;
 
 class PgCdcDispatcher implements CdcDispatcher {
   #state: CdcDispatcherState = 'created';
@@ -69,6 +75,7 @@ class PgCdcDispatcher implements CdcDispatcher {
   readonly #worker: Dispatcher;
   readonly #sweeper: Dispatcher;
   readonly #statesSql: string;
+  readonly #nextDueSql: string;
   readonly #reconnect: ReconnectDelayOptions;
   #slot: string | undefined;
   #publication = '';
@@ -84,6 +91,13 @@ class PgCdcDispatcher implements CdcDispatcher {
   #again = false;
   #timers = new Set<NodeJS.Timeout>();
   #nextCycle: NodeJS.Timeout | undefined;
+  /** The wake-up at the next due time (see #wakeAtDue), apart from the re-check timer. */
+  #dueTimer: NodeJS.Timeout | undefined;
+  #dueAt = Infinity;
+  /** The cycle about to run was started by #dueTimer: claim even without candidates. */
+  #dueWake = false;
+  /** Something failed or was deferred since the last look at when the next message is due. */
+  #probeDue = false;
   #classifiedAt = 0;
   /** Candidates the state query did not find, since when (see #classify). */
   #missingSince = new Map<string, number>();
@@ -99,7 +113,7 @@ class PgCdcDispatcher implements CdcDispatcher {
       this.#schema,
       settleCommit(options.asyncSettle),
     );
-    this.#store.onFinished = (rowIds) => {
+    this.#store.onResolved = (rowIds) => {
       for (const id of rowIds) {
         this.#store.candidates.delete(id);
         this.#missingSince.delete(id);
@@ -121,6 +135,7 @@ class PgCdcDispatcher implements CdcDispatcher {
       ...(options.id !== undefined && { id: `${options.id}-sweeper` }),
     });
     this.#statesSql = candidateStatesSql(quoteIdentifier(this.#schema));
+    this.#nextDueSql = nextDueSql(quoteIdentifier(this.#schema));
     this.#reconnect = { ...DEFAULT_RECONNECT_DELAY, ...options.reconnectDelay };
   }
 
@@ -182,6 +197,7 @@ class PgCdcDispatcher implements CdcDispatcher {
     this.#state = 'stopping';
     for (const timer of this.#timers) clearInterval(timer);
     clearTimeout(this.#nextCycle);
+    clearTimeout(this.#dueTimer);
     if (wasRunning) {
       // Finish the cycle in flight (no new one starts: #kick checks the state), confirm what it
       // settled, then close. Commits arriving now are not confirmed and will be re-streamed.
@@ -300,19 +316,31 @@ class PgCdcDispatcher implements CdcDispatcher {
     });
   }
 
-  /** Publish what is claimable among the candidates, then settle their WAL positions. */
+  /**
+   * Publish what is due (the polling claim: sql/cdc.ts), then find out where the candidates left
+   * stand, so their WAL positions can be confirmed.
+   */
   async #runCycle(): Promise<void> {
     let nextInMs: number | undefined;
+    const dueWake = this.#dueWake;
+    this.#dueWake = false;
     try {
-      if (this.#store.candidates.size === 0) return;
-      await this.#worker.drain();
-      // Everything settled for good (onFinished resolved it): nothing left to classify.
+      // Without candidates only a due time is worth a claim: the sweeper has the rest.
+      if (this.#store.candidates.size === 0 && !dueWake) return;
+      const drained = await this.#worker.drain();
+      if (drained.retried > 0) this.#probeDue = true;
+      // Everything settled (onResolved resolved it): nothing left to classify.
       if (this.#store.candidates.size > 0) {
         // New commits arrived meanwhile: publish them first (the next cycle starts right away)
         // and classify — which only serves confirmation — at most every CLASSIFY_EVERY_MS.
         if (this.#again && Date.now() - this.#classifiedAt < CLASSIFY_EVERY_MS) return;
         this.#classifiedAt = Date.now();
         nextInMs = await this.#classify();
+      }
+      if (this.#probeDue) {
+        this.#probeDue = false;
+        const { rows } = await this.#options.executor.query<{ dueInMs: string }>(this.#nextDueSql);
+        if (rows[0]) this.#wakeAtDue(Number(rows[0].dueInMs));
       }
     } catch (error) {
       this.#events.emit('cdc:cycle:failure', { error: toError(error) });
@@ -338,23 +366,65 @@ class PgCdcDispatcher implements CdcDispatcher {
     }
   }
 
-  /** Reads where every candidate stands; resolves positions; returns when to look again. */
+  /**
+   * Claims again in `dueInMs` (a message falls due then: backoff, delayed delivery), unless an
+   * earlier wake-up is set already. Further than `maxHoldMs` is the sweeper's. A timer of its
+   * own: the re-check timer is reset by every cycle, and a due time must not be lost with it.
+   */
+  #wakeAtDue(dueInMs: number): void {
+    if (this.#state !== 'running' || dueInMs > (this.#options.maxHoldMs ?? 60_000)) return;
+    const at = Date.now() + Math.max(dueInMs, 1);
+    if (at >= this.#dueAt) return;
+    clearTimeout(this.#dueTimer);
+    this.#dueAt = at;
+    this.#dueTimer = setTimeout(() => {
+      this.#dueTimer = undefined;
+      this.#dueAt = Infinity;
+      this.#dueWake = true;
+      this.#kick();
+    }, at - Date.now());
+    this.#dueTimer.unref();
+  }
+
+  /**
+   * Reads where the oldest candidates stand and resolves their positions; returns when to look
+   * again. Bounded (issue 16): one query reads CLASSIFY_SLICE candidates, the oldest — the
+   * confirmed position cannot pass the first unresolved one, so reading those behind it would
+   * move nothing. The next slice is read only when this one is resolved entirely, so the work
+   * follows the rows that move, not the candidates that wait: 20,000 candidates blocked behind
+   * one aggregate's head cost a slice per look, and 20,000 published by another dispatcher cost
+   * 40 slices once.
+   */
   async #classify(): Promise<number | undefined> {
-    const ids = [...this.#store.candidates];
-    const { rows } = await this.#options.executor.query<CandidateState>(this.#statesSql, [ids]);
-    return classifyCandidates(
-      rows,
-      {
-        candidates: this.#store.candidates,
-        missingSince: this.#missingSince,
-        resolve: (id) => this.#tracker.resolve(id),
-      },
-      {
-        now: Date.now(),
-        recheckMs: this.#options.recheckMs ?? 250,
-        maxHoldMs: this.#options.maxHoldMs ?? 60_000,
-      },
-    );
+    let recheckInMs: number | undefined;
+    for (;;) {
+      const slice: string[] = [];
+      for (const id of this.#store.candidates) {
+        if (slice.length === CLASSIFY_SLICE) break;
+        slice.push(id);
+      }
+      if (slice.length === 0) return recheckInMs;
+      const { rows } = await this.#options.executor.query<CandidateState>(this.#statesSql, [slice]);
+      const found = classifyCandidates(
+        rows,
+        {
+          candidates: this.#store.candidates,
+          missingSince: this.#missingSince,
+          resolve: (id) => this.#tracker.resolve(id),
+        },
+        {
+          now: Date.now(),
+          recheckMs: this.#options.recheckMs ?? 250,
+          maxHoldMs: this.#options.maxHoldMs ?? 60_000,
+        },
+      );
+      if (found.dueInMs !== undefined) this.#wakeAtDue(found.dueInMs);
+      // Deferred behind a head that is not due: claim again when that head is.
+      if (found.deferred > 0) this.#probeDue = true;
+      if (found.recheckInMs !== undefined)
+        recheckInMs = Math.min(recheckInMs ?? Infinity, found.recheckInMs);
+      if (slice.some((id) => this.#store.candidates.has(id))) return recheckInMs;
+    }
   }
 
   async #confirm(ping: boolean): Promise<void> {

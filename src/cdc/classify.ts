@@ -19,44 +19,57 @@ export interface ClassifyTarget {
   missingSince: Map<string, number>;
 }
 
+/** What {@link classifyCandidates} found out. */
+export interface Classification {
+  /** Look at the remaining candidates again in this many ms (leased, blocked, not visible yet). */
+  recheckInMs: number | undefined;
+  /**
+   * The earliest own due time among the deferred rows, in ms from now, if within `maxHoldMs`:
+   * the dispatcher claims again then.
+   */
+  dueInMs: number | undefined;
+  /** Rows found deferred (resolved and dropped from the candidates). */
+  deferred: number;
+}
+
 /**
- * Applies the states of the candidates the last cycle could not publish: rows done or deleted
- * leave the candidates; rows deferred (backoff, or behind a deferred head) are resolved — the
- * table records them — and stay candidates until due, unless due later than `maxHoldMs` (then
- * the sweeper takes them); leased or blocked rows are looked at again after `recheckMs`.
- * Returns when to look again, or undefined when nothing needs a look.
+ * Applies the states of candidates the last cycle did not finish: rows done or deleted leave the
+ * candidates; rows deferred (not due, or behind a head that is not due or is dead-lettered) are
+ * resolved — the table records their fate — and leave the candidates too: claiming them once due
+ * is the claim's business, not the WAL's, and the dispatcher wakes at `dueInMs` for it (beyond
+ * `maxHoldMs` the sweeper takes them). Leased or blocked rows stay, unresolved, and are looked at
+ * again after `recheckMs`.
  */
 export function classifyCandidates(
   rows: readonly CandidateState[],
   target: ClassifyTarget,
   options: { now: number; recheckMs: number; maxHoldMs: number },
-): number | undefined {
+): Classification {
   const { now, recheckMs, maxHoldMs } = options;
-  let next: number | undefined;
-  const later = (ms: number) => (next = Math.min(next ?? Infinity, Math.max(ms, 1)));
+  const result: Classification = { recheckInMs: undefined, dueInMs: undefined, deferred: 0 };
+  const recheck = (ms: number) => (result.recheckInMs = Math.min(result.recheckInMs ?? ms, ms));
   for (const row of rows) {
     if (row.state === 'gone' && !goneForGood(target.missingSince, row.id, now)) {
       // The walsender sends a commit as soon as it is flushed, and the committing backend makes
       // it visible a moment later: "not found" right after the WAL said "inserted" means "not
       // visible yet". Look again very soon; only a row missing for long was really deleted.
-      later(MISSING_RECHECK_MS);
-    } else if (row.state === 'done' || row.state === 'gone') {
-      target.missingSince.delete(row.id);
-      target.candidates.delete(row.id);
-      target.resolve(row.id);
-    } else if (row.state === 'deferred') {
-      target.missingSince.delete(row.id);
-      target.resolve(row.id);
-      const dueInMs = Number(row.availableAtMs ?? now) - now;
-      if (dueInMs > maxHoldMs)
-        target.candidates.delete(row.id); // the sweeper's now
-      else later(dueInMs > 0 ? dueInMs : recheckMs);
-    } else {
-      target.missingSince.delete(row.id);
-      later(recheckMs);
+      recheck(MISSING_RECHECK_MS);
+      continue;
     }
+    target.missingSince.delete(row.id);
+    if (row.state === 'leased' || row.state === 'blocked') {
+      recheck(recheckMs);
+      continue;
+    }
+    target.candidates.delete(row.id);
+    target.resolve(row.id);
+    if (row.state !== 'deferred') continue;
+    result.deferred++;
+    const dueInMs = Number(row.availableAtMs ?? now) - now;
+    if (dueInMs > 0 && dueInMs <= maxHoldMs)
+      result.dueInMs = Math.min(result.dueInMs ?? dueInMs, dueInMs);
   }
-  return next;
+  return result;
 }
 
 function goneForGood(missingSince: Map<string, number>, rowId: string, now: number): boolean {

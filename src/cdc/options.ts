@@ -64,7 +64,10 @@ export interface CdcDispatcherOptions extends Omit<
    * confirmed position). Default 100 000.
    */
   maxCandidates?: number;
-  /** Deferred candidates due later than this are left to the sweeper. Default 60 000. */
+  /**
+   * Messages due within this (backoff, delayed delivery) wake the WAL-driven worker at their due
+   * time; later ones are left to the sweeper. Default 60 000.
+   */
   maxHoldMs?: number;
   reconnectDelay?: Partial<ReconnectDelayOptions>;
 }

@@ -1,8 +1,21 @@
 /**
- * Statements of the CDC dispatcher (src/cdc/). The WAL only tells us WHICH rows were committed
- * and when; every decision about publishing goes through the same claim/lease/settle statements
- * as the polling dispatcher (claim.ts, settle.ts), so ordering, retries, dead letters and fencing
- * cannot drift apart between the two modes.
+ * Statements of the CDC dispatcher (src/cdc/). The WAL only tells us WHEN rows were committed and
+ * WHICH ones hold back the slot's confirmation; every decision about publishing goes through the
+ * same claim/lease/settle statements as the polling dispatcher (claim.ts, settle.ts), so
+ * ordering, retries, dead letters and fencing cannot drift apart between the two modes.
+ *
+ * The claim is the polling claim itself, unrestricted (issue 16): a commit wakes the dispatcher,
+ * and the claim takes whatever is due, at the polling claim's bounded cost. The rows the WAL
+ * announced (the candidates) serve only the confirmation: the slot is confirmed past a
+ * transaction once all its rows are settled, and the candidates say which rows to wait for.
+ * Tried and rejected:
+ * - The claim restricted to the candidates (`o.id = ANY($4)`, the previous version): every claim
+ *   carried every candidate id — 100,000 after a deep backlog was committed — and a head that
+ *   was not a candidate (written before the slot, or handed to the sweeper) was never claimed
+ *   by the WAL-driven worker, so the candidates behind it waited for the sweeper.
+ * - The claim restricted to a bounded prefix of the candidates: 20,000 blocked candidates of one
+ *   aggregate ahead of another aggregate's new message keep that message out of every claim
+ *   until the deep aggregate drains — the head-of-line blocking the claim was rebuilt to end.
  */
 
 /**
@@ -11,33 +24,81 @@
  * - `done`: published or dead-lettered (by us, by the sweeper or by another dispatcher); `gone`:
  *   deleted (retention, a manual cleanup) — nothing left to do.
  * - `deferred`: not due — delayed delivery, or backoff after a failure that settle RECORDED
- *   (`last_error`, `attempts`) — or stuck behind an earlier message of its aggregate that is not
- *   due or is dead-lettered. Its fate is in the table; the position may be confirmed.
- * - `leased`: another dispatcher holds it right now; `blocked`: behind an in-flight predecessor.
- *   Both resolve shortly: the position waits for them.
+ *   (`last_error`, `attempts`) — or an ordered message whose aggregate's head is not due or is
+ *   dead-lettered. Its fate is in the table; the position may be confirmed.
+ * - `leased`: another dispatcher holds it right now; `blocked`: an ordered message behind a head
+ *   that is due (in flight, or about to be claimed), or a claimable row the last claim just
+ *   missed. Both resolve shortly: the position waits for them.
  * `now()` is this statement's transaction start, the same clock claim.ts compares with.
+ *
+ * Cost (issue 16): one primary-key probe per candidate and one probe of `outbox_chain_idx` per
+ * aggregate among them (its head, the first entry), and the dispatcher passes a bounded slice of
+ * its candidates (cdc-dispatcher.ts `#classify`): 500 candidates of one aggregate read 501 rows,
+ * under a millisecond. The previous version asked "is any earlier pending message of the
+ * aggregate not due or dead?", a walk of every predecessor: 20,000 candidates on one aggregate
+ * behind a leased head cost every look ~200 million index entries (the first one had not
+ * finished after 30 s in test/integration/latency/cdc-bound.test.ts).
+ * Only the head can hold an aggregate back: a message that fails becomes its aggregate's head
+ * (its run stops there), and a delayed message in the middle of a chain becomes the head before
+ * anything behind it can go — until then the rows behind it read `blocked`, which only delays
+ * their confirmation. The rows are read by `= ANY` of the constant array, not by a join with it:
+ * joined with `unnest`, the planner hashed a sequential scan of the whole outbox (20,000 rows
+ * read for 500 candidates).
  *
  * $1 candidate row ids.
  */
 export const candidateStatesSql = (schema: string) => `
+WITH o AS MATERIALIZED (
+  SELECT o.id, o.aggregate_id, o.ordered, o.dispatched_at, o.dead_lettered_at, o.available_at,
+         o.lease_expires_at
+  FROM ${schema}.outbox o
+  WHERE o.id = ANY($1::bigint[])
+),
+heads AS MATERIALIZED (
+  SELECT a.aggregate_id, h.available_at, h.dead_lettered_at
+  FROM (SELECT DISTINCT aggregate_id FROM o WHERE ordered) a
+  CROSS JOIN LATERAL (
+    SELECT p.available_at, p.dead_lettered_at
+    FROM ${schema}.outbox p
+    WHERE p.aggregate_id = a.aggregate_id
+      AND p.dispatched_at IS NULL
+      AND p.ordered
+    ORDER BY p.sequence
+    LIMIT 1
+  ) h
+)
 SELECT c.id::text AS id,
        CASE
          WHEN o.id IS NULL THEN 'gone'
          WHEN o.dispatched_at IS NOT NULL OR o.dead_lettered_at IS NOT NULL THEN 'done'
          WHEN o.available_at > now() THEN 'deferred'
          WHEN o.lease_expires_at > now() THEN 'leased'
-         WHEN EXISTS (
-           SELECT 1 FROM ${schema}.outbox p
-           WHERE p.aggregate_id = o.aggregate_id
-             AND p.sequence < o.sequence
-             AND p.dispatched_at IS NULL
-             AND (p.available_at > now() OR p.dead_lettered_at IS NOT NULL)
-         ) THEN 'deferred'
+         WHEN h.available_at > now() OR h.dead_lettered_at IS NOT NULL THEN 'deferred'
          ELSE 'blocked'
        END AS state,
        extract(epoch FROM o.available_at) * 1000 AS "availableAtMs"
 FROM unnest($1::bigint[]) AS c(id)
-LEFT JOIN ${schema}.outbox o ON o.id = c.id`;
+LEFT JOIN o ON o.id = c.id
+LEFT JOIN heads h ON o.ordered AND h.aggregate_id = o.aggregate_id`;
+
+/**
+ * When the next ready message falls due, in ms from now (no row: none is waiting for its time):
+ * after a failure (backoff) or a deferred candidate, the CDC dispatcher claims again then
+ * instead of waiting for a WAL commit or the sweeper. The first entry past `now()` of
+ * `outbox_ready_idx`, the claim's own index: one probe, however many heads are backing off
+ * (written as `ORDER BY ... LIMIT 1`: as `min()` it was planned as an aggregate over every entry
+ * past `now()`). Heads only — what waits behind a head becomes ready when the head is settled,
+ * which the claim after that settle sees.
+ */
+export const nextDueSql = (schema: string) => `
+SELECT extract(epoch FROM o.available_at - now()) * 1000 AS "dueInMs"
+FROM ${schema}.outbox o
+WHERE o.ready
+  AND o.dispatched_at IS NULL
+  AND o.dead_lettered_at IS NULL
+  AND o.available_at > now()
+ORDER BY o.available_at
+LIMIT 1`;
 
 /** Does the publication exist? A catalog read, so a non-owner can check without privileges. */
 export const publicationExistsSql = `SELECT 1 FROM pg_publication WHERE pubname = $1`;

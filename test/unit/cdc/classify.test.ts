@@ -26,34 +26,38 @@ describe('classifyCandidates', () => {
     );
     expect([...t.candidates]).toEqual([]);
     expect(t.resolved).toEqual(['1', '2']);
-    expect(next).toBeUndefined();
+    expect(next).toEqual({ recheckInMs: undefined, dueInMs: undefined, deferred: 0 });
   });
 
   it('a row not found is "not visible yet" first (look again in 2 ms), deleted only after 10 s', () => {
     const t = target(['7']);
     const row = { id: '7', state: 'gone' as const, availableAtMs: null };
-    expect(classifyCandidates([row], t, options)).toBe(2);
+    const recheck = (now: number) => classifyCandidates([row], t, { ...options, now }).recheckInMs;
+    expect(recheck(options.now)).toBe(2);
     expect(t.candidates.has('7')).toBe(true);
     expect(t.resolved).toEqual([]);
-    expect(classifyCandidates([row], t, { ...options, now: options.now + 5_000 })).toBe(2);
-    expect(classifyCandidates([row], t, { ...options, now: options.now + 10_001 })).toBeUndefined();
+    expect(recheck(options.now + 5_000)).toBe(2);
+    expect(recheck(options.now + 10_001)).toBeUndefined();
     expect(t.candidates.has('7')).toBe(false);
     expect(t.resolved).toEqual(['7']);
   });
 
-  it('deferred rows are resolved; kept until due, or handed to the sweeper past maxHoldMs', () => {
-    const t = target(['soon', 'late']);
+  it('deferred rows are resolved and leave the candidates; the earliest own due time within maxHoldMs is reported', () => {
+    const t = target(['soon', 'later', 'late', 'behind']);
     const next = classifyCandidates(
       [
+        { id: 'later', state: 'deferred', availableAtMs: options.now + 5_000 },
         { id: 'soon', state: 'deferred', availableAtMs: options.now + 3_000 },
         { id: 'late', state: 'deferred', availableAtMs: options.now + 120_000 },
+        // Due itself, deferred behind its aggregate's head: the head's due time is the database's.
+        { id: 'behind', state: 'deferred', availableAtMs: options.now - 10 },
       ],
       t,
       options,
     );
-    expect(t.resolved).toEqual(['soon', 'late']);
-    expect([...t.candidates]).toEqual(['soon']);
-    expect(next).toBe(3_000);
+    expect(t.resolved).toEqual(['later', 'soon', 'late', 'behind']);
+    expect([...t.candidates]).toEqual([]);
+    expect(next).toEqual({ recheckInMs: undefined, dueInMs: 3_000, deferred: 4 });
   });
 
   it('leased or blocked rows stay candidates, unresolved, and are looked at after recheckMs', () => {
@@ -68,6 +72,6 @@ describe('classifyCandidates', () => {
     );
     expect([...t.candidates]).toEqual(['a', 'b']);
     expect(t.resolved).toEqual([]);
-    expect(next).toBe(250);
+    expect(next).toEqual({ recheckInMs: 250, dueInMs: undefined, deferred: 0 });
   });
 });
