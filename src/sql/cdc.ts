@@ -88,7 +88,8 @@ LEFT JOIN heads h ON o.ordered AND h.aggregate_id = o.aggregate_id`;
  * `outbox_ready_idx`, the claim's own index: one probe, however many heads are backing off
  * (written as `ORDER BY ... LIMIT 1`: as `min()` it was planned as an aggregate over every entry
  * past `now()`). Heads only — what waits behind a head becomes ready when the head is settled,
- * which the claim after that settle sees.
+ * which the claim after that settle sees. A held message (`available_at = infinity`, migration
+ * 010) never falls due by time, and `infinity - now()` is an error before Postgres 17.
  */
 export const nextDueSql = (schema: string) => `
 SELECT extract(epoch FROM o.available_at - now()) * 1000 AS "dueInMs"
@@ -97,6 +98,7 @@ WHERE o.ready
   AND o.dispatched_at IS NULL
   AND o.dead_lettered_at IS NULL
   AND o.available_at > now()
+  AND o.available_at < 'infinity'
 ORDER BY o.available_at
 LIMIT 1`;
 

@@ -190,6 +190,29 @@ describe('CDC dispatcher (logical replication, pgoutput)', () => {
     await expect.poll(() => dispatcher.stats().cdc.deadLettered, { timeout: 10_000 }).toBe(1);
   });
 
+  it('a message behind a head awaiting approval is deferred: its position is confirmed, and no cycle fails on the held head', async () => {
+    const publisher = new InMemoryPublisher();
+    const dispatcher = cdc({ publisher });
+    const failures: Error[] = [];
+    dispatcher.on('cdc:cycle:failure', ({ error }) => failures.push(error));
+    await startAfterSweep(dispatcher);
+    await enqueueCommitted(db.pool, [
+      { topic: 'payment.refund', aggregateId: 'held', payload: 1, requiresApproval: true },
+      { topic: 'payment.refund', aggregateId: 'held', payload: 2 },
+    ]);
+    const { rows } = await db.pool.query<{ lsn: string }>(
+      `SELECT pg_current_wal_lsn()::text AS lsn`,
+    );
+    // Nothing is published; both rows are recorded in the table, so the slot moves past them.
+    await expect
+      .poll(() => parseLsn(dispatcher.confirmedLsn) >= parseLsn(rows[0]!.lsn), {
+        timeout: 30_000,
+      })
+      .toBe(true);
+    expect(publisher.published).toEqual([]);
+    expect(failures).toEqual([]);
+  });
+
   it('reuses its slot across restarts, resumes where it confirmed, and reports slot lag', async () => {
     const first = cdc({ publisher: new InMemoryPublisher(), lagIntervalMs: 50 });
     const created: string[] = [];

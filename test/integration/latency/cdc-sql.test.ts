@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { fromPg, PgOutboxStore } from '../../../src/index.js';
+import { candidateStatesSql, nextDueSql } from '../../../src/sql/cdc.js';
+import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { enqueueCommitted } from '../../helpers/outbox-fixtures.js';
+
+/**
+ * The CDC dispatcher's own statements (sql/cdc.ts), on the shared server — a stock Postgres,
+ * whatever its wal_level: they read the outbox like any query, and the CDC tests proper may run
+ * on a private server of another major version.
+ */
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(() => db.drop());
+beforeEach(async () => {
+  await db.pool.query('TRUNCATE outbox, outbox_aggregates');
+});
+
+const topic = 'payment.charge';
+
+async function states(ids: string[]): Promise<Record<string, string>> {
+  const { rows } = await db.pool.query<{ id: string; state: string }>(
+    candidateStatesSql('public'),
+    [ids],
+  );
+  return Object.fromEntries(rows.map((r) => [r.id, r.state]));
+}
+
+async function nextDue(): Promise<number | undefined> {
+  const { rows } = await db.pool.query<{ dueInMs: string }>(nextDueSql('public'));
+  return rows[0] ? Number(rows[0].dueInMs) : undefined;
+}
+
+describe('candidateStatesSql', () => {
+  it('reads each candidate against its aggregate head: blocked behind a due or leased head, deferred behind one backing off, done, gone', async () => {
+    const [a1, a2, a3] = await enqueueCommitted(
+      db.pool,
+      [1, 2, 3].map((n) => ({ topic, aggregateId: 'A', payload: n })),
+    );
+    const [b1, b2] = await enqueueCommitted(
+      db.pool,
+      [1, 2].map((n) => ({ topic, aggregateId: 'B', payload: n })),
+    );
+    const ids = [a1!.id, a2!.id, a3!.id, b1!.id, b2!.id, '999999'];
+    expect(await states(ids)).toEqual({
+      [a1!.id]: 'blocked', // claimable: the last claim missed it
+      [a2!.id]: 'blocked',
+      [a3!.id]: 'blocked',
+      [b1!.id]: 'blocked',
+      [b2!.id]: 'blocked',
+      '999999': 'gone',
+    });
+    const store = new PgOutboxStore(fromPg(db.pool));
+    const claimed = await store.claim({ owner: 'x#1', batchSize: 10, leaseMs: 60_000 });
+    expect(claimed).toHaveLength(5);
+    await store.settle(
+      'x#1',
+      [
+        { rowId: a1!.id, kind: 'published' },
+        { rowId: a2!.id, kind: 'retry', error: 'down', delayMs: 60_000 },
+        { rowId: a3!.id, kind: 'release' },
+      ],
+      { deadLettersBlock: true, leaseMs: 60_000 },
+    );
+    expect(await states(ids)).toEqual({
+      [a1!.id]: 'done',
+      [a2!.id]: 'deferred', // backing off
+      [a3!.id]: 'deferred', // behind it
+      [b1!.id]: 'leased',
+      [b2!.id]: 'leased',
+      '999999': 'gone',
+    });
+  });
+});
+
+describe('nextDueSql', () => {
+  it('gives the first ready message due later, in ms from now; none when nothing waits for its time', async () => {
+    expect(await nextDue()).toBeUndefined();
+    await enqueueCommitted(db.pool, [{ topic, aggregateId: 'A', payload: 1 }]);
+    expect(await nextDue()).toBeUndefined();
+    await db.pool.query(`UPDATE outbox SET available_at = now() + interval '5 seconds'`);
+    const due = await nextDue();
+    expect(due).toBeGreaterThan(3_000);
+    expect(due).toBeLessThanOrEqual(5_000);
+  });
+
+  it('skips a held head (available_at = infinity, awaiting approval): it never falls due by time', async () => {
+    const [held, behind] = await enqueueCommitted(db.pool, [
+      { topic, aggregateId: 'H', payload: 1, requiresApproval: true },
+      { topic, aggregateId: 'H', payload: 2 },
+    ]);
+    // On Postgres before 17 `infinity - now()` is an error ("cannot subtract infinite timestamps").
+    expect(await nextDue()).toBeUndefined();
+    // Both recorded in the table: their WAL positions may be confirmed.
+    expect(await states([held!.id, behind!.id])).toEqual({
+      [held!.id]: 'deferred',
+      [behind!.id]: 'deferred',
+    });
+    const [head] = await enqueueCommitted(db.pool, [{ topic, aggregateId: 'B', payload: 1 }]);
+    await db.pool.query(
+      `UPDATE outbox SET available_at = now() + interval '1 second' WHERE id = $1`,
+      [head!.id],
+    );
+    expect(await nextDue()).toBeGreaterThan(0);
+    const { rows } = await db.pool.query<{ id: string; state: string }>(
+      candidateStatesSql('public'),
+      [[head!.id]],
+    );
+    expect(rows).toEqual([{ id: head!.id, state: 'deferred', availableAtMs: expect.any(String) }]);
+  });
+});
