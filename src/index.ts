@@ -110,6 +110,19 @@ export {
   type DeadLetter,
   type ReplaySelection,
 } from './admin/dead-letters.js';
+export {
+  approveMessages,
+  expireApprovals,
+  listAwaitingApproval,
+  OutboxApprovalError,
+  rejectMessages,
+  type ApprovalState,
+  type ApproveOptions,
+  type AwaitingApproval,
+  type DecidedMessage,
+  type DecisionProblem,
+  type RejectOptions,
+} from './admin/approvals.js';
 export type { WakeSource } from './dispatcher/wake-source.js';
 export {
   createRetentionJob,

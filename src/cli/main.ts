@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { OutboxError } from '../core/errors.js';
+import { approvalsCommand, approveCommand, rejectCommand } from './commands/approvals.js';
 import { backfillCommand } from './commands/backfill.js';
 import { deadCommand, replayCommand } from './commands/dead.js';
 import { dispatchCommand } from './commands/dispatch.js';
@@ -19,6 +20,9 @@ Commands:
   status      backlog, oldest age, in flight, dead letters, last errors (--json)
   dead list   list dead-lettered messages
   replay      make dead letters pending again (<id...> or --all-dead)
+  approvals   list messages held for a person's decision (--topic T, --json)
+  approve     approve held messages: <id...> --by NAME [--note TEXT]
+  reject      reject held messages: <id...> --by NAME --reason TEXT
   prune       delete or archive dispatched rows older than --older-than (batched; --dry-run)
   backfill    enqueue messages from a SELECT (--sql FILE --topic T; --dry-run first)
   ui          web dashboard on 127.0.0.1:8080: charts, dead letters with replay
@@ -41,6 +45,9 @@ const commands: Record<string, Command> = {
   status: statusCommand,
   dead: deadCommand,
   replay: replayCommand,
+  approvals: approvalsCommand,
+  approve: approveCommand,
+  reject: rejectCommand,
   prune: pruneCommand,
   backfill: backfillCommand,
   ui: uiCommand,

@@ -1,0 +1,421 @@
+import { OutboxError, OutboxValidationError } from '../core/errors.js';
+import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
+import type { JsonValue } from '../core/message.js';
+import type { DeadLetterPolicy } from '../dispatcher/options.js';
+import { globToLike } from '../dispatcher/topic-patterns.js';
+import {
+  approveSql,
+  expireSql,
+  listAwaitingSql,
+  rejectSql,
+  wakeAfterApprovalSql,
+} from '../sql/approvals.js';
+import { notifyChannel } from '../sql/notify.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
+
+/**
+ * Where a held message stands (migration 010):
+ *
+ * ```
+ *                 approve (who, when, note)
+ *   awaiting ─────────────────────────────────▶ approved ──▶ pending ──▶ published
+ *      │  reject (who, when, reason)
+ *      ├─────────────────────────────▶ rejected   (kept, never published)
+ *      │  no decision by its expiry (default 7 days)
+ *      └─────────────────────────────▶ expired    (treated as rejected)
+ * ```
+ */
+export type ApprovalState = 'awaiting' | 'approved' | 'rejected' | 'expired';
+
+/** A message waiting for a decision, as `outbox approvals` lists it. */
+export interface AwaitingApproval {
+  /** Row id (bigint as a decimal string). */
+  id: string;
+  messageId: string;
+  topic: string;
+  aggregateId: string;
+  sequence: number;
+  /** Seconds since the message was written. */
+  ageSeconds: number;
+  createdAt: Date;
+  /** When it expires undecided (treated as rejected). */
+  expiresAt: Date;
+  /** The time it was written to go out at (its delay); approval sends it then, or at once. */
+  availableAt: Date | null;
+  /** Who asked: the tool call (`tool <name> · idempotency key <key>`) or the writer's text. */
+  requestedBy: string | null;
+  /** Trace id of the request that wrote it (from its `traceparent` header). */
+  traceId: string | null;
+  tenantId: string | null;
+  /** The payload as JSON, cut to 120 characters. */
+  payloadSummary: string;
+  payload: JsonValue;
+}
+
+/** One decided message. */
+export interface DecidedMessage {
+  id: string;
+  messageId: string;
+  topic: string;
+  aggregateId: string;
+  state: 'approved' | 'rejected';
+}
+
+/** Why one requested message could not be decided. */
+export interface DecisionProblem {
+  /** The id as given (row id or message id). */
+  ref: string;
+  /** `not-found`, `not-held` (it never needed approval), `decided` (already), `expired`. */
+  reason: 'not-found' | 'not-held' | 'decided' | 'expired';
+  /** Its state, when it was found. */
+  state?: ApprovalState | null;
+  decidedBy?: string | null;
+  decidedAt?: Date | null;
+  /** One sentence for people. */
+  message: string;
+}
+
+/**
+ * A decision was refused, and NOTHING was decided: a message was already decided (deciding twice
+ * is an error, never a silent change), had expired, needed no approval, or an id matched nothing.
+ * `problems` says which and why; the other messages are still waiting.
+ */
+export class OutboxApprovalError extends OutboxError {
+  readonly problems: DecisionProblem[];
+
+  constructor(message: string, problems: DecisionProblem[]) {
+    super('OUTBOX_APPROVAL', message);
+    this.name = 'OutboxApprovalError';
+    this.problems = problems;
+  }
+}
+
+/** Options of {@link approveMessages}. */
+export interface ApproveOptions {
+  /** Who decides (a person's name or handle): kept with the message. Required. */
+  by: string;
+  /** Why, optionally: kept with the message. */
+  note?: string;
+  schema?: string;
+}
+
+/** Options of {@link rejectMessages}. */
+export interface RejectOptions {
+  /** Who decides: kept with the message. Required. */
+  by: string;
+  /** Why: kept with the message, and shown to the agent that asked. Required. */
+  reason: string;
+  /**
+   * What a rejected ORDERED message does to the later messages of its aggregate — the same
+   * choice as the dispatchers' `deadLetterPolicy`, and it should be the same value: `hold`
+   * (default) keeps them waiting behind it, for good; `skip` lets them go.
+   */
+  deadLetterPolicy?: DeadLetterPolicy;
+  schema?: string;
+}
+
+const ROW_ID = /^[0-9]{1,19}$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const MAX_IDS = 1000;
+const MAX_TEXT = 2000;
+
+function parseIds(ids: readonly string[]): { rowIds: string[]; messageIds: string[] } {
+  if (!Array.isArray(ids) || ids.length === 0)
+    throw new OutboxValidationError('ids', 'give at least one row id or message id');
+  if (ids.length > MAX_IDS)
+    throw new OutboxValidationError('ids', `at most ${MAX_IDS} per decision, got ${ids.length}`);
+  const rowIds = new Set<string>();
+  const messageIds = new Set<string>();
+  for (const id of ids) {
+    if (typeof id === 'string' && ROW_ID.test(id)) rowIds.add(id);
+    else if (typeof id === 'string' && UUID.test(id)) messageIds.add(id.toLowerCase());
+    else
+      throw new OutboxValidationError(
+        'ids',
+        `"${String(id)}" is neither a row id (digits) nor a message id (UUID)`,
+      );
+  }
+  return { rowIds: [...rowIds], messageIds: [...messageIds] };
+}
+
+function requiredText(field: string, value: unknown): string {
+  if (typeof value !== 'string' || value.trim().length === 0)
+    throw new OutboxValidationError(field, 'is required (a non-empty string)');
+  if (value.length > MAX_TEXT)
+    throw new OutboxValidationError(field, `is ${value.length} characters; at most ${MAX_TEXT}`);
+  return value.trim();
+}
+
+interface DecisionRow {
+  id: string;
+  messageId: string;
+  topic: string;
+  aggregateId: string;
+  state: ApprovalState | null;
+  expiresAt: Date | string | null;
+  decidedBy: string | null;
+  decidedAt: Date | string | null;
+  dispatched: boolean;
+  decided: boolean;
+  deferred: boolean;
+}
+
+const LOCK_NOT_AVAILABLE = '55P03';
+const DEADLOCK = '40P01';
+/** How long a decision keeps retrying while the messages are locked or a writer is mid-transaction. */
+const BUSY_RETRY_MS = 5_000;
+
+/**
+ * Runs a decision statement until it decides or refuses: a row locked by another decision
+ * (NOWAIT) or an aggregate a writer is mid-transaction on (`deferred`) is retried shortly.
+ */
+async function runDecision(
+  executor: SqlExecutor,
+  sql: string,
+  values: unknown[],
+): Promise<DecisionRow[]> {
+  const deadline = Date.now() + BUSY_RETRY_MS;
+  for (let attempt = 0; ; attempt++) {
+    let busy: string;
+    try {
+      const { rows } = await executor.query<DecisionRow>(sql, values);
+      if (!rows.some((r) => r.deferred)) return rows;
+      busy = 'a writer of its aggregate was mid-transaction';
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      if (code !== LOCK_NOT_AVAILABLE && code !== DEADLOCK) throw error;
+      busy = 'another statement held the message';
+    }
+    if (Date.now() > deadline)
+      throw new OutboxApprovalError(
+        `nothing was decided: ${busy} for ${BUSY_RETRY_MS / 1000} s; try again`,
+        [],
+      );
+    await new Promise((resolve) => setTimeout(resolve, Math.min(10 * 2 ** attempt, 250)));
+  }
+}
+
+function problemsOf(
+  requested: readonly string[],
+  rows: readonly DecisionRow[],
+  verb: string,
+): DecisionProblem[] {
+  const problems: DecisionProblem[] = [];
+  const byRef = new Map<string, DecisionRow>();
+  for (const row of rows) {
+    byRef.set(String(row.id), row);
+    byRef.set(row.messageId.toLowerCase(), row);
+  }
+  const now = Date.now();
+  for (const ref of requested) {
+    const row = byRef.get(ref.toLowerCase());
+    if (!row) {
+      problems.push({ ref, reason: 'not-found', message: `${ref}: no such message` });
+      continue;
+    }
+    const base = {
+      ref,
+      state: row.state,
+      decidedBy: row.decidedBy,
+      decidedAt: toDate(row.decidedAt),
+    };
+    if (row.state === null)
+      problems.push({
+        ...base,
+        reason: 'not-held',
+        message: `#${row.id} (${row.topic}) was not written for approval; there is nothing to ${verb}`,
+      });
+    else if (row.state === 'awaiting' && toDate(row.expiresAt)!.getTime() <= now)
+      problems.push({
+        ...base,
+        reason: 'expired',
+        message: `#${row.id} (${row.topic}) expired at ${toDate(row.expiresAt)!.toISOString()} without a decision; it will never be published`,
+      });
+    else if (row.state !== 'awaiting')
+      problems.push({
+        ...base,
+        reason: row.state === 'expired' ? 'expired' : 'decided',
+        message: `#${row.id} (${row.topic}) was already ${row.state}${row.decidedBy ? ` by ${row.decidedBy}` : ''}${row.decidedAt ? ` at ${toDate(row.decidedAt)!.toISOString()}` : ''}; a decision cannot be changed`,
+      });
+    else if (row.dispatched)
+      problems.push({ ...base, reason: 'decided', message: `#${row.id} was already published` });
+  }
+  return problems;
+}
+
+function toDate(value: Date | string | null): Date | null {
+  return value === null ? null : value instanceof Date ? value : new Date(value);
+}
+
+async function decide(
+  executor: SqlExecutor,
+  ids: readonly string[],
+  verb: 'approve' | 'reject',
+  sql: string,
+  values: (rowIds: string[], messageIds: string[]) => unknown[],
+): Promise<DecidedMessage[]> {
+  const { rowIds, messageIds } = parseIds(ids);
+  const rows = await runDecision(executor, sql, values(rowIds, messageIds));
+  const decided = rows.filter((r) => r.decided);
+  const requested = [...rowIds, ...messageIds];
+  if (decided.length === rows.length && rows.length > 0) {
+    // Every ref matched a decided row (a missing ref would have refused the whole decision).
+    return decided.map((r) => ({
+      id: String(r.id),
+      messageId: r.messageId,
+      topic: r.topic,
+      aggregateId: r.aggregateId,
+      state: verb === 'approve' ? 'approved' : 'rejected',
+    }));
+  }
+  const problems = problemsOf(requested, rows, verb);
+  throw new OutboxApprovalError(
+    `nothing was ${verb === 'approve' ? 'approved' : 'rejected'}: ${problems.map((p) => p.message).join('; ')}`,
+    problems,
+  );
+}
+
+/**
+ * Approves held messages (row ids or message ids): each becomes due — at once, or at the time
+ * it was written to go out at — and is dispatched like any other message. Records who, when and
+ * the note with each message. All or nothing: when any of them cannot be approved (already
+ * decided, expired, not held, not found) nothing is approved and {@link OutboxApprovalError}
+ * says why. Idle dispatchers listening for NOTIFY are woken.
+ *
+ * @example
+ * ```ts
+ * await approveMessages(fromPg(pool), ['42'], { by: 'alice', note: 'checked with the customer' });
+ * ```
+ */
+export async function approveMessages(
+  executor: SqlExecutor,
+  ids: readonly string[],
+  options: ApproveOptions,
+): Promise<DecidedMessage[]> {
+  const schemaName = options.schema ?? DEFAULT_SCHEMA;
+  const schema = quoteIdentifier(schemaName);
+  const by = requiredText('by', options.by);
+  const note =
+    options.note === undefined || options.note.trim() === ''
+      ? null
+      : requiredText('note', options.note);
+  const decided = await decide(executor, ids, 'approve', approveSql(schema), (r, m) => [
+    r,
+    m,
+    by,
+    note,
+  ]);
+  await executor
+    .query(wakeAfterApprovalSql(schema), [notifyChannel(schemaName)])
+    .catch(() => undefined); // a hint only: polling finds the message anyway
+  return decided;
+}
+
+/**
+ * Rejects held messages (row ids or message ids): kept, never published, visible (`outbox status`,
+ * the effect status tool), with who, when and the reason. A rejected ordered message follows
+ * `deadLetterPolicy` (see {@link RejectOptions}). All or nothing, like {@link approveMessages}.
+ *
+ * @example
+ * ```ts
+ * await rejectMessages(fromPg(pool), ['42'], { by: 'alice', reason: 'duplicate refund' });
+ * ```
+ */
+export async function rejectMessages(
+  executor: SqlExecutor,
+  ids: readonly string[],
+  options: RejectOptions,
+): Promise<DecidedMessage[]> {
+  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const by = requiredText('by', options.by);
+  const reason = requiredText('reason', options.reason);
+  const policy = checkPolicy(options.deadLetterPolicy);
+  return decide(executor, ids, 'reject', rejectSql(schema), (r, m) => [
+    r,
+    m,
+    by,
+    reason,
+    policy === 'skip',
+  ]);
+}
+
+function checkPolicy(policy: unknown): DeadLetterPolicy {
+  const value = policy ?? 'hold';
+  if (value !== 'hold' && value !== 'skip')
+    throw new OutboxValidationError(
+      'deadLetterPolicy',
+      `must be "hold" or "skip", got "${String(value)}"`,
+    );
+  return value;
+}
+
+/**
+ * Expires up to `batchSize` (default 100) held messages whose expiry has passed, applying
+ * `deadLetterPolicy` as a rejection does; returns them. Dispatchers run it themselves (see
+ * `PgOutboxStore`); call it from a scheduled job if none runs.
+ */
+export async function expireApprovals(
+  executor: SqlExecutor,
+  options: { schema?: string; deadLetterPolicy?: DeadLetterPolicy; batchSize?: number } = {},
+): Promise<{ id: string; messageId: string; topic: string }[]> {
+  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const policy = checkPolicy(options.deadLetterPolicy);
+  const batchSize = options.batchSize ?? 100;
+  if (!Number.isInteger(batchSize) || batchSize <= 0)
+    throw new OutboxValidationError('batchSize', `must be a positive integer, got ${batchSize}`);
+  const { rows } = await executor.query<{ id: string; messageId: string; topic: string }>(
+    expireSql(schema),
+    [batchSize, policy === 'skip'],
+  );
+  return rows.map((r) => ({ ...r, id: String(r.id) }));
+}
+
+/**
+ * Messages waiting for a decision, oldest first (`topic` is a glob, `payment.*`). With
+ * `tenantId`, only that tenant's messages (their `tenant_id` header).
+ */
+export async function listAwaitingApproval(
+  executor: SqlExecutor,
+  options: { schema?: string; topic?: string; limit?: number; tenantId?: string } = {},
+): Promise<AwaitingApproval[]> {
+  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const { rows } = await executor.query<{
+    id: string;
+    messageId: string;
+    topic: string;
+    aggregateId: string;
+    sequence: string;
+    payload: JsonValue;
+    traceparent: string | null;
+    tenantId: string | null;
+    requestedBy: string | null;
+    createdAt: Date | string;
+    expiresAt: Date | string;
+    availableAt: Date | string | null;
+    ageSeconds: number;
+  }>(listAwaitingSql(schema), [
+    options.topic ? globToLike(options.topic) : null,
+    options.limit ?? 100,
+    options.tenantId ?? null,
+  ]);
+  return rows.map((r) => {
+    const json = JSON.stringify(r.payload) ?? 'null';
+    const availableAt = toDate(r.availableAt);
+    return {
+      id: String(r.id),
+      messageId: r.messageId,
+      topic: r.topic,
+      aggregateId: r.aggregateId,
+      sequence: Number(r.sequence),
+      ageSeconds: Number(r.ageSeconds),
+      createdAt: toDate(r.createdAt)!,
+      expiresAt: toDate(r.expiresAt)!,
+      availableAt,
+      requestedBy: r.requestedBy,
+      traceId: /^[0-9a-f]{2}-([0-9a-f]{32})-/.exec(r.traceparent ?? '')?.[1] ?? null,
+      tenantId: r.tenantId,
+      payloadSummary: json.length > 120 ? `${json.slice(0, 119)}…` : json,
+      payload: r.payload,
+    };
+  });
+}

@@ -1,0 +1,186 @@
+import { parseArgs } from 'node:util';
+import {
+  approveMessages,
+  listAwaitingApproval,
+  rejectMessages,
+  type AwaitingApproval,
+  type DecidedMessage,
+} from '../../admin/approvals.js';
+import { DEFAULT_SCHEMA } from '../../core/identifier.js';
+import { connect, resolveDatabaseUrl } from '../database.js';
+import { COMMON_OPTIONS, positiveInt, validateSchemaFlag } from '../flags.js';
+import { formatAge } from '../format/table.js';
+import { EXIT, UsageError } from '../usage-error.js';
+
+export const approvalsHelp = `Usage: outbox approvals [--topic GLOB] [--limit N] [--json] [--database-url URL] [--schema NAME]
+
+Lists the messages held for a person's decision, oldest first: row id, message id, topic,
+aggregate, how long it has waited and when it expires, who asked (the tool call and its
+idempotency key, or the writer's text), the trace id, and a payload summary. Decide with
+\`outbox approve\` or \`outbox reject\`.
+
+Options:
+  --topic GLOB        only these topics (payment.*)
+  --limit N           at most N messages (default 100)
+  --json              one JSON array (keys: id, messageId, topic, aggregateId, sequence,
+                      ageSeconds, createdAt, expiresAt, availableAt, requestedBy, traceId,
+                      tenantId, payloadSummary, payload)
+  --database-url URL  Postgres connection string (default: $DATABASE_URL)
+  --schema NAME       schema of the outbox tables (default: ${DEFAULT_SCHEMA})
+`;
+
+export const approveHelp = `Usage: outbox approve <id...> --by NAME [--note TEXT] [--json] [--database-url URL] [--schema NAME]
+
+Approves held messages (<id> is a row id or a message id): each is then dispatched like any
+other message, at once or at the time it was written for. Who, when and the note are kept with
+the message. All or nothing: if any of them was already decided (approved, rejected or expired),
+needs no approval, or does not exist, nothing is approved and the command says why (exit 1).
+`;
+
+export const rejectHelp = `Usage: outbox reject <id...> --by NAME --reason TEXT [--dead-letter-policy hold|skip] [--json] [--database-url URL] [--schema NAME]
+
+Rejects held messages (<id> is a row id or a message id): kept, never published, visible in
+\`outbox status\` and to the agent's effect status tool, with who, when and the reason.
+All or nothing, like \`outbox approve\`.
+
+Options:
+  --dead-letter-policy P  what a rejected ORDERED message does to the later messages of its
+                          aggregate — use the value your dispatchers run with:
+                          hold (default): they keep waiting behind it; skip: they go
+`;
+
+const common = { ...COMMON_OPTIONS, topic: { type: 'string' } } as const;
+
+function printAwaiting(list: readonly AwaitingApproval[]): void {
+  if (list.length === 0) {
+    process.stdout.write('nothing waits for approval\n');
+    return;
+  }
+  const now = Date.now();
+  for (const m of list) {
+    const expires = formatAge(Math.max(0, (m.expiresAt.getTime() - now) / 1000));
+    const asked = [
+      m.requestedBy ? `requested by ${m.requestedBy}` : undefined,
+      m.traceId ? `trace ${m.traceId}` : undefined,
+      m.tenantId ? `tenant ${m.tenantId}` : undefined,
+    ].filter(Boolean);
+    process.stdout.write(
+      `#${m.id} ${m.messageId} ${m.topic} ${m.aggregateId} seq=${m.sequence} waiting ${formatAge(m.ageSeconds)} (expires in ${expires})\n` +
+        `${asked.length ? `    ${asked.join(' · ')}\n` : ''}    ${m.payloadSummary}\n`,
+    );
+  }
+}
+
+/** `outbox approvals`: what waits for a decision. */
+export async function approvalsCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: { ...common, limit: { type: 'string' } },
+    allowPositionals: true,
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(approvalsHelp);
+    return EXIT.ok;
+  }
+  if (positionals.length)
+    throw new UsageError(
+      `unexpected "${positionals[0]}": to decide, run outbox approve <id...> or outbox reject <id...>`,
+    );
+  validateSchemaFlag(values.schema);
+  const limit = positiveInt('limit', values.limit, 100);
+  const db = await connect(resolveDatabaseUrl(values['database-url']));
+  try {
+    const list = await listAwaitingApproval(db.executor, {
+      schema: values.schema,
+      topic: values.topic,
+      limit,
+    });
+    if (values.json) process.stdout.write(`${JSON.stringify(list)}\n`);
+    else printAwaiting(list);
+    return EXIT.ok;
+  } finally {
+    await db.close();
+  }
+}
+
+function requireFlag(name: string, value: string | undefined): string {
+  if (value === undefined || value.trim() === '')
+    throw new UsageError(`--${name} is required${name === 'by' ? ' (who decides)' : ''}`);
+  return value;
+}
+
+function printDecided(decided: readonly DecidedMessage[], json: boolean, verb: string): void {
+  if (json) process.stdout.write(`${JSON.stringify({ [verb]: decided })}\n`);
+  else
+    for (const d of decided)
+      process.stdout.write(`${verb} #${d.id} ${d.messageId} ${d.topic} ${d.aggregateId}\n`);
+}
+
+/** `outbox approve <id...> --by NAME [--note TEXT]`. */
+export async function approveCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: { ...COMMON_OPTIONS, by: { type: 'string' }, note: { type: 'string' } },
+    allowPositionals: true,
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(approveHelp);
+    return EXIT.ok;
+  }
+  validateSchemaFlag(values.schema);
+  if (positionals.length === 0) throw new UsageError('give the ids to approve');
+  const by = requireFlag('by', values.by);
+  const db = await connect(resolveDatabaseUrl(values['database-url']));
+  try {
+    const decided = await approveMessages(db.executor, positionals, {
+      by,
+      note: values.note,
+      schema: values.schema,
+    });
+    printDecided(decided, values.json, 'approved');
+    return EXIT.ok;
+  } finally {
+    await db.close();
+  }
+}
+
+/** `outbox reject <id...> --by NAME --reason TEXT [--dead-letter-policy hold|skip]`. */
+export async function rejectCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: {
+      ...COMMON_OPTIONS,
+      by: { type: 'string' },
+      reason: { type: 'string' },
+      'dead-letter-policy': { type: 'string' },
+    },
+    allowPositionals: true,
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(rejectHelp);
+    return EXIT.ok;
+  }
+  validateSchemaFlag(values.schema);
+  if (positionals.length === 0) throw new UsageError('give the ids to reject');
+  const by = requireFlag('by', values.by);
+  const reason = requireFlag('reason', values.reason);
+  const policy = values['dead-letter-policy'] ?? 'hold';
+  if (policy !== 'hold' && policy !== 'skip')
+    throw new UsageError(`--dead-letter-policy must be hold or skip, got "${policy}"`);
+  const db = await connect(resolveDatabaseUrl(values['database-url']));
+  try {
+    const decided = await rejectMessages(db.executor, positionals, {
+      by,
+      reason,
+      deadLetterPolicy: policy,
+      schema: values.schema,
+    });
+    printDecided(decided, values.json, 'rejected');
+    return EXIT.ok;
+  } finally {
+    await db.close();
+  }
+}
