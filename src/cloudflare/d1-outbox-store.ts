@@ -7,9 +7,9 @@ import type {
   Settlement,
 } from '../dispatcher/outbox-store.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
-import { claimSql, globToSqliteGlob } from './claim-sql.js';
-import type { D1Db } from './d1-types.js';
-import { releaseSql, settleSql } from './settle-sql.js';
+import { claimSql, nextDueSql } from './claim-sql.js';
+import type { D1Db, D1Statement } from './d1-types.js';
+import { markNextReadySql, releaseSql, settleSql } from './settle-sql.js';
 
 interface ClaimedRow {
   rowId: number;
@@ -17,6 +17,7 @@ interface ClaimedRow {
   topic: string;
   aggregateId: string;
   sequence: number;
+  ordered: number;
   payload: string;
   headers: string;
   createdAt: number;
@@ -25,9 +26,12 @@ interface ClaimedRow {
 }
 
 /**
- * The dispatcher's {@link OutboxStore} on D1: the same contract as `PgOutboxStore` (lease claim,
- * fenced settle, release), so the Postgres dispatcher's settlement planning applies unchanged.
- * `unorderedPatterns` are topic globs (`mail.*`), not LIKE patterns.
+ * The dispatcher's {@link OutboxStore} on D1: the same contract as `PgOutboxStore` (lease claim
+ * of ready heads and the runs behind them, fenced settle that moves each aggregate's chain on,
+ * release), so the shared settlement planning and ordered publishing apply unchanged.
+ *
+ * Whether a message is ordered was decided when it was written (D1 migration 2), so
+ * `ClaimRequest.unorderedPatterns` is ignored here, as in Postgres.
  */
 export class D1OutboxStore implements OutboxStore {
   readonly #db: D1Db;
@@ -42,16 +46,10 @@ export class D1OutboxStore implements OutboxStore {
   async claim(request: ClaimRequest): Promise<OutgoingMessage[]> {
     const { results } = await this.#db
       .prepare(claimSql)
-      .bind(
-        request.owner,
-        this.#now(),
-        request.leaseMs,
-        request.batchSize,
-        JSON.stringify((request.unorderedPatterns ?? []).map(globToSqliteGlob)),
-        request.deadLettersBlock ? 1 : 0,
-      )
+      .bind(request.owner, this.#now(), request.leaseMs, request.batchSize)
       .all<ClaimedRow>();
-    // RETURNING has no defined order in SQLite: restore the claim's due order.
+    // RETURNING has no defined order in SQLite: restore the claim's due order (lanes are sorted
+    // by sequence when they are published).
     const rows = [...results].sort(
       (a, b) => a.availableAt - b.availableAt || Number(a.rowId) - Number(b.rowId),
     );
@@ -61,6 +59,7 @@ export class D1OutboxStore implements OutboxStore {
       topic: row.topic,
       aggregateId: row.aggregateId,
       sequence: Number(row.sequence),
+      ...(Number(row.ordered) === 0 ? { ordered: false } : {}),
       payload: JSON.parse(row.payload) as JsonValue,
       headers: JSON.parse(row.headers) as Record<string, string>,
       createdAt: new Date(Number(row.createdAt)),
@@ -68,28 +67,51 @@ export class D1OutboxStore implements OutboxStore {
     }));
   }
 
+  /**
+   * Settles, releases and moves chains on in ONE batch (settle-sql.ts). Never defers: D1 runs one
+   * write transaction at a time, so no writer is ever mid-transaction here. `request` defaults to
+   * the `hold` policy.
+   */
   async settle(
     owner: string,
-    all: readonly Settlement[],
-    _request?: SettleRequest,
+    settlements: readonly Settlement[],
+    request: Pick<SettleRequest, 'deadLettersBlock'> = { deadLettersBlock: true },
   ): Promise<SettleResult> {
-    // Never deferred: D1 runs one statement at a time, so no writer is ever mid-transaction.
-    const released = all.filter((s) => s.kind === 'release').map((s) => s.rowId);
-    if (released.length > 0) await this.release(owner, released);
-    const settlements = all.filter((s) => s.kind !== 'release');
-    if (settlements.length === 0) return { settled: released, deferred: [] };
-    const decisions = settlements.map((s) => ({
-      id: Number(s.rowId),
+    const decisions: { id: number; kind: string; error: string | null; delayMs: number }[] = [];
+    const released: number[] = [];
+    const leaving: number[] = [];
+    for (const s of settlements) {
+      const id = Number(s.rowId);
+      if (s.kind === 'release') {
+        released.push(id);
+        continue;
+      }
       // `shadow` (retrofit shadow mode) is never claimed from D1, which rejects shadow messages.
-      kind: s.kind === 'shadow' ? 'published' : s.kind,
-      error: 'error' in s ? s.error : null,
-      delayMs: s.kind === 'retry' ? Math.max(0, Math.round(s.delayMs)) : 0,
-    }));
-    const { results } = await this.#db
-      .prepare(settleSql)
-      .bind(owner, JSON.stringify(decisions), this.#now())
-      .all<{ id: number }>();
-    return { settled: [...released, ...results.map((row) => String(row.id))], deferred: [] };
+      let kind: string = s.kind === 'shadow' ? 'published' : s.kind;
+      if (kind === 'dead' && !request.deadLettersBlock) kind = 'skip';
+      if (kind === 'published' || kind === 'skip') leaving.push(id);
+      decisions.push({
+        id,
+        kind,
+        error: 'error' in s ? s.error : null,
+        delayMs: s.kind === 'retry' ? Math.max(0, Math.round(s.delayMs)) : 0,
+      });
+    }
+    const statements: D1Statement[] = [];
+    if (decisions.length > 0)
+      statements.push(
+        this.#db.prepare(settleSql).bind(owner, JSON.stringify(decisions), this.#now()),
+      );
+    if (released.length > 0)
+      statements.push(this.#db.prepare(releaseSql).bind(owner, JSON.stringify(released)));
+    if (leaving.length > 0)
+      statements.push(this.#db.prepare(markNextReadySql).bind(JSON.stringify(leaving)));
+    if (statements.length === 0) return { settled: [], deferred: [] };
+    const results = await this.#db.batch<{ id: number }>(statements);
+    const settled = results
+      .slice(0, (decisions.length > 0 ? 1 : 0) + (released.length > 0 ? 1 : 0))
+      .flatMap((result) => result.results.map((row) => String(row.id)));
+    return { settled, deferred: [] };
   }
 
   async release(owner: string, rowIds: readonly string[]): Promise<void> {
@@ -98,5 +120,14 @@ export class D1OutboxStore implements OutboxStore {
       .prepare(releaseSql)
       .bind(owner, JSON.stringify(rowIds.map(Number)))
       .run();
+  }
+
+  /** When the next ready message that is not due yet becomes due (ms), if any. */
+  async nextDueAt(): Promise<number | undefined> {
+    const row = await this.#db
+      .prepare(nextDueSql)
+      .bind(this.#now())
+      .first<{ dueAt: number | null }>();
+    return row?.dueAt == null ? undefined : Number(row.dueAt);
   }
 }

@@ -12,6 +12,12 @@ export {
   type DispatchRunSummary,
 } from './scheduled-dispatcher.js';
 export { D1OutboxStore } from './d1-outbox-store.js';
+export {
+  addD1UnorderedTopics,
+  removeD1UnorderedTopics,
+  listD1UnorderedTopics,
+  repairD1Heads,
+} from './chains.js';
 export { CloudflareQueuesPublisher, QUEUES_LIMITS, type QueuesLimits } from './queues-publisher.js';
 export {
   createQueueConsumer,

@@ -1,8 +1,8 @@
 import type { D1Db } from './d1-types.js';
 
 /**
- * The D1 (SQLite) schema: the same logical tables and columns as the Postgres migrations 001 and
- * 003, adapted to SQLite.
+ * The D1 (SQLite) schema: the same logical tables and columns as the Postgres migrations 001, 003
+ * and 009, adapted to SQLite.
  *
  * - Times are INTEGER milliseconds since the epoch, not text: comparisons (`available_at <= ?`)
  *   are then numeric and index-friendly, and the dispatcher can pass its own clock.
@@ -13,15 +13,17 @@ import type { D1Db } from './d1-types.js';
  *   (see enqueue-sql.ts). UNIQUE (aggregate_id, sequence) is a safety net: a writer bug that
  *   reused a sequence fails the whole batch instead of silently breaking order.
  * - Indexes on pending rows are partial (`WHERE dispatched_at IS NULL`), as in Postgres, so the
- *   dispatcher's cost follows the backlog, not the table's history.
+ *   dispatcher's cost follows the backlog, not the table's history; since version 2 a claim's
+ *   cost follows its batch, not the backlog (see version 2 below).
  * - `consumer_positions.last_sequence` has CHECK (>= 0): the queue consumer's fenced position
  *   update writes -1 when the position moved under it, and the CHECK turns that into an error
  *   that rolls back its batch (see consumer-sql.ts).
  * - `consumer_dead_letters`: deliveries the queue consumer gave up on (poison bodies, permanent
  *   failures, too many attempts), kept in D1 where status queries can see them.
  *
- * Every statement is idempotent (IF NOT EXISTS), so applying twice, or from two Workers at once,
- * is harmless.
+ * Migrations are append-only: a released one never changes, later ones alter what it made.
+ * Statements are idempotent (IF NOT EXISTS) where SQLite allows it; `ALTER TABLE ADD COLUMN` is
+ * not, and {@link migrateD1} treats a migration that a concurrent caller applied first as done.
  */
 export interface D1Migration {
   version: number;
@@ -91,6 +93,59 @@ export const D1_MIGRATIONS: readonly D1Migration[] = [
 )`,
     ],
   },
+  {
+    // Issue 16 on D1, the same design as Postgres migration 009 (see its comment): a claim reads
+    // ready messages only, never the rows queued behind an aggregate's head.
+    //
+    // - `ordered` (0/1) is decided ONCE, when the message is written: by the message
+    //   (`ordered: false`), else by `outbox_unordered_topics` (SQLite GLOB patterns). Before, each
+    //   dispatcher's `unorderedTopics` decided at claim time, so two dispatchers (a Cron and a
+    //   Durable Object, or two deploys) with different lists could send one aggregate out of order.
+    // - `ready` (0/1) marks where a claim may start: unordered messages and each aggregate's first
+    //   pending ordered message (its head). The writer decides it in its INSERT and the settle
+    //   marks the next head in its batch; SQLite runs one write transaction at a time, so both are
+    //   exact (no race like the one Postgres's settle has to close). DEFAULT 1, not 0: a row
+    //   written by an older writer (a deploy after this migration) is then claimable, and the
+    //   claim's head check keeps it in order until it IS the head.
+    // - `outbox_ready_idx` holds only ready rows that are pending and not dead: rows behind a head,
+    //   heads backing off (`available_at` past the scanned range) and dead heads under `hold` are
+    //   not read by a claim at all. `outbox_chain_idx` is each aggregate's chain of pending ordered
+    //   messages by sequence: the writer's "anything pending?" probe, the claim's head check and
+    //   run, and the settle's "who is next?" each read its first entries.
+    // - `outbox_pending_idx` (every pending row by due time) was only the old claim's index.
+    // - `outbox_maintenance`: when the periodic head repair last ran (d1-repair-sql.ts).
+    //
+    // Existing pending rows become ordered (the old default) and only their heads stay ready: one
+    // pass over the backlog, not the history. ALTER TABLE ADD COLUMN is not idempotent; migrateD1
+    // treats a concurrent caller that applied it first as success.
+    version: 2,
+    name: 'ordered-chains',
+    statements: [
+      `ALTER TABLE outbox ADD COLUMN ordered INTEGER NOT NULL DEFAULT 1 CHECK (ordered IN (0, 1))`,
+      `ALTER TABLE outbox ADD COLUMN ready INTEGER NOT NULL DEFAULT 1 CHECK (ready IN (0, 1))`,
+      `UPDATE outbox SET ready = 0
+ WHERE dispatched_at IS NULL
+   AND EXISTS (
+     SELECT 1 FROM outbox p
+      WHERE p.aggregate_id = outbox.aggregate_id
+        AND p.sequence < outbox.sequence
+        AND p.dispatched_at IS NULL
+   )`,
+      `CREATE INDEX IF NOT EXISTS outbox_ready_idx ON outbox (available_at, id)
+  WHERE ready = 1 AND dispatched_at IS NULL AND dead_lettered_at IS NULL`,
+      `CREATE INDEX IF NOT EXISTS outbox_chain_idx ON outbox (aggregate_id, sequence)
+  WHERE dispatched_at IS NULL AND ordered = 1`,
+      `DROP INDEX IF EXISTS outbox_pending_idx`,
+      `CREATE TABLE IF NOT EXISTS outbox_unordered_topics (
+  pattern    TEXT    PRIMARY KEY CHECK (length(pattern) BETWEEN 1 AND 255),
+  created_at INTEGER NOT NULL
+)`,
+      `CREATE TABLE IF NOT EXISTS outbox_maintenance (
+  task        TEXT    PRIMARY KEY,
+  last_run_at INTEGER NOT NULL
+)`,
+    ],
+  },
 ];
 
 const MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS outbox_migrations (
@@ -100,12 +155,19 @@ const MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS outbox_migrations (
 )`;
 
 /**
- * The whole schema as one SQL script, for `wrangler d1 migrations` users: write it to
- * `migrations/0001_agent_outbox.sql` (the example does; a test keeps the file in sync).
+ * The schema as one SQL script, for `wrangler d1 migrations` users. Without `version`: every
+ * migration (a new database). With it: that migration alone, for a file of its own — wrangler
+ * applies each file once, by name, so an upgrade needs a NEW file, never a changed one. The
+ * example keeps `migrations/0001_agent_outbox.sql` = version 1 and
+ * `migrations/0003_agent_outbox_ordered_chains.sql` = version 2 (a test keeps them in sync).
+ * Each script also records its versions in `outbox_migrations`, so `migrateD1` skips them.
  */
-export function d1MigrationScript(): string {
+export function d1MigrationScript(version?: number): string {
   const statements = [MIGRATIONS_TABLE];
-  for (const migration of D1_MIGRATIONS) {
+  const selected =
+    version === undefined ? D1_MIGRATIONS : D1_MIGRATIONS.filter((m) => m.version === version);
+  if (selected.length === 0) throw new RangeError(`no D1 migration ${String(version)}`);
+  for (const migration of selected) {
     statements.push(...migration.statements);
     statements.push(
       `INSERT OR IGNORE INTO outbox_migrations (version, name, applied_at)
@@ -134,14 +196,24 @@ export async function migrateD1(db: D1Db): Promise<number[]> {
   const done: number[] = [];
   for (const migration of D1_MIGRATIONS) {
     if (applied.has(migration.version)) continue;
-    await db.batch([
-      ...migration.statements.map((sql) => db.prepare(sql)),
-      db
-        .prepare(
-          'INSERT OR IGNORE INTO outbox_migrations (version, name, applied_at) VALUES (?, ?, ?)',
-        )
-        .bind(migration.version, migration.name, Date.now()),
-    ]);
+    try {
+      await db.batch([
+        ...migration.statements.map((sql) => db.prepare(sql)),
+        db
+          .prepare(
+            'INSERT OR IGNORE INTO outbox_migrations (version, name, applied_at) VALUES (?, ?, ?)',
+          )
+          .bind(migration.version, migration.name, Date.now()),
+      ]);
+    } catch (error) {
+      // A concurrent caller applied it first (its ALTER TABLE made ours fail): done, by them.
+      const row = await db
+        .prepare('SELECT 1 AS found FROM outbox_migrations WHERE version = ?')
+        .bind(migration.version)
+        .first();
+      if (row) continue;
+      throw error;
+    }
     done.push(migration.version);
   }
   return done;

@@ -1,21 +1,34 @@
 /**
- * Settles a claimed batch in ONE statement (one transaction): published rows get
- * `dispatched_at`, retried rows their next `available_at` and `last_error`, dead rows
- * `dead_lettered_at`; every row's lease is cleared. Decisions travel as one JSON parameter,
- * because D1 caps bound parameters per statement at 100.
+ * The settle of one claim: these statements run in ONE `batch()` (one transaction), in this order
+ * — settle, release, mark the next heads — so no claim ever sees an aggregate between them.
  *
- * Fencing: `lease_owner = ?1`, the token of this claim. If our lease expired and another run
- * re-claimed a row, this matches nothing for it and the newer claim decides. RETURNING lists the
- * rows settled, so the dispatcher can count fenced-off ones.
+ * Fencing: every statement matches `lease_owner = ?1`, the token of this claim. If our lease
+ * expired and another run re-claimed a row, nothing here changes it and the newer claim decides.
+ * RETURNING lists the rows settled, so the dispatcher can count fenced-off ones. Decisions travel
+ * as one JSON parameter, because D1 caps bound parameters per statement at 100.
+ */
+
+/**
+ * Published rows get `dispatched_at`; retried rows their next `available_at`; dead rows
+ * `dead_lettered_at`; all but published rows `last_error`; every row's lease is cleared.
  *
- * ?1 lease owner, ?2 JSON array of {id, kind: published|retry|dead, error, delayMs}, ?3 now (ms).
+ * `ready` (migration 2): a retried or dead message is the head of its aggregate from now on (every
+ * message before it in its run was published, everything after it is released), so it is marked
+ * ready — the claim finds it there once it is due again, or once it is replayed. `skip` is a dead
+ * letter under the `skip` policy: it leaves its aggregate's chain (`ordered = 0`), and the next
+ * statement makes its successor the head.
+ *
+ * ?1 lease owner, ?2 JSON array of {id, kind: published|retry|dead|skip, error, delayMs},
+ * ?3 now (ms).
  */
 export const settleSql = `
 UPDATE outbox
    SET dispatched_at    = CASE WHEN s.kind = 'published' THEN ?3 ELSE outbox.dispatched_at END,
-       dead_lettered_at = CASE WHEN s.kind = 'dead' THEN ?3 ELSE outbox.dead_lettered_at END,
+       dead_lettered_at = CASE WHEN s.kind IN ('dead', 'skip') THEN ?3 ELSE outbox.dead_lettered_at END,
        available_at     = CASE WHEN s.kind = 'retry' THEN ?3 + s.delay_ms ELSE outbox.available_at END,
        last_error       = CASE WHEN s.kind = 'published' THEN outbox.last_error ELSE s.error END,
+       ordered          = CASE WHEN s.kind = 'skip' THEN 0 ELSE outbox.ordered END,
+       ready            = CASE WHEN s.kind = 'published' THEN outbox.ready ELSE 1 END,
        lease_owner      = NULL,
        lease_expires_at = NULL
   FROM (SELECT json_extract(value, '$.id') AS id,
@@ -28,12 +41,41 @@ UPDATE outbox
 RETURNING outbox.id AS id`;
 
 /**
- * Gives back leases on messages this claim never started sending (the time budget ran out
- * between claim and send), and the attempt counted for them.
+ * Gives back leases on messages this claim never handed to the publisher — the rest of an ordered
+ * run after its first failure (they stay behind it, unchanged), or what the time budget left —
+ * and the attempt counted for them. Never used for messages whose send may be in flight.
+ * ?1 lease owner, ?2 JSON array of row ids.
  */
 export const releaseSql = `
 UPDATE outbox
    SET lease_owner = NULL, lease_expires_at = NULL, attempts = max(attempts - 1, 0)
  WHERE lease_owner = ?1
    AND id IN (SELECT value FROM json_each(?2))
-   AND dispatched_at IS NULL`;
+   AND dispatched_at IS NULL
+RETURNING id`;
+
+/**
+ * Marks the head of each aggregate whose chain moved (a message published, or dead-lettered under
+ * `skip`) ready: its first pending ordered message, found with one seek into `outbox_chain_idx`.
+ * Computed after the two statements above, in the same transaction, so it is exact — the next
+ * message after a fully published run, the message a run stopped at (already ready), or nothing.
+ * No writer can slip in between (SQLite runs one write transaction at a time), which is why D1
+ * needs none of the deferral Postgres's settle does.
+ * ?1 JSON array of the row ids that left their chain.
+ */
+export const markNextReadySql = `
+UPDATE outbox
+   SET ready = 1
+ WHERE ready = 0
+   AND id IN (
+     SELECT (SELECT p.id
+               FROM outbox p
+              WHERE p.aggregate_id = a.aggregate_id
+                AND p.dispatched_at IS NULL
+                AND p.ordered = 1
+              ORDER BY p.sequence
+              LIMIT 1)
+       FROM (SELECT DISTINCT o.aggregate_id
+               FROM outbox o
+              WHERE o.id IN (SELECT value FROM json_each(?1))) a
+   )`;

@@ -20,8 +20,9 @@ export interface ClaimRequest {
   batchSize: number;
   leaseMs: number;
   /**
-   * SQL LIKE patterns of unordered topics, for stores that decide order at claim time (D1).
-   * `PgOutboxStore` ignores it: since migration 009 each message carries its own `ordered`.
+   * Unordered-topic patterns for a store that decides order at claim time. Neither store does
+   * any more: each message carries its own `ordered`, decided when it is written (Postgres
+   * migration 009, D1 migration 2), so both ignore it.
    */
   unorderedPatterns?: readonly string[];
   /** `true`: a dead letter blocks later messages of its aggregate (policy `hold`). */

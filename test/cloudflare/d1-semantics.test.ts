@@ -82,13 +82,16 @@ async function row(aggregateId: string, sequence: number) {
 }
 
 describe('D1 migrations', () => {
-  it('are idempotent and match the example wrangler migration file', async () => {
+  it('are idempotent and match the example wrangler migration files, one file per version', async () => {
     expect(await migrateD1(db)).toEqual([]);
-    const file = readFileSync(
-      new URL('../../examples/cloudflare/migrations/0001_agent_outbox.sql', import.meta.url),
-      'utf8',
-    );
-    expect(file).toBe(d1MigrationScript());
+    const file = (name: string) =>
+      readFileSync(
+        new URL(`../../examples/cloudflare/migrations/${name}`, import.meta.url),
+        'utf8',
+      );
+    expect(file('0001_agent_outbox.sql')).toBe(d1MigrationScript(1));
+    expect(file('0003_agent_outbox_ordered_chains.sql')).toBe(d1MigrationScript(2));
+    expect(d1MigrationScript()).toContain('ALTER TABLE outbox ADD COLUMN ready');
   });
 });
 
@@ -118,22 +121,27 @@ describe('D1 writer', () => {
 });
 
 describe('D1 claim, lease and settle', () => {
-  it('claims only the head of an ordered aggregate, any message of an unordered topic', async () => {
+  it('claims an ordered aggregate from its head, as a run, and unordered messages on their own', async () => {
     await write('head:1', ['order.created', 'order.paid']);
-    await write('head:2', ['audit.one', 'audit.two']);
+    await db.batch(
+      enqueue(
+        db,
+        ['audit.one', 'audit.two'].map((topic) => ({
+          topic,
+          aggregateId: 'head:2',
+          payload: {},
+          ordered: false,
+        })),
+      ),
+    );
     const store = new D1OutboxStore(db);
-    const claimed = await store.claim({
-      owner: 'o1',
-      batchSize: 100,
-      leaseMs: 60_000,
-      unorderedPatterns: ['audit.*'],
-      deadLettersBlock: true,
-    });
+    const claimed = await store.claim({ owner: 'o1', batchSize: 100, leaseMs: 60_000 });
     const mine = claimed.filter((m) => m.aggregateId.startsWith('head:'));
-    expect(mine.map((m) => [m.aggregateId, m.sequence]).sort()).toEqual([
-      ['head:1', 1],
-      ['head:2', 1],
-      ['head:2', 2],
+    expect(mine.map((m) => [m.aggregateId, m.sequence, m.ordered ?? true]).sort()).toEqual([
+      ['head:1', 1, true],
+      ['head:1', 2, true],
+      ['head:2', 1, false],
+      ['head:2', 2, false],
     ]);
     await store.settle(
       'o1',
@@ -147,22 +155,10 @@ describe('D1 claim, lease and settle', () => {
     await write('lease:1', ['lease.test']);
     const claim = (owner: string) =>
       store
-        .claim({
-          owner,
-          batchSize: 1000,
-          leaseMs: 10_000,
-          unorderedPatterns: [],
-          deadLettersBlock: true,
-        })
+        .claim({ owner, batchSize: 1000, leaseMs: 10_000 })
         .then((ms) => ms.filter((m) => m.aggregateId === 'lease:1'));
     // Settle everything else this claim takes, so later tests start clean.
-    const first = await store.claim({
-      owner: 'first',
-      batchSize: 1000,
-      leaseMs: 10_000,
-      unorderedPatterns: [],
-      deadLettersBlock: true,
-    });
+    const first = await store.claim({ owner: 'first', batchSize: 1000, leaseMs: 10_000 });
     const target = first.filter((m) => m.aggregateId === 'lease:1');
     expect(target).toHaveLength(1);
     await store.settle(
@@ -221,18 +217,29 @@ describe('scheduled dispatcher', () => {
     head = await row('retry:1', 1);
     expect(head?.dead_lettered_at).toBe(now);
     expect(head?.last_error).toMatch(/^gave up after 2 attempts/);
-    // Policy `hold`: the dead letter blocks the aggregate's next ordered message.
+    // Policy `hold`: the dead letter blocks the aggregate's next ordered message — for every
+    // dispatcher, since the policy applies when a message is dead-lettered, as in Postgres.
     expect((await run()).claimed).toBe(0);
     expect(publisher.sent.filter((m) => m.sequence === 2)).toEqual([]);
-    // Policy `skip` lets it go.
-    const skip = await createScheduledDispatcher({
-      db,
-      publisher: fakePublisher(() => ({ status: 'published' })),
-      deadLetterPolicy: 'skip',
-      now: () => now,
-    }).run();
-    expect(skip.published).toBe(1);
-    expect((await row('retry:1', 2))?.dispatched_at).toBe(now);
+    const skipping = (decide: (m: OutgoingMessage) => PublishOutcome) =>
+      createScheduledDispatcher({
+        db,
+        publisher: fakePublisher(decide),
+        deadLetterPolicy: 'skip',
+        now: () => now,
+      }).run();
+    expect((await skipping(() => ({ status: 'published' }))).claimed).toBe(0);
+
+    // Policy `skip`: a dead letter leaves its aggregate's order, and its successor goes.
+    await write('retry:2', ['flaky.send', 'flaky.after']);
+    const skipped = await skipping((m) =>
+      m.aggregateId === 'retry:2' && m.sequence === 1
+        ? { status: 'permanent', error: 'rejected' }
+        : { status: 'published' },
+    );
+    expect(skipped).toMatchObject({ deadLettered: 1, published: 1 });
+    expect((await row('retry:2', 1))?.dead_lettered_at).toBe(now);
+    expect((await row('retry:2', 2))?.dispatched_at).toBe(now);
   });
 
   it('dead-letters a message over the Queues size limit instead of sending it', async () => {
@@ -303,6 +310,26 @@ describe('Cloudflare Queues publisher', () => {
     }).publish(large);
     expect(calls.map((c) => c.length)).toEqual([2, 2, 1]);
     expect(calls[0]![0]).toMatchObject({ contentType: 'json', body: { id: 'm0', sequence: 1 } });
+  });
+
+  it('sends nothing of an aggregate after its first message that was not accepted', async () => {
+    const calls: string[][] = [];
+    const of = (aggregateId: string, sequence: number, bytes: number): OutgoingMessage => ({
+      ...message(sequence, bytes),
+      id: `${aggregateId}${sequence}`,
+      aggregateId,
+      sequence,
+    });
+    const outcomes = await new CloudflareQueuesPublisher({
+      sendBatch: async (b) => void calls.push([...b].map((r) => (r.body as { id: string }).id)),
+    }).publish([of('A', 1, 10), of('A', 2, 130_000), of('A', 3, 10), of('B', 1, 10)]);
+    expect(outcomes.map((o) => o.status)).toEqual([
+      'published',
+      'permanent',
+      'retryable',
+      'published',
+    ]);
+    expect(calls).toEqual([['A1', 'B1']]);
   });
 });
 
