@@ -75,6 +75,13 @@ export function enqueue(
         `messages[${index}].shadow`,
         'shadow mode is not supported by the D1 outbox; write the message live or not at all',
       );
+    // Held messages wait in Postgres for `outbox approve`; D1 has no approval flow, and writing
+    // the message anyway would send an effect nobody approved.
+    if (message.approval)
+      throw new OutboxValidationError(
+        `messages[${index}].requiresApproval`,
+        'approval holds are not supported by the D1 outbox; the message would be sent unapproved',
+      );
     if (message.approval)
       throw new OutboxValidationError(
         `messages[${index}].requiresApproval`,

@@ -106,6 +106,9 @@ describe('D1 writer', () => {
     expect(() => enqueue(db, [{ topic: 't', aggregateId: 'a', payload: 1, shadow: true }])).toThrow(
       /shadow/,
     );
+    expect(() =>
+      enqueue(db, [{ topic: 't', aggregateId: 'a', payload: 1, requiresApproval: true }]),
+    ).toThrow(/messages\[0\]\.requiresApproval: approval holds are not supported/);
     expect(enqueue(db, [])).toHaveLength(0);
   });
 
