@@ -19,7 +19,9 @@
  * 2. `run`: behind each ordered head, its next messages in sequence order — consecutive, stopping
  *    at the first one that is not due, is leased or is dead — so one claim can take up to a batch
  *    of one hot aggregate (the dispatcher sends a run in order and stops at its first failure).
- *    The batch left after the heads is shared evenly between the runs. A recursive CTE walks each
+ *    The batch left after the heads is shared evenly between the runs (integer division: a
+ *    fractional share would let each run take one more and the claim overrun its batch — the
+ *    Durable Object restart test caught 12 claimed for a batch of 10). A recursive CTE walks each
  *    chain one step at a time (a seek for "the next pending ordered sequence", then the row by
  *    id), so a run reads about two rows per message it takes, never the rest of the chain.
  * 3. The UPDATE leases heads and runs and counts an attempt on each.
@@ -76,7 +78,8 @@ heads AS MATERIALIZED (
    LIMIT ?4
 ),
 share AS MATERIALIZED (
-  SELECT (?4 - count(*)) / max(total(ordered), 1) AS per_run FROM heads
+  SELECT CAST((?4 - count(*)) / max(coalesce(sum(ordered), 0), 1) AS INTEGER) AS per_run
+    FROM heads
 ),
 run (id, aggregate_id, sequence, depth) AS (
   SELECT id, aggregate_id, sequence, 0 FROM heads WHERE ordered = 1

@@ -277,6 +277,29 @@ describe('a claim reads rows in proportion to its batch, not the backlog', () =>
 });
 
 describe('ordered runs', () => {
+  it('shares the batch left after the heads between the runs, never more than the batch', async () => {
+    const t0 = 3_900_000_000_000;
+    await db.batch(
+      ['share:1', 'share:2', 'share:3'].flatMap((aggregateId) =>
+        enqueue(
+          db,
+          Array.from({ length: 10 }, (_, n) => ({ topic: 't', aggregateId, payload: n })),
+          { now: () => t0 },
+        ),
+      ),
+    );
+    const { claimed } = await measuredClaim('share', t0, 10);
+    // Three heads, then (10 - 3) / 3 = 2 more behind each.
+    const perAggregate = new Map<string, number[]>();
+    for (const r of claimed)
+      perAggregate.set(r.aggregateId, [...(perAggregate.get(r.aggregateId) ?? []), r.sequence]);
+    expect([...perAggregate.values()].map((s) => s.sort((a, b) => a - b))).toEqual([
+      [1, 2, 3],
+      [1, 2, 3],
+      [1, 2, 3],
+    ]);
+  });
+
   it('a run whose third message fails: 1-2 sent, 3 backs off, 4.. released with attempts unchanged; order kept', async () => {
     const t0 = 4_000_000_000_000;
     await db.batch(
