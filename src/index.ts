@@ -38,7 +38,12 @@ export {
   type PrismaTransactionOptions,
 } from './store/from-prisma.js';
 export type { SqlExecutor } from './store/sql-executor.js';
-export { createOutbox, type OutboxOptions, type OutboxWriter } from './writer/create-outbox.js';
+export {
+  createOutbox,
+  type EnqueueOptions,
+  type OutboxOptions,
+  type OutboxWriter,
+} from './writer/create-outbox.js';
 export { LATEST_VERSION, MIGRATIONS } from './migrations/index.js';
 export type { Migration } from './migrations/migration.js';
 export {

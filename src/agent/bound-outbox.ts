@@ -1,15 +1,16 @@
+import type { Context } from '@opentelemetry/api';
 import type { EnqueuedMessage, OutboxMessage } from '../core/message.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import type { OutboxWriter } from '../writer/create-outbox.js';
-import type { TraceContext } from './trace-context.js';
 
 /** The outbox writer bound to a tool call's transaction: no executor argument to get wrong. */
 export interface BoundOutbox {
   /** Schema of the outbox table written to. */
   readonly schema: string;
   /**
-   * Validates and inserts messages in the tool call's transaction, with the call's trace
-   * context as `traceparent` (a header the message sets itself wins). Rolled back with the call.
+   * Validates and inserts messages in the tool call's transaction. Each call's `create` span is
+   * a child of the tool call's span, and its context is the messages' `traceparent` (a header
+   * the message sets itself wins). Rolled back with the call.
    */
   enqueue(message: OutboxMessage): Promise<EnqueuedMessage>;
   enqueue(messages: readonly OutboxMessage[]): Promise<EnqueuedMessage[]>;
@@ -23,22 +24,19 @@ export interface TrackedOutbox extends BoundOutbox {
   close(): void;
 }
 
-/** Binds `writer` to `tx` and stamps each message with the call's trace context. */
+/**
+ * Binds `writer` to `tx` and to the tool call's OpenTelemetry context, passed to each `enqueue`
+ * explicitly (not through the context manager, which is a no-op when no SDK is installed: the
+ * messages must carry the call's trace context even then).
+ */
 export function bindOutbox(
   writer: OutboxWriter,
   tx: SqlExecutor,
-  trace: TraceContext,
+  callContext: Context,
 ): TrackedOutbox {
   const enqueued: EnqueuedMessage[] = [];
   let closed = false;
-  const traceHeaders: Record<string, string> = { traceparent: trace.traceparent };
-  if (trace.tracestate) traceHeaders.tracestate = trace.tracestate;
-
-  // Non-objects pass through untouched so the writer's validation reports them as it always does.
-  const stamp = (message: OutboxMessage): OutboxMessage =>
-    typeof message === 'object' && message !== null && !Array.isArray(message)
-      ? { ...message, headers: { ...traceHeaders, ...message.headers } }
-      : message;
+  const options = { context: callContext };
 
   async function enqueue(
     input: OutboxMessage | readonly OutboxMessage[],
@@ -49,11 +47,11 @@ export function bindOutbox(
       );
     }
     if (Array.isArray(input)) {
-      const written = await writer.enqueue(tx, (input as readonly OutboxMessage[]).map(stamp));
+      const written = await writer.enqueue(tx, input as readonly OutboxMessage[], options);
       enqueued.push(...written);
       return written;
     }
-    const written = await writer.enqueue(tx, stamp(input as OutboxMessage));
+    const written = await writer.enqueue(tx, input as OutboxMessage, options);
     enqueued.push(written);
     return written;
   }

@@ -1,4 +1,5 @@
 import { tool, type SdkMcpToolDefinition } from '@anthropic-ai/claude-agent-sdk';
+import { context } from '@opentelemetry/api';
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { quoteIdentifier } from '../core/identifier.js';
@@ -7,7 +8,8 @@ import { createOutbox, type OutboxWriter } from '../writer/create-outbox.js';
 import { bindOutbox, type BoundOutbox } from './bound-outbox.js';
 import { claimKeySql, priorResultSql, saveResultSql } from '../sql/tool-calls.js';
 import { committedResult, dedupedResult, failedResult } from './tool-result.js';
-import { resolveTraceContext, type TraceContext } from './trace-context.js';
+import type { TraceContext } from './trace-context.js';
+import { startToolSpan } from './tool-span.js';
 import type { TransactionRunner } from './transaction-runner.js';
 
 /** Name of the input field carrying the caller's idempotency key. */
@@ -123,32 +125,46 @@ export function outboxTool<Shape extends z.ZodRawShape, Trx, Result>(
 
   async function call(args: Record<string, unknown>, extra: unknown): Promise<CallToolResult> {
     const { [IDEMPOTENCY_KEY_FIELD]: key, ...input } = args;
-    const trace = resolveTraceContext((extra as { _meta?: unknown } | undefined)?._meta);
-    const ctx: ToolCallContext = { tool: options.name, idempotencyKey: String(key), ...trace };
+    // The call's span (tool-span.ts): the handler and its enqueue() calls run under it.
+    const span = startToolSpan(
+      options.name,
+      String(key),
+      (extra as { _meta?: unknown } | undefined)?._meta,
+    );
+    const ctx: ToolCallContext = { tool: options.name, idempotencyKey: String(key), ...span.trace };
     let handlerDone = false;
     try {
-      const outcome = await options.transactions.run(async (tx, trx) => {
-        const claimed = await tx.query(sql.claim, [ctx.tool, ctx.idempotencyKey]);
-        if (claimed.rows.length === 0) {
-          const prior = await tx.query<{ result: unknown }>(sql.prior, [
-            ctx.tool,
-            ctx.idempotencyKey,
-          ]);
-          return { deduped: true as const, value: prior.rows[0]?.result ?? null };
-        }
-        const outbox = bindOutbox(writer, tx, trace);
-        try {
-          const value = await options.handler(input as ToolInput<Shape>, { tx, trx, outbox, ctx });
-          await tx.query(sql.save, [ctx.tool, ctx.idempotencyKey, toJsonText(value)]);
-          handlerDone = true;
-          return { deduped: false as const, value, enqueued: [...outbox.enqueued] };
-        } finally {
-          outbox.close();
-        }
-      });
+      const outcome = await context.with(span.context, () =>
+        options.transactions.run(async (tx, trx) => {
+          const claimed = await tx.query(sql.claim, [ctx.tool, ctx.idempotencyKey]);
+          if (claimed.rows.length === 0) {
+            const prior = await tx.query<{ result: unknown }>(sql.prior, [
+              ctx.tool,
+              ctx.idempotencyKey,
+            ]);
+            return { deduped: true as const, value: prior.rows[0]?.result ?? null };
+          }
+          const outbox = bindOutbox(writer, tx, span.context);
+          try {
+            const value = await options.handler(input as ToolInput<Shape>, {
+              tx,
+              trx,
+              outbox,
+              ctx,
+            });
+            await tx.query(sql.save, [ctx.tool, ctx.idempotencyKey, toJsonText(value)]);
+            handlerDone = true;
+            return { deduped: false as const, value, enqueued: [...outbox.enqueued] };
+          } finally {
+            outbox.close();
+          }
+        }),
+      );
+      span.end(outcome.deduped);
       if (outcome.deduped) return dedupedResult(outcome.value);
       return committedResult(outcome.value, outcome.enqueued, options.summarize?.(outcome.value));
     } catch (error) {
+      span.fail(error);
       return failedResult(error, handlerDone);
     }
   }

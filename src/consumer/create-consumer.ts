@@ -1,3 +1,4 @@
+import { context } from '@opentelemetry/api';
 import { backoffDelayMs, type BackoffOptions } from '../core/backoff.js';
 import { EnvelopeError, parseEnvelope, type Envelope } from '../publishers/envelope.js';
 import { ack, dead, retry, type DeliveryResult } from './delivery-result.js';
@@ -11,6 +12,7 @@ import {
   type OrderingOptions,
 } from './ordering.js';
 import { startHeartbeat } from './heartbeat.js';
+import { endProcessSpan, startProcessSpan } from './process-span.js';
 
 /** Options shared by both modes of {@link createConsumer}. */
 export interface ConsumerBaseOptions {
@@ -68,6 +70,12 @@ export type ConsumerOptions<Trx = unknown> =
 export interface DeliveryMeta {
   /** Delivery attempt, 1 for the first. */
   attempt?: number;
+  /**
+   * The broker the delivery came from, as OpenTelemetry's `messaging.system` on the delivery's
+   * `process` span (`nats`, `rabbitmq`, `redis`, `http`, `memory`; the bindings set it).
+   * Default `agent_outbox`.
+   */
+  messagingSystem?: string;
 }
 
 /** An idempotent consumer; feed it deliveries from a broker binding. */
@@ -76,6 +84,8 @@ export interface Consumer {
   /**
    * Handles one delivery — a parsed envelope, or the raw body (string/bytes), which is parsed
    * here so a malformed one ends as `dead` — and says what the binding must do. Never throws.
+   * Records a `process` span (OpenTelemetry, a no-op without an SDK) parented on the message's
+   * `traceparent`; the handler runs in it.
    */
   handle(delivery: Envelope | string | Uint8Array, meta?: DeliveryMeta): Promise<DeliveryResult>;
 }
@@ -239,7 +249,12 @@ export function createConsumer<Trx = unknown>(options: ConsumerOptions<Trx>): Co
         const detail = error instanceof EnvelopeError ? error.message : safeErrorText(error);
         result = dead('poison', undefined, detail);
       }
-      if (message) result = await run(message, meta.attempt);
+      const traced = startProcessSpan(name, options.mode, message, meta);
+      if (message) {
+        const parsed = message;
+        result = await context.with(traced.context, () => run(parsed, meta.attempt));
+      }
+      endProcessSpan(traced.span, result!);
       try {
         options.onResult?.(result!, message);
       } catch {

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
+import { context } from '@opentelemetry/api';
 import { OutboxValidationError } from '../core/errors.js';
 import type { OutgoingMessage, Publisher } from '../publishers/publisher.js';
 import { TypedEmitter, type DispatcherEventMap } from './events.js';
@@ -11,6 +12,7 @@ import {
 import { addUnorderedTopics } from './unordered-topics.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { publishInOrder, type MessageFate } from './ordered-publish.js';
+import { startBatchTrace, traceClaimFailure } from './dispatch-spans.js';
 import { repairHeads } from './repair-heads.js';
 import type { OutboxStore, Settlement } from './outbox-store.js';
 import { PgOutboxStore } from './pg-outbox-store.js';
@@ -357,6 +359,7 @@ class PollingDispatcher implements Dispatcher {
         this.#consecutiveClaimFailures++;
         this.#stats.claimFailures++;
         const err = toError(error);
+        traceClaimFailure(this.id, owner, started, err);
         this.#events.emit('dispatcher:claim:failure', {
           error: err,
           retryInMs: this.#claimRetryDelay(),
@@ -376,6 +379,8 @@ class PollingDispatcher implements Dispatcher {
       if (messages.length === 0) return 0;
       this.#stats.batches++;
       this.#stats.claimed += messages.length;
+      // Undefined without an OpenTelemetry SDK: then no span work at all (dispatch-spans.ts).
+      const batch = startBatchTrace(this.id, owner, messages, started);
 
       if (this.#state === 'stopping') {
         // Nothing was handed to the publisher yet: give the messages back right away.
@@ -385,6 +390,7 @@ class PollingDispatcher implements Dispatcher {
             messages.map((m) => m.rowId),
           )
           .catch(() => undefined);
+        batch?.end(messages.map((m) => ({ rowId: m.rowId, kind: 'release' })));
         return 0;
       }
 
@@ -395,6 +401,7 @@ class PollingDispatcher implements Dispatcher {
         maxAttempts: this.#options.maxAttempts,
         deadline: leaseDeadline - Math.max(500, this.#options.leaseMs * 0.1),
         timeoutError: `publish did not finish within the lease (${this.#options.leaseMs} ms)`,
+        trace: batch,
         onOutcomes: (sent, outcomes, durationMs) =>
           sent.forEach((message, i) =>
             this.#events.emit('dispatcher:publish:outcome', {
@@ -408,9 +415,11 @@ class PollingDispatcher implements Dispatcher {
       await pipeline.settling;
       this.#inFlight++;
       pipeline.pending = true;
-      pipeline.settling = this.#settle(owner, settlements, messages, leaseDeadline).finally(() => {
+      const settle = () => this.#settle(owner, settlements, messages, leaseDeadline);
+      pipeline.settling = (batch ? context.with(batch.context, settle) : settle()).finally(() => {
         this.#inFlight--;
         this.#notifyIdle();
+        batch?.end(settlements);
       });
       return messages.length;
     } finally {

@@ -1,9 +1,11 @@
+import { context } from '@opentelemetry/api';
 import {
   errorText,
   type OutgoingMessage,
   type PublishOutcome,
   type Publisher,
 } from '../publishers/publisher.js';
+import type { BatchTrace } from './dispatch-spans.js';
 
 /** What became of one claimed message in {@link publishInOrder}. */
 export type MessageFate =
@@ -22,6 +24,11 @@ export interface OrderedPublishOptions {
   deadline: number;
   /** Error text of messages whose publish call was abandoned at the deadline. */
   timeoutError: string;
+  /**
+   * The batch's tracing (dispatch-spans.ts): a `send` span per message around the call that
+   * carries it, the call made in the batch span's context. Undefined: no tracing.
+   */
+  trace?: BatchTrace;
   /** Called once per publish call with the messages and their outcomes. */
   onOutcomes?: (
     messages: readonly OutgoingMessage[],
@@ -168,15 +175,19 @@ async function call(
   const started = Date.now();
   const controller = new AbortController();
   let timer: NodeJS.Timeout | undefined;
+  const spans = options.trace?.send(publisher, messages);
+  const handed = spans?.messages ?? messages;
   const timedOut = new Promise<'timeout'>((resolve) => {
     timer = setTimeout(() => resolve('timeout'), Math.max(0, options.deadline - started));
   });
   let outcomes: PublishOutcome[];
   try {
-    const result = await Promise.race([
-      publisher.publish(messages, { signal: controller.signal }),
-      timedOut,
-    ]);
+    const publishing = options.trace
+      ? context.with(options.trace.context, () =>
+          publisher.publish(handed, { signal: controller.signal }),
+        )
+      : publisher.publish(handed, { signal: controller.signal });
+    const result = await Promise.race([publishing, timedOut]);
     if (result === 'timeout') {
       controller.abort();
       outcomes = messages.map(() => ({ status: 'retryable', error: options.timeoutError }));
@@ -194,6 +205,7 @@ async function call(
   } finally {
     clearTimeout(timer);
   }
+  spans?.end(outcomes);
   options.onOutcomes?.(messages, outcomes, Date.now() - started);
   return outcomes;
 }

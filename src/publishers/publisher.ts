@@ -76,6 +76,12 @@ export interface Publisher {
    * run in one call instead of one call per message.
    */
   readonly ordersWithinCall?: boolean;
+  /**
+   * The broker `message` goes to, as OpenTelemetry's `messaging.system` (`nats`, `rabbitmq`,
+   * `redis`, `kafka`, `aws_sqs`, `http`): named on the dispatcher's `send` span of the message.
+   * A router answers per message; a publisher without it is reported as `unknown`.
+   */
+  messagingSystem?(message: OutgoingMessage): string;
   /** Releases connections. Called once, by whoever created the publisher. */
   close?(): Promise<void>;
 }

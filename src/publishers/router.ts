@@ -72,6 +72,13 @@ export class Router implements Publisher {
     return plain;
   }
 
+  /** The `messaging.system` of the publisher `message` is routed to (`unknown` when none is). */
+  messagingSystem(message: OutgoingMessage): string {
+    const route = this.#routes.find((candidate) => candidate.matches(message.topic));
+    const publisher = route?.publisher ?? this.#fallback;
+    return publisher?.messagingSystem?.(message) ?? 'unknown';
+  }
+
   async publish(
     messages: readonly OutgoingMessage[],
     options: PublishOptions = {},

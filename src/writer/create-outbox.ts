@@ -1,7 +1,9 @@
+import { context, SpanKind, type Context } from '@opentelemetry/api';
 import { OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import { HEADER, type EnqueuedMessage, type OutboxMessage } from '../core/message.js';
-import { activeTraceHeaders } from '../core/trace.js';
+import { ATTR, OUTBOX_MESSAGING_SYSTEM, outboxTracer, recordFailure } from '../core/telemetry.js';
+import { traceHeadersOf } from '../core/trace.js';
 import {
   resolveLimits,
   validateMessages,
@@ -22,8 +24,23 @@ export interface OutboxOptions {
   maxHeadersBytes?: number;
   /** `schema_version` header written when a message gives none. Default `"1"`. */
   defaultSchemaVersion?: string;
-  /** Capture the active OpenTelemetry span as a `traceparent` header. Default true. */
+  /**
+   * Write the trace context of each `enqueue()` call's `create` span (a child of the active
+   * OpenTelemetry span) as the messages' `traceparent` header, so the dispatch and the consumer
+   * join the caller's trace. With no OpenTelemetry SDK installed that is the active span's own
+   * context (none without one). A header the message sets itself wins. Default true.
+   */
   captureTraceContext?: boolean;
+}
+
+/** Per-call options of {@link OutboxWriter.enqueue}. */
+export interface EnqueueOptions {
+  /**
+   * OpenTelemetry context to start the call's `create` span in (its parent). Default: the active
+   * context. For callers that cannot rely on a context manager: the agent tool helper passes its
+   * tool-call span this way, so the trace holds even when no SDK is installed.
+   */
+  context?: Context;
 }
 
 /** Writes messages on the caller's transaction. Create one with {@link createOutbox}. */
@@ -35,8 +52,16 @@ export interface OutboxWriter {
    * Nothing is written when any message is invalid; an empty array writes nothing. The rows
    * become visible to dispatchers only when the caller commits — and vanish if it rolls back.
    */
-  enqueue(executor: SqlExecutor, message: OutboxMessage): Promise<EnqueuedMessage>;
-  enqueue(executor: SqlExecutor, messages: readonly OutboxMessage[]): Promise<EnqueuedMessage[]>;
+  enqueue(
+    executor: SqlExecutor,
+    message: OutboxMessage,
+    options?: EnqueueOptions,
+  ): Promise<EnqueuedMessage>;
+  enqueue(
+    executor: SqlExecutor,
+    messages: readonly OutboxMessage[],
+    options?: EnqueueOptions,
+  ): Promise<EnqueuedMessage[]>;
 }
 
 /**
@@ -67,6 +92,7 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
   async function enqueueMany(
     executor: SqlExecutor,
     messages: readonly OutboxMessage[],
+    parent: Context,
   ): Promise<EnqueuedMessage[]> {
     if (!isSqlExecutor(executor)) {
       throw new OutboxValidationError(
@@ -76,9 +102,30 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
     }
     if (!Array.isArray(messages))
       throw new OutboxValidationError('messages', 'must be a message object or an array of them');
+    if (messages.length === 0) return [];
+    const span = startCreateSpan(messages, parent);
+    try {
+      const enqueued = await insert(
+        executor,
+        messages,
+        captureTrace ? traceHeadersOf(span.spanContext()) : {},
+      );
+      if (enqueued.length === 1) span.setAttribute(ATTR.messagingMessageId, enqueued[0]!.messageId);
+      return enqueued;
+    } catch (error) {
+      recordFailure(span, error instanceof Error ? error.name : 'Error', error);
+      throw error;
+    } finally {
+      span.end();
+    }
+  }
+
+  async function insert(
+    executor: SqlExecutor,
+    messages: readonly OutboxMessage[],
+    traceHeaders: Record<string, string>,
+  ): Promise<EnqueuedMessage[]> {
     const valid = validateMessages(messages, limits);
-    if (valid.length === 0) return [];
-    const traceHeaders = captureTrace ? activeTraceHeaders() : {};
     const batch = valid.map((message, index) => ({
       aggregateId: message.aggregateId,
       json: rowJson(message, messages[index] as OutboxMessage, traceHeaders, defaultSchemaVersion),
@@ -106,12 +153,43 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
 
   return {
     schema: schemaName,
-    enqueue: (async (executor: SqlExecutor, input: OutboxMessage | readonly OutboxMessage[]) => {
-      if (Array.isArray(input)) return enqueueMany(executor, input);
-      const [one] = await enqueueMany(executor, [input as OutboxMessage]);
+    enqueue: (async (
+      executor: SqlExecutor,
+      input: OutboxMessage | readonly OutboxMessage[],
+      callOptions?: EnqueueOptions,
+    ) => {
+      const parent = callOptions?.context ?? context.active();
+      if (Array.isArray(input)) return enqueueMany(executor, input, parent);
+      const [one] = await enqueueMany(executor, [input as OutboxMessage], parent);
       return one;
     }) as OutboxWriter['enqueue'],
   };
+}
+
+/**
+ * The `create` span of one `enqueue()` call (kind PRODUCER, messaging semantic conventions):
+ * named after the topic when the call has one, with the message count for a batch. Started
+ * before validation so that a rejected call shows up failed in the caller's trace.
+ */
+function startCreateSpan(messages: readonly OutboxMessage[], parent: Context) {
+  const first = (messages[0] as Partial<OutboxMessage> | undefined)?.topic;
+  const topic =
+    typeof first === 'string' &&
+    messages.every((m) => (m as Partial<OutboxMessage> | undefined)?.topic === first)
+      ? first
+      : undefined;
+  const attributes: Record<string, string | number> = {
+    [ATTR.messagingSystem]: OUTBOX_MESSAGING_SYSTEM,
+    [ATTR.messagingOperationName]: 'create',
+    [ATTR.messagingOperationType]: 'create',
+  };
+  if (topic !== undefined) attributes[ATTR.messagingDestinationName] = topic;
+  if (messages.length > 1) attributes[ATTR.messagingBatchMessageCount] = messages.length;
+  return outboxTracer().startSpan(
+    topic === undefined ? 'create' : `create ${topic}`,
+    { kind: SpanKind.PRODUCER, attributes },
+    parent,
+  );
 }
 
 /**

@@ -136,7 +136,7 @@ export function createHttpReceiver(
           return;
         }
       }
-      consumer.handle(body).then(
+      consumer.handle(body, { messagingSystem: 'http' }).then(
         (result) => finish(response, result),
         () => reply(response, 500, { error: 'receiver failure' }),
       );

@@ -62,7 +62,10 @@ export function bindInMemory(
   const deliver = async (message: OutgoingMessage, attempt: number): Promise<void> => {
     busy += 1;
     try {
-      const result = await consumer.handle(toEnvelope(message), { attempt });
+      const result = await consumer.handle(toEnvelope(message), {
+        attempt,
+        messagingSystem: 'memory',
+      });
       options.onResult?.(result, message);
       if (result.action === 'dead') deadLetters.push({ message, result });
       if (result.action === 'retry' && !stopped) {

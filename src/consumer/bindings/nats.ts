@@ -73,7 +73,10 @@ export async function bindNatsJetStream(
     timer?.unref();
     let result;
     try {
-      result = await consumer.handle(message.data, { attempt: message.info.deliveryCount });
+      result = await consumer.handle(message.data, {
+        attempt: message.info.deliveryCount,
+        messagingSystem: 'nats',
+      });
     } finally {
       clearInterval(timer);
     }

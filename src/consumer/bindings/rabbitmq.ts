@@ -83,7 +83,10 @@ export async function bindRabbitMq(
   };
 
   const settle = async (message: AmqpMessageLike) => {
-    const result = await consumer.handle(message.content, { attempt: attemptOf(message) });
+    const result = await consumer.handle(message.content, {
+      attempt: attemptOf(message),
+      messagingSystem: 'rabbitmq',
+    });
     observe(options, result, message);
     if (result.action === 'ack') safely(() => channel.ack(message));
     else if (result.action === 'retry') requeueLater(message, result.delayMs ?? 0);

@@ -83,7 +83,9 @@ export async function bindRedisStreams(
     const waitUntil = notBefore.get(entry.id);
     if (waitUntil !== undefined && Date.now() < waitUntil) return; // stays pending, re-claimed later
     notBefore.delete(entry.id);
-    const result = await consumer.handle(entry.fields.envelope ?? '');
+    const result = await consumer.handle(entry.fields.envelope ?? '', {
+      messagingSystem: 'redis',
+    });
     observe(options, result, entry);
     if (result.action === 'retry') {
       notBefore.set(entry.id, Date.now() + (result.delayMs ?? 0));

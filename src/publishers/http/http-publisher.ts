@@ -2,6 +2,7 @@ import { toEnvelope } from '../envelope.js';
 import { mapWithConcurrency } from '../concurrency.js';
 import { permanent, published, retryable } from '../outcomes.js';
 import type { OutgoingMessage, PublishOptions, PublishOutcome, Publisher } from '../publisher.js';
+import { brokerTraceHeaders } from '../trace-headers.js';
 import { classifyStatus, parseRetryAfter } from './http-status.js';
 import { parseWebhookSecrets, signWebhook, WEBHOOK_SECRET_PREFIX } from './standard-webhooks.js';
 
@@ -56,8 +57,6 @@ export const DEFAULT_HTTP_TIMEOUT_MS = 10_000;
 /** Default number of concurrent requests per call of {@link HttpPublisher}. */
 export const DEFAULT_HTTP_CONCURRENCY = 16;
 
-/** Message headers that are also sent as HTTP headers, so HTTP tracing sees the trace. */
-const FORWARDED_HEADERS = ['traceparent', 'tracestate'] as const;
 /** How much of an error response body goes into the error text. */
 const BODY_EXCERPT_LENGTH = 200;
 
@@ -120,6 +119,11 @@ export class HttpPublisher implements Publisher {
     if (!(this.#concurrency >= 1)) throw new RangeError('concurrency must be >= 1');
   }
 
+  /** `http`: the `messaging.system` of this publisher's `send` spans. */
+  messagingSystem(): string {
+    return 'http';
+  }
+
   async publish(
     messages: readonly OutgoingMessage[],
     options: PublishOptions = {},
@@ -141,10 +145,10 @@ export class HttpPublisher implements Publisher {
       'content-type': 'application/json',
       'idempotency-key': message.id,
     };
-    for (const name of FORWARDED_HEADERS) {
-      const value = message.headers[name];
+    // The trace context as HTTP headers too, so HTTP tracing on the receiver sees the trace.
+    for (const [name, value] of Object.entries(brokerTraceHeaders(message))) {
       // A header value fetch would refuse must not turn the whole request into a network error.
-      if (value !== undefined && /^[\x20-\x7e]*$/.test(value)) headers[name] = value;
+      if (/^[\x20-\x7e]*$/.test(value)) headers[name] = value;
     }
     // Signed and sent as this one string: what the receiver verifies is byte for byte what it got.
     const body = JSON.stringify(toEnvelope(message));

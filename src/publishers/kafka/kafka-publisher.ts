@@ -49,6 +49,11 @@ export class KafkaPublisher implements Publisher {
     this.#options = options;
   }
 
+  /** `kafka`: the `messaging.system` of this publisher's `send` spans. */
+  messagingSystem(): string {
+    return 'kafka';
+  }
+
   async publish(
     messages: readonly OutgoingMessage[],
     options: PublishOptions = {},

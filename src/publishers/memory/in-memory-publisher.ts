@@ -28,6 +28,11 @@ export class InMemoryPublisher implements Publisher {
     return () => this.#listeners.delete(listener);
   }
 
+  /** `memory`: the `messaging.system` of this publisher's `send` spans. */
+  messagingSystem(): string {
+    return 'memory';
+  }
+
   async publish(messages: readonly OutgoingMessage[]): Promise<PublishOutcome[]> {
     return messages.map((message) => {
       const injected = this.#inject?.(message);

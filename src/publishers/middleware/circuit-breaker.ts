@@ -85,6 +85,7 @@ export function circuitBreaker(options: CircuitBreakerOptions = {}): PublisherMi
           if (probe) probing = false;
         }
       },
+      messagingSystem: next.messagingSystem?.bind(next),
       close: next.close?.bind(next),
     };
   };

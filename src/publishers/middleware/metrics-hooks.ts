@@ -44,6 +44,7 @@ export function metricsHooks(hooks: MetricsHooks): PublisherMiddleware {
       }
       return outcomes;
     },
+    messagingSystem: next.messagingSystem?.bind(next),
     close: next.close?.bind(next),
   });
 }

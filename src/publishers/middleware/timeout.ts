@@ -35,6 +35,7 @@ export function timeout(ms: number): PublisherMiddleware {
         clearTimeout(timer);
       }
     },
+    messagingSystem: next.messagingSystem?.bind(next),
     close: next.close?.bind(next),
   });
 }

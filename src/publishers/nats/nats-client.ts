@@ -10,12 +10,17 @@ export interface NatsPubAckLike {
   duplicate: boolean;
 }
 
+/** `MsgHdrs`: the NATS message headers, as far as the publisher writes them. */
+export interface NatsHeadersLike {
+  set(key: string, value: string): void;
+}
+
 /** `JetStreamClient`, publish only. */
 export interface NatsJetStreamLike {
   publish(
     subject: string,
     payload: Uint8Array,
-    options: { msgID?: string; timeout?: number },
+    options?: { msgID?: string; timeout?: number; headers?: NatsHeadersLike },
   ): Promise<NatsPubAckLike>;
 }
 
@@ -39,8 +44,13 @@ export interface NatsConnectionLike {
   close(): Promise<void>;
 }
 
-/** The module function used when the publisher connects itself. */
+/**
+ * The module functions the publisher uses: `connect` when it connects itself, `headers` to make
+ * the NATS headers that carry the trace context (without it, the trace travels in the envelope
+ * only).
+ */
 export interface NatsModuleLike {
+  headers?(): NatsHeadersLike;
   connect(options: {
     servers: string;
     user?: string;

@@ -3,7 +3,13 @@ import { mapWithConcurrency } from '../concurrency.js';
 import { importPeer } from '../optional-peer.js';
 import { allRetryable, permanent, published, retryable } from '../outcomes.js';
 import type { OutgoingMessage, PublishOptions, PublishOutcome, Publisher } from '../publisher.js';
-import type { NatsConnectionLike, NatsJetStreamLike, NatsModuleLike } from './nats-client.js';
+import { brokerTraceHeaders } from '../trace-headers.js';
+import type {
+  NatsConnectionLike,
+  NatsHeadersLike,
+  NatsJetStreamLike,
+  NatsModuleLike,
+} from './nats-client.js';
 import { JetStreamStream, type NatsStreamReport } from './jetstream-stream.js';
 
 /** Options of {@link NatsJetStreamPublisher}. */
@@ -74,6 +80,8 @@ interface Session {
   jetstream: NatsJetStreamLike;
   /** Present when the publisher manages the stream (`stream` option). */
   stream: JetStreamStream | undefined;
+  /** The `nats` module's `headers()`, when the module could be loaded. */
+  headers: (() => NatsHeadersLike) | undefined;
 }
 
 /**
@@ -81,7 +89,8 @@ interface Session {
  * stream". The message id goes out as `Nats-Msg-Id`: within the stream's duplicate window
  * (default 2 min) a re-publish is dropped by the server and acknowledged with `duplicate: true`,
  * which counts as published — the first copy is stored. The body is the envelope JSON (message
- * headers travel inside it; no NATS headers besides `Nats-Msg-Id` are set).
+ * headers travel inside it); the NATS headers are `Nats-Msg-Id` and the W3C trace context
+ * (`traceparent`, `tracestate`), for consumers that continue the trace from NATS headers.
  *
  * Outcomes: an unreachable server, a missing stream (no responders) or a PubAck timeout is
  * `retryable`; a payload above the server's `max_payload` or the stream's `max_msg_size`, or a
@@ -97,6 +106,11 @@ export class NatsJetStreamPublisher implements Publisher {
   constructor(options: NatsJetStreamPublisherOptions) {
     this.#options = options;
     this.#ownsConnection = typeof options.connection === 'string';
+  }
+
+  /** `nats`: the `messaging.system` of this publisher's `send` spans. */
+  messagingSystem(): string {
+    return 'nats';
   }
 
   async publish(
@@ -134,6 +148,7 @@ export class NatsJetStreamPublisher implements Publisher {
         await session.jetstream.publish(subject, encode(message), {
           msgID: message.id,
           timeout: this.#options.ackTimeoutMs ?? 5000,
+          ...traceHeaders(session, message),
         });
         return published();
       } catch (error) {
@@ -182,14 +197,18 @@ export class NatsJetStreamPublisher implements Publisher {
 
   async #open(): Promise<Session> {
     let connection: NatsConnectionLike;
+    let nats: NatsModuleLike | undefined;
+    const load =
+      this.#options.loadModule ??
+      (() => importPeer('nats', 'NatsJetStreamPublisher', () => import('nats')));
     if (typeof this.#options.connection === 'string') {
-      const load =
-        this.#options.loadModule ??
-        (() => importPeer('nats', 'NatsJetStreamPublisher', () => import('nats')));
-      const nats = (await load()) as NatsModuleLike;
+      nats = (await load()) as NatsModuleLike;
       connection = await nats.connect(connectOptions(this.#options.connection));
     } else {
       connection = this.#options.connection;
+      // Only for headers(): a connection from another client (@nats-io/transport-node) still
+      // publishes, with the trace context in the envelope only.
+      nats = (await load().catch(() => undefined)) as NatsModuleLike | undefined;
     }
     let stream: JetStreamStream | undefined;
     if (this.#options.stream) {
@@ -206,7 +225,12 @@ export class NatsJetStreamPublisher implements Publisher {
         throw error;
       }
     }
-    return { connection, jetstream: connection.jetstream(), stream };
+    return {
+      connection,
+      jetstream: connection.jetstream(),
+      stream,
+      headers: nats?.headers?.bind(nats),
+    };
   }
 
   get #streamName(): string {
@@ -244,6 +268,16 @@ export class NatsJetStreamPublisher implements Publisher {
     }
     return permanent(error);
   }
+}
+
+/** The trace context as NATS headers (`Nats-Msg-Id` is added to them by `msgID`). */
+function traceHeaders(session: Session, message: OutgoingMessage): { headers?: NatsHeadersLike } {
+  if (!session.headers) return {};
+  const trace = brokerTraceHeaders(message);
+  if (trace.traceparent === undefined) return {};
+  const headers = session.headers();
+  for (const [key, value] of Object.entries(trace)) headers.set(key, value);
+  return { headers };
 }
 
 function encode(message: OutgoingMessage): Uint8Array {

@@ -1,4 +1,5 @@
 import { toEnvelope } from '../envelope.js';
+import { brokerTraceHeaders } from '../trace-headers.js';
 import { importPeer } from '../optional-peer.js';
 import { allRetryable, published, retryable } from '../outcomes.js';
 import type { OutgoingMessage, PublishOptions, PublishOutcome, Publisher } from '../publisher.js';
@@ -65,6 +66,11 @@ export class RabbitMqPublisher implements Publisher {
     this.#exchange = options.exchange ?? DEFAULT_AMQP_EXCHANGE;
   }
 
+  /** `rabbitmq`: the `messaging.system` of this publisher's `send` spans. */
+  messagingSystem(): string {
+    return 'rabbitmq';
+  }
+
   async publish(
     messages: readonly OutgoingMessage[],
     options: PublishOptions = {},
@@ -124,7 +130,9 @@ export class RabbitMqPublisher implements Publisher {
             type: message.topic,
             appId: 'agent-outbox',
             timestamp: Math.floor(message.createdAt.getTime() / 1000),
-            headers: message.headers,
+            headers: message.headers.traceparent
+              ? message.headers
+              : { ...message.headers, ...brokerTraceHeaders(message) },
           },
           (error) =>
             settle(

@@ -1,4 +1,5 @@
 import { toEnvelope } from '../envelope.js';
+import { brokerTraceHeaders } from '../trace-headers.js';
 import { mapWithConcurrency } from '../concurrency.js';
 import { importPeer } from '../optional-peer.js';
 import { published, retryable } from '../outcomes.js';
@@ -36,7 +37,8 @@ export const DEFAULT_REDIS_DEDUP_TTL_MS = 24 * 60 * 60 * 1000;
 
 /**
  * Appends each message to the Redis stream `<prefix><topic>` with fields `id`, `topic`,
- * `aggregateId`, `sequence` and `envelope` (the envelope JSON, which carries payload and headers).
+ * `aggregateId`, `sequence` and `envelope` (the envelope JSON, which carries payload and headers),
+ * plus `traceparent` (and `tracestate`) when the message has a trace context.
  * A Lua script checks and sets `<prefix>dedup:<id>` in the same atomic step as the XADD, so a
  * re-publish within `dedupTtlMs` adds no second entry (and counts as published). Every Redis error
  * (connection refused, timeout, WRONGTYPE, OOM) is `retryable`.
@@ -55,6 +57,11 @@ export class RedisStreamsPublisher implements Publisher {
   /** The stream key a topic goes to. */
   streamKey(topic: string): string {
     return this.#prefix + topic;
+  }
+
+  /** `redis`: the `messaging.system` of this publisher's `send` spans. */
+  messagingSystem(): string {
+    return 'redis';
   }
 
   async publish(
@@ -99,6 +106,7 @@ export class RedisStreamsPublisher implements Publisher {
       message.sequence,
       'envelope',
       JSON.stringify(toEnvelope(message)),
+      ...Object.entries(brokerTraceHeaders(message)).flat(),
     ];
     try {
       return await client.evalsha(XADD_ONCE_SHA1, 2, ...args);

@@ -58,6 +58,11 @@ export class SqsPublisher implements Publisher {
     this.#fifo = options.fifo ?? /\.fifo\/?$/.test(options.queueUrl);
   }
 
+  /** `aws_sqs`: the `messaging.system` of this publisher's `send` spans. */
+  messagingSystem(): string {
+    return 'aws_sqs';
+  }
+
   async publish(
     messages: readonly OutgoingMessage[],
     options: PublishOptions = {},

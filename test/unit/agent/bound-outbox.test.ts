@@ -1,5 +1,7 @@
+import { ROOT_CONTEXT, trace } from '@opentelemetry/api';
 import { describe, expect, it } from 'vitest';
 import { bindOutbox } from '../../../src/agent/bound-outbox.js';
+import { spanContextFromHeaders } from '../../../src/core/trace.js';
 import { createOutbox, type OutboxMessage, type SqlExecutor } from '../../../src/index.js';
 
 /** Records the batch the writer sends and answers like the insert statement. */
@@ -26,22 +28,28 @@ function recordingExecutor() {
   return { executor, batches };
 }
 
-const trace = { traceId: 'a'.repeat(32), traceparent: `00-${'a'.repeat(32)}-${'b'.repeat(16)}-01` };
+const traceparent = `00-${'a'.repeat(32)}-${'b'.repeat(16)}-01`;
+/** A tool call's context as it is with no OpenTelemetry SDK: the caller's span context only. */
+const callContext = (tracestate?: string) =>
+  trace.setSpanContext(
+    ROOT_CONTEXT,
+    spanContextFromHeaders({ traceparent, ...(tracestate && { tracestate }) })!,
+  );
 const message: OutboxMessage = { topic: 'mail.send', aggregateId: 'order:1', payload: {} };
 
 describe('bindOutbox', () => {
-  it('stamps the call trace context, but a header the message sets wins', async () => {
+  it('writes the call trace context without an SDK or context manager, but a header the message sets wins', async () => {
     const { executor, batches } = recordingExecutor();
-    const outbox = bindOutbox(createOutbox(), executor, { ...trace, tracestate: 'v=1' });
+    const outbox = bindOutbox(createOutbox(), executor, callContext('v=1'));
     await outbox.enqueue([message, { ...message, headers: { traceparent: 'mine' } }]);
-    expect(batches[0]![0]!.h).toMatchObject({ traceparent: trace.traceparent, tracestate: 'v=1' });
+    expect(batches[0]![0]!.h).toMatchObject({ traceparent, tracestate: 'v=1' });
     expect(batches[0]![1]!.h.traceparent).toBe('mine');
     expect(outbox.enqueued).toHaveLength(2);
   });
 
   it('refuses to write after the call ended', async () => {
     const { executor, batches } = recordingExecutor();
-    const outbox = bindOutbox(createOutbox(), executor, trace);
+    const outbox = bindOutbox(createOutbox(), executor, callContext());
     await outbox.enqueue(message);
     outbox.close();
     await expect(outbox.enqueue(message)).rejects.toThrow(/after the tool call ended/);
@@ -50,7 +58,7 @@ describe('bindOutbox', () => {
 
   it('leaves invalid messages to the writer validation', async () => {
     const { executor } = recordingExecutor();
-    const outbox = bindOutbox(createOutbox(), executor, trace);
+    const outbox = bindOutbox(createOutbox(), executor, callContext());
     await expect(outbox.enqueue('nope' as unknown as OutboxMessage)).rejects.toThrow();
   });
 });

@@ -1,0 +1,185 @@
+import {
+  context,
+  isSpanContextValid,
+  SpanKind,
+  trace,
+  type Attributes,
+  type Context,
+  type Link,
+  type Span,
+} from '@opentelemetry/api';
+import { ATTR, outboxTracer, recordFailure } from '../core/telemetry.js';
+import { spanContextFromHeaders, traceHeadersOf } from '../core/trace.js';
+import type { OutgoingMessage, PublishOutcome, Publisher } from '../publishers/publisher.js';
+import type { Settlement } from './outbox-store.js';
+
+/**
+ * The dispatcher's spans (issue 19):
+ *
+ * - one `dispatch batch` span (INTERNAL) per claim that found messages: claim → publish → settle,
+ *   started at the claim, ended when the settle is done, linked to the stored context of each
+ *   message (up to {@link MAX_LINKS}); its own trace, since a batch carries messages of many;
+ * - one `send <topic>` span (PRODUCER) per message handed to the publisher, around the publish
+ *   call that carries it, PARENTED on the message's stored context (its `create` span: the
+ *   tool call's trace continues) and linked to the batch span. A message written without a
+ *   trace context gets its send span under the batch span, and that span's context as its
+ *   `traceparent` on the wire (semantic conventions: with no creation context, the send context
+ *   is propagated).
+ *
+ * Without an SDK, {@link startBatchTrace} notices (the API's no-op tracer hands out an invalid
+ * span context for a root span) and returns undefined: no per-message work at all, which is what
+ * keeps the no-op path free on the hot path (bench `tracing_overhead`). With an SDK whose sampler
+ * drops the batch span, send spans are still made: a ParentBased sampler samples them by their
+ * message's trace, not by the batch's.
+ */
+
+/** Links a batch span carries at most (the SDK's default span link limit). */
+export const MAX_LINKS = 128;
+
+/** The tracing of one batch: see the module comment. */
+export interface BatchTrace {
+  /** The batch span's context: publish calls and the settle run in it. */
+  readonly context: Context;
+  /** Starts the send spans of one publish call. */
+  send(publisher: Publisher, messages: readonly OutgoingMessage[]): SendSpans;
+  /** Ends the batch span with what the settle planned for each message. */
+  end(settlements: readonly Settlement[]): void;
+}
+
+/** The send spans of one publish call. */
+export interface SendSpans {
+  /**
+   * The messages to hand to the publisher: the claimed ones, except that a message without a
+   * stored trace context is a copy carrying its send span's.
+   */
+  readonly messages: readonly OutgoingMessage[];
+  /** Ends each message's span with its outcome (same order). */
+  end(outcomes: readonly PublishOutcome[]): void;
+}
+
+/**
+ * Starts the batch span of a claim (at `startTime`, when the claim began), or returns undefined
+ * when no OpenTelemetry SDK is registered.
+ */
+export function startBatchTrace(
+  dispatcherId: string,
+  owner: string,
+  messages: readonly OutgoingMessage[],
+  startTime: number,
+): BatchTrace | undefined {
+  const tracer = outboxTracer();
+  const parent = context.active();
+  const span = tracer.startSpan(
+    'dispatch batch',
+    {
+      kind: SpanKind.INTERNAL,
+      startTime,
+      attributes: {
+        [ATTR.dispatcherId]: dispatcherId,
+        [ATTR.claimOwner]: owner,
+        [ATTR.messagingBatchMessageCount]: messages.length,
+      },
+    },
+    parent,
+  );
+  if (!span.isRecording() && !isSpanContextValid(span.spanContext())) return undefined;
+  if (span.isRecording()) {
+    const links: Link[] = [];
+    for (const message of messages) {
+      if (links.length === MAX_LINKS) break;
+      const stored = spanContextFromHeaders(message.headers);
+      if (stored) links.push({ context: stored });
+    }
+    if (links.length > 0) span.addLinks(links);
+  }
+  const batchContext = trace.setSpan(parent, span);
+  const batchLink: Link[] = [{ context: span.spanContext() }];
+  return {
+    context: batchContext,
+    send: (publisher, batch) => startSendSpans(publisher, batch, batchContext, batchLink),
+    end: (settlements) => endBatch(span, settlements),
+  };
+}
+
+/** A claim that failed: a batch span of its own, failed, so the trace shows the outage. */
+export function traceClaimFailure(
+  dispatcherId: string,
+  owner: string,
+  startTime: number,
+  error: Error,
+): void {
+  const span = outboxTracer().startSpan('dispatch batch', {
+    kind: SpanKind.INTERNAL,
+    startTime,
+    attributes: { [ATTR.dispatcherId]: dispatcherId, [ATTR.claimOwner]: owner },
+  });
+  if (!span.isRecording()) return;
+  recordFailure(span, error.name, error);
+  span.end();
+}
+
+function startSendSpans(
+  publisher: Publisher,
+  messages: readonly OutgoingMessage[],
+  batchContext: Context,
+  links: Link[],
+): SendSpans {
+  const tracer = outboxTracer();
+  const spans: Span[] = [];
+  let handed: OutgoingMessage[] | undefined;
+  messages.forEach((message, index) => {
+    const stored = spanContextFromHeaders(message.headers);
+    const attributes: Attributes = {
+      [ATTR.messagingSystem]: publisher.messagingSystem?.(message) ?? 'unknown',
+      [ATTR.messagingOperationName]: 'send',
+      [ATTR.messagingOperationType]: 'send',
+      [ATTR.messagingDestinationName]: message.topic,
+      [ATTR.messagingMessageId]: message.id,
+      [ATTR.attempt]: message.attempts,
+      [ATTR.aggregateId]: message.aggregateId,
+      [ATTR.sequence]: message.sequence,
+    };
+    const span = tracer.startSpan(
+      `send ${message.topic}`,
+      { kind: SpanKind.PRODUCER, attributes, links },
+      stored ? trace.setSpanContext(batchContext, stored) : batchContext,
+    );
+    spans.push(span);
+    if (!stored && isSpanContextValid(span.spanContext())) {
+      handed ??= [...messages];
+      handed[index] = {
+        ...message,
+        headers: { ...message.headers, ...traceHeadersOf(span.spanContext()) },
+      };
+    }
+  });
+  return {
+    messages: handed ?? messages,
+    end: (outcomes) =>
+      spans.forEach((span, i) => {
+        const outcome = outcomes[i];
+        if (outcome) {
+          span.setAttribute(ATTR.publishOutcome, outcome.status);
+          if (outcome.status !== 'published') recordFailure(span, outcome.status, outcome.error);
+        }
+        span.end();
+      }),
+  };
+}
+
+function endBatch(span: Span, settlements: readonly Settlement[]): void {
+  const count = { published: 0, retried: 0, deadLettered: 0, released: 0 };
+  for (const s of settlements) {
+    if (s.kind === 'published' || s.kind === 'shadow') count.published++;
+    else if (s.kind === 'retry') count.retried++;
+    else if (s.kind === 'dead') count.deadLettered++;
+    else count.released++;
+  }
+  span.setAttributes({
+    [ATTR.published]: count.published,
+    [ATTR.retried]: count.retried,
+    [ATTR.deadLettered]: count.deadLettered,
+    [ATTR.released]: count.released,
+  });
+  span.end();
+}
