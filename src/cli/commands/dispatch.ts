@@ -1,20 +1,13 @@
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { DEFAULT_SCHEMA } from '../../core/identifier.js';
+import { spanContextFromHeaders } from '../../core/trace.js';
 import {
   createDispatcher,
   type Dispatcher,
   type DispatcherStats,
-  type DrainResult,
 } from '../../dispatcher/dispatcher.js';
-import type { DispatcherEventMap } from '../../dispatcher/events.js';
-import type { DispatcherOptions } from '../../dispatcher/options.js';
-import { createListenNotifyWakeSource } from '../../dispatcher/wake/listen-notify.js';
-import type { WakeSource } from '../../dispatcher/wake-source.js';
-import type { Publisher } from '../../publishers/publisher.js';
-import type { SqlExecutor } from '../../store/sql-executor.js';
 import { assertSchemaCurrent } from '../../migrations/migrate.js';
-import { createPublisherFromUrl, PUBLISHER_URL_SCHEMES } from '../../publishers/from-url.js';
+import { createPublisherFromUrl } from '../../publishers/from-url.js';
 import {
   createPublisherFromConfig,
   loadPublisherConfig,
@@ -33,96 +26,23 @@ import {
   parseNatsStreamFlags,
 } from '../dispatch/nats-stream.js';
 import { EXIT, UsageError } from '../usage-error.js';
+import { dispatchHelp } from '../dispatch/help.js';
 import {
   loadWebhookSecrets,
   refuseSecretOnCommandLine,
   WEBHOOK_SECRET_ENV,
 } from '../dispatch/webhook-secrets.js';
+import {
+  cdcRunner,
+  listenWakeSource,
+  pollRunner,
+  type DispatchRunner,
+} from '../dispatch/runners.js';
+import { createLogger, LOG_FORMAT_ENV, resolveLogFormat, type Log } from '../log.js';
+import { startTracing } from '../telemetry.js';
+import { packageVersion } from '../version.js';
 
-export const dispatchHelp = `Usage: outbox dispatch (--publisher URL | --config FILE) [options]
-
-Publishes committed outbox messages at least once: claims due messages under a lease
-(FOR UPDATE SKIP LOCKED), publishes outside any transaction, marks them dispatched if it still
-holds the lease. Run as many as you like, on as many hosts: they share the work.
-
-Options:
-  --database-url URL         Postgres connection string (default: $DATABASE_URL)
-  --schema NAME              schema of the outbox tables (default: ${DEFAULT_SCHEMA})
-  --publisher URL            where to publish: ${PUBLISHER_URL_SCHEMES.map((s) => `${s}://`).join(', ')}
-  --config FILE              route topics to several publishers: a JSON file (or outbox.config.js
-                             with a default export) like
-                             {"routes":[{"pattern":"mail.*","publisher":"nats://127.0.0.1:4222"},
-                                        {"pattern":"payment.**","publisher":"amqp://..."}],
-                              "fallback":"http://127.0.0.1:8080/outbox"}
-                             ('*' = one dot-separated segment, '**' = any; first match wins;
-                             unmatched topics without a fallback are dead-lettered)
-  --once                     drain everything due, then exit (0 = all published, 1 = something failed)
-  --mode poll|cdc            poll (default): claim on a timer, woken at once by LISTEN/NOTIFY;
-                             cdc: follow the outbox's inserts over logical replication
-                             (needs wal_level=logical; see docs/latency.md for the slot risks)
-  --no-listen                poll mode: no LISTEN/NOTIFY wake-ups, poll only
-  --fallback-poll-ms N       poll mode with LISTEN/NOTIFY: safety-net poll interval (default 5000)
-  --slot NAME                cdc mode: replication slot (created once, reused; default derived
-                             from the schema)
-  --publication NAME         cdc mode: publication of the outbox table (created if missing)
-  --sweep-interval-ms N      cdc mode: polling sweeper interval for anything the stream missed
-                             (default 30000)
-  --batch-size N             messages per claim (default 200)
-  --lease-ms N               exclusive claim duration; a crashed dispatcher's messages wait this
-                             long before another takes them (default 30000)
-  --poll-interval-ms N       wait after an empty claim (default 1000; 5000 with LISTEN/NOTIFY)
-  --concurrency N            batches in flight at once (default 1)
-  --async-settle             settle without waiting for the WAL flush (for slow disks); a
-                             Postgres crash may then lose the last ~0.6 s of settles: those
-                             messages are published again, same message id (claims always
-                             wait; see docs/latency.md, "Commit mode")
-  --backoff-base-ms N        delay after the first failure, doubling (default 30000)
-  --backoff-max-ms N         cap of the doubling delay (default 900000)
-  --backoff-jitter-ms N      random extra delay, up to (default 5000)
-  --max-attempts N           attempts before dead-lettering (default 10)
-  --unordered GLOB           topics without per-aggregate order, e.g. 'mail.*' (repeatable,
-                             or comma-separated); all other topics are ordered. Declared in
-                             the database (outbox_unordered_topics) at start: it applies to
-                             messages written from then on, whichever dispatcher sends them
-  --dead-letter-policy P     hold (default): a dead letter blocks its aggregate's later
-                             ordered messages; skip: they go on
-  --nats-stream NAME         nats:// only: the JetStream stream to publish into. An existing
-                             stream (e.g. yours) is used as it is and never changed; a topic
-                             whose subject it does not capture is dead-lettered with a
-                             last_error saying so (add the subject, then outbox replay). A
-                             missing stream is created (see --nats-subjects)
-  --nats-subjects LIST       nats:// with --nats-stream only: subjects to create a missing
-                             stream with, comma-separated or repeated, NATS wildcards allowed
-                             ('orders.created,orders.*.refund,audit.>'); ignored when the
-                             stream exists. Default: one subject per topic's first segment,
-                             added as topics arrive (mail.send -> mail.>)
-  --http-timeout-ms N        http(s):// only: request timeout (default 10000)
-  --webhook-secret-file PATH http(s):// only: sign every request (Standard Webhooks:
-                             webhook-id, webhook-timestamp, webhook-signature) with the
-                             whsec_ secrets in PATH, one per line (two while rotating);
-                             or set $OUTBOX_WEBHOOK_SECRET instead (never a flag value)
-  --metrics-port N           serve Prometheus metrics on /metrics and a health check on
-                             /healthz (needs prom-client; see docs/operations.md)
-  --metrics-host ADDR        interface for the metrics server (default 127.0.0.1)
-  --health-stall-ms N        /healthz answers 503 when messages are due and none was
-                             dispatched for this long (default 300000)
-  --prune-older-than DUR     also run retention in this process, e.g. 30d: delete dispatched
-                             rows older than DUR every --prune-interval; one process per
-                             schema prunes at a time (advisory lock), the others skip;
-                             not with --once (use outbox prune)
-  --prune-archive            move pruned rows to outbox_archive instead of deleting them
-  --prune-ledger-older-than DUR  also prune done consumer-ledger rows older than DUR (e.g. 14d)
-  --prune-interval DUR       time between retention runs (default 1h)
-  --json                     log one JSON object per line instead of text
-  -h, --help                 show this help
-
-Environment:
-  OUTBOX_WEBHOOK_SECRET      http(s):// only: whsec_ signing secret(s), space-separated (new
-                             first, then the old one while rotating); a malformed one exits 2
-
-Signals: SIGINT/SIGTERM stop claiming, let in-flight publishes finish (bounded by the lease)
-and settle, then exit 0. A second signal exits at once (leases then expire on their own).
-`;
+export { dispatchHelp };
 
 export async function dispatchCommand(argv: string[]): Promise<number> {
   refuseSecretOnCommandLine(argv);
@@ -161,6 +81,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       'prune-archive': { type: 'boolean', default: false },
       'prune-ledger-older-than': { type: 'string' },
       'prune-interval': { type: 'string' },
+      'log-format': { type: 'string' },
     },
     strict: true,
   });
@@ -169,6 +90,9 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     return EXIT.ok;
   }
   validateSchemaFlag(values.schema);
+  const log = createLogger(
+    resolveLogFormat(values['log-format'], values.json, process.env[LOG_FORMAT_ENV]),
+  );
   if (!values.publisher && !values.config)
     throw new UsageError(
       '--publisher URL or --config FILE is required, e.g. --publisher http://127.0.0.1:8080/outbox',
@@ -247,7 +171,8 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     file: values['webhook-secret-file'],
   });
   const url = resolveDatabaseUrl(values['database-url']);
-  const log = logger(values.json);
+  // Before the pool and the publisher, so that their work is traced; undefined when off.
+  const tracing = await startTracing(process.env, packageVersion());
 
   const pool = new pg.Pool({
     connectionString: url,
@@ -356,14 +281,20 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
         messages,
       }),
     );
+    // In the message's own trace (its traceparent), where whoever follows it will look.
     dispatcher.on('dispatcher:dead-letter', ({ message, error }) =>
-      log('warn', 'dead-lettered', {
-        id: message.id,
-        topic: message.topic,
-        aggregateId: message.aggregateId,
-        attempts: message.attempts,
-        error,
-      }),
+      log(
+        'warn',
+        'dead-lettered',
+        {
+          id: message.id,
+          topic: message.topic,
+          aggregateId: message.aggregateId,
+          attempts: message.attempts,
+          error,
+        },
+        spanContextFromHeaders(message.headers),
+      ),
     );
     log(
       'info',
@@ -377,6 +308,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
         ...(webhookSecrets && { webhookSigningSecrets: webhookSecrets.length }),
       },
     );
+    if (tracing) log('info', tracing.description);
     await logNatsStream(publisher, log);
 
     if (values.once) {
@@ -404,6 +336,8 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
     await publisher.close?.().catch(() => undefined);
     await pool.end().catch(() => undefined);
+    // Last: the spans of the shutdown itself are exported too.
+    await tracing?.shutdown();
   }
 }
 
@@ -414,30 +348,6 @@ function progress(stats: DispatcherStats): Record<string, number> {
     deadLettered: stats.deadLettered,
     fenced: stats.fenced,
     batches: stats.batches,
-  };
-}
-
-type Log = (
-  level: 'info' | 'warn' | 'error',
-  message: string,
-  fields?: Record<string, unknown>,
-) => void;
-
-function logger(json: boolean): Log {
-  return (level, message, fields = {}) => {
-    const stream = level === 'info' ? process.stdout : process.stderr;
-    if (json) {
-      stream.write(
-        `${JSON.stringify({ time: new Date().toISOString(), level, message, ...fields })}\n`,
-      );
-    } else {
-      const extra = Object.entries(fields).map(
-        ([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`,
-      );
-      stream.write(
-        `${new Date().toISOString()} ${level.padEnd(5)} ${message}${extra.length ? ` ${extra.join(' ')}` : ''}\n`,
-      );
-    }
   };
 }
 
@@ -477,101 +387,4 @@ async function publisherFromConfig(path: string, webhookSecrets: string[] | unde
       throw new UsageError(`--config ${path}: no such file`);
     throw error;
   }
-}
-
-/** What the command drives: the polling dispatcher or the CDC dispatcher, seen the same way. */
-interface DispatchRunner {
-  id: string;
-  start(): Promise<void>;
-  stop(): Promise<void>;
-  stats(): DispatcherStats;
-  drain?(): Promise<DrainResult>;
-  on<K extends keyof DispatcherEventMap & string>(
-    event: K,
-    listener: (...args: DispatcherEventMap[K]) => void,
-  ): () => void;
-  onSlotLag?(listener: (slot: string, lagBytes: number) => void): void;
-}
-
-function pollRunner(dispatcher: Dispatcher): DispatchRunner {
-  return {
-    id: dispatcher.id,
-    start: async () => dispatcher.start(),
-    stop: () => dispatcher.stop(),
-    stats: () => dispatcher.stats(),
-    drain: () => dispatcher.drain(),
-    on: (event, listener) => dispatcher.on(event, listener),
-  };
-}
-
-function listenWakeSource(url: string, schema: string, log: Log): WakeSource {
-  const source = createListenNotifyWakeSource({
-    schema,
-    connect: async () => {
-      const client = new pg.Client({
-        connectionString: url,
-        keepAlive: true,
-        application_name: 'agent-outbox-listen',
-      });
-      client.on('error', () => undefined); // the wake source attaches its own handlers
-      await client.connect();
-      return client;
-    },
-  });
-  source.on('listen:connection:lost', ({ error, retryInMs }) =>
-    log('warn', 'LISTEN connection lost; polling continues', { error: error.message, retryInMs }),
-  );
-  source.on('listen:connection:open', ({ reconnect }) => {
-    if (reconnect) log('info', 'LISTEN re-established; catch-up claim');
-  });
-  return source;
-}
-
-async function cdcRunner(args: {
-  executor: SqlExecutor;
-  publisher: Publisher;
-  options: Omit<DispatcherOptions, 'publisher' | 'executor'>;
-  url: string;
-  slot: string | undefined;
-  publication: string | undefined;
-  sweepIntervalMs: number;
-  log: Log;
-}): Promise<DispatchRunner> {
-  // Loaded only in cdc mode: pg-logical-replication is an optional peer dependency.
-  const { createCdcDispatcher } = await importPeer(
-    'pg-logical-replication',
-    '--mode cdc',
-    () => import('../../cdc/index.js'),
-  );
-  const { pollIntervalMs: _poll, ...options } = args.options;
-  const cdc = createCdcDispatcher({
-    executor: args.executor,
-    publisher: args.publisher,
-    ...options,
-    replicationConnection: { connectionString: args.url, application_name: 'agent-outbox-cdc' },
-    ...(args.slot && { slotName: args.slot }),
-    ...(args.publication && { publicationName: args.publication }),
-    sweepIntervalMs: args.sweepIntervalMs,
-  });
-  cdc.on('cdc:stream:start', (event) => args.log('info', 'CDC streaming', { ...event }));
-  cdc.on('cdc:stream:lost', ({ error, retryInMs }) =>
-    args.log('warn', 'CDC stream lost; the sweeper keeps polling', {
-      error: error.message,
-      retryInMs,
-    }),
-  );
-  cdc.on('cdc:slot:create', (event) => args.log('info', 'replication slot created', { ...event }));
-  cdc.on('cdc:cycle:failure', ({ error }) =>
-    args.log('error', 'CDC cycle failed', { error: error.message }),
-  );
-  return {
-    id: `cdc:${args.slot ?? 'default-slot'}`,
-    start: () => cdc.start(),
-    stop: () => cdc.stop(),
-    stats: () => cdc.totals(),
-    on: (event, listener) => cdc.on(event, listener),
-    onSlotLag: (listener) => {
-      cdc.on('cdc:slot:lag', ({ slot, lagBytes }) => listener(slot, lagBytes));
-    },
-  };
 }

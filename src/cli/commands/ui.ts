@@ -8,6 +8,9 @@ import { redactUrl, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag } from '../flags.js';
 import { EXIT, UsageError } from '../usage-error.js';
 import { isLoopbackHost } from '../../dashboard/access.js';
+import { createLogger, LOG_FORMAT_ENV, resolveLogFormat } from '../log.js';
+import { startTracing } from '../telemetry.js';
+import { packageVersion } from '../version.js';
 
 /** `outbox ui --help`. */
 export const uiHelp = `Usage: outbox ui [--port 8080] [--host 127.0.0.1] [--token T] [options]
@@ -25,7 +28,11 @@ Options:
   --sample-interval-ms N  how often backlog and rate are sampled (default 5000)
   --database-url URL    Postgres connection string (default: $DATABASE_URL)
   --schema NAME         schema of the outbox tables (default: ${DEFAULT_SCHEMA})
+  --log-format text|json  json: the startup line as one JSON object (default text, or
+                        $OUTBOX_LOG_FORMAT)
   -h, --help            show this help
+
+Tracing: the standard OTEL_* variables, as for outbox dispatch (see outbox dispatch --help).
 
 Stops on SIGINT/SIGTERM.
 `;
@@ -41,6 +48,7 @@ export async function uiCommand(argv: string[]): Promise<number> {
       'sample-interval-ms': { type: 'string' },
       'database-url': { type: 'string' },
       schema: { type: 'string', default: DEFAULT_SCHEMA },
+      'log-format': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
@@ -50,6 +58,7 @@ export async function uiCommand(argv: string[]): Promise<number> {
     return EXIT.ok;
   }
   validateSchemaFlag(values.schema);
+  const logFormat = resolveLogFormat(values['log-format'], false, process.env[LOG_FORMAT_ENV]);
   const port = values.port === '0' ? 0 : positiveInt('port', values.port, 8080);
   if (port > 65_535) throw new UsageError(`--port must be at most 65535, got ${port}`);
   const token = values.token ?? (process.env.OUTBOX_UI_TOKEN || undefined);
@@ -60,6 +69,7 @@ export async function uiCommand(argv: string[]): Promise<number> {
       `--host ${values.host} can be reached from other machines: give --token (or set OUTBOX_UI_TOKEN), or bind to 127.0.0.1`,
     );
   const url = resolveDatabaseUrl(values['database-url']);
+  const tracing = await startTracing(process.env, packageVersion());
   const pool = new pg.Pool({ connectionString: url, max: 4, application_name: 'agent-outbox-ui' });
   pool.on('error', () => undefined);
   try {
@@ -72,10 +82,17 @@ export async function uiCommand(argv: string[]): Promise<number> {
       token,
       sampleIntervalMs: positiveInt('sample-interval-ms', values['sample-interval-ms'], 5_000),
     });
-    process.stdout.write(
+    const ready =
       `Dashboard for ${redactUrl(url)} (schema "${values.schema}") at ${dashboard.url}` +
-        `${token ? ' (token required)' : ''}\n`,
-    );
+      `${token ? ' (token required)' : ''}`;
+    if (logFormat === 'json') {
+      const log = createLogger('json');
+      log('info', ready, { url: dashboard.url, tokenRequired: token !== undefined });
+      if (tracing) log('info', tracing.description);
+    } else {
+      process.stdout.write(`${ready}\n`);
+      if (tracing) process.stdout.write(`${tracing.description}\n`);
+    }
     await new Promise<void>((resolve) => {
       process.once('SIGINT', () => resolve());
       process.once('SIGTERM', () => resolve());
@@ -84,5 +101,6 @@ export async function uiCommand(argv: string[]): Promise<number> {
     return EXIT.ok;
   } finally {
     await pool.end().catch(() => undefined);
+    await tracing?.shutdown();
   }
 }

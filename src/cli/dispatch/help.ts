@@ -1,0 +1,103 @@
+import { DEFAULT_SCHEMA } from '../../core/identifier.js';
+import { PUBLISHER_URL_SCHEMES } from '../../publishers/from-url.js';
+
+/** `outbox dispatch --help`. */
+export const dispatchHelp = `Usage: outbox dispatch (--publisher URL | --config FILE) [options]
+
+Publishes committed outbox messages at least once: claims due messages under a lease
+(FOR UPDATE SKIP LOCKED), publishes outside any transaction, marks them dispatched if it still
+holds the lease. Run as many as you like, on as many hosts: they share the work.
+
+Options:
+  --database-url URL         Postgres connection string (default: $DATABASE_URL)
+  --schema NAME              schema of the outbox tables (default: ${DEFAULT_SCHEMA})
+  --publisher URL            where to publish: ${PUBLISHER_URL_SCHEMES.map((s) => `${s}://`).join(', ')}
+  --config FILE              route topics to several publishers: a JSON file (or outbox.config.js
+                             with a default export) like
+                             {"routes":[{"pattern":"mail.*","publisher":"nats://127.0.0.1:4222"},
+                                        {"pattern":"payment.**","publisher":"amqp://..."}],
+                              "fallback":"http://127.0.0.1:8080/outbox"}
+                             ('*' = one dot-separated segment, '**' = any; first match wins;
+                             unmatched topics without a fallback are dead-lettered)
+  --once                     drain everything due, then exit (0 = all published, 1 = something failed)
+  --mode poll|cdc            poll (default): claim on a timer, woken at once by LISTEN/NOTIFY;
+                             cdc: follow the outbox's inserts over logical replication
+                             (needs wal_level=logical; see docs/latency.md for the slot risks)
+  --no-listen                poll mode: no LISTEN/NOTIFY wake-ups, poll only
+  --fallback-poll-ms N       poll mode with LISTEN/NOTIFY: safety-net poll interval (default 5000)
+  --slot NAME                cdc mode: replication slot (created once, reused; default derived
+                             from the schema)
+  --publication NAME         cdc mode: publication of the outbox table (created if missing)
+  --sweep-interval-ms N      cdc mode: polling sweeper interval for anything the stream missed
+                             (default 30000)
+  --batch-size N             messages per claim (default 200)
+  --lease-ms N               exclusive claim duration; a crashed dispatcher's messages wait this
+                             long before another takes them (default 30000)
+  --poll-interval-ms N       wait after an empty claim (default 1000; 5000 with LISTEN/NOTIFY)
+  --concurrency N            batches in flight at once (default 1)
+  --async-settle             settle without waiting for the WAL flush (for slow disks); a
+                             Postgres crash may then lose the last ~0.6 s of settles: those
+                             messages are published again, same message id (claims always
+                             wait; see docs/latency.md, "Commit mode")
+  --backoff-base-ms N        delay after the first failure, doubling (default 30000)
+  --backoff-max-ms N         cap of the doubling delay (default 900000)
+  --backoff-jitter-ms N      random extra delay, up to (default 5000)
+  --max-attempts N           attempts before dead-lettering (default 10)
+  --unordered GLOB           topics without per-aggregate order, e.g. 'mail.*' (repeatable,
+                             or comma-separated); all other topics are ordered. Declared in
+                             the database (outbox_unordered_topics) at start: it applies to
+                             messages written from then on, whichever dispatcher sends them
+  --dead-letter-policy P     hold (default): a dead letter blocks its aggregate's later
+                             ordered messages; skip: they go on
+  --nats-stream NAME         nats:// only: the JetStream stream to publish into. An existing
+                             stream (e.g. yours) is used as it is and never changed; a topic
+                             whose subject it does not capture is dead-lettered with a
+                             last_error saying so (add the subject, then outbox replay). A
+                             missing stream is created (see --nats-subjects)
+  --nats-subjects LIST       nats:// with --nats-stream only: subjects to create a missing
+                             stream with, comma-separated or repeated, NATS wildcards allowed
+                             ('orders.created,orders.*.refund,audit.>'); ignored when the
+                             stream exists. Default: one subject per topic's first segment,
+                             added as topics arrive (mail.send -> mail.>)
+  --http-timeout-ms N        http(s):// only: request timeout (default 10000)
+  --webhook-secret-file PATH http(s):// only: sign every request (Standard Webhooks:
+                             webhook-id, webhook-timestamp, webhook-signature) with the
+                             whsec_ secrets in PATH, one per line (two while rotating);
+                             or set $OUTBOX_WEBHOOK_SECRET instead (never a flag value)
+  --metrics-port N           serve Prometheus metrics on /metrics and a health check on
+                             /healthz (needs prom-client; see docs/operations.md)
+  --metrics-host ADDR        interface for the metrics server (default 127.0.0.1)
+  --health-stall-ms N        /healthz answers 503 when messages are due and none was
+                             dispatched for this long (default 300000)
+  --prune-older-than DUR     also run retention in this process, e.g. 30d: delete dispatched
+                             rows older than DUR every --prune-interval; one process per
+                             schema prunes at a time (advisory lock), the others skip;
+                             not with --once (use outbox prune)
+  --prune-archive            move pruned rows to outbox_archive instead of deleting them
+  --prune-ledger-older-than DUR  also prune done consumer-ledger rows older than DUR (e.g. 14d)
+  --prune-interval DUR       time between retention runs (default 1h)
+  --log-format text|json     json: one JSON object per line (time, level, msg, fields,
+                             trace_id/span_id when the line belongs to a trace), for log
+                             pipelines; default text, or $OUTBOX_LOG_FORMAT
+  --json                     the same as --log-format json
+  -h, --help                 show this help
+
+Environment:
+  OUTBOX_WEBHOOK_SECRET      http(s):// only: whsec_ signing secret(s), space-separated (new
+                             first, then the old one while rotating); a malformed one exits 2
+  OUTBOX_LOG_FORMAT          text or json (see --log-format)
+  OTEL_TRACES_EXPORTER       otlp (or console, none): record OpenTelemetry spans (a batch span
+                             per claim, a send span per message in its message's trace) and
+                             export them; on as well when an OTLP endpoint is set. Needs
+                             npm install @opentelemetry/sdk-trace-node @opentelemetry/resources
+                             @opentelemetry/exporter-trace-otlp-proto (-http for http/json)
+  OTEL_EXPORTER_OTLP_ENDPOINT       collector base URL (default http://localhost:4318)
+  OTEL_EXPORTER_OTLP_PROTOCOL       http/protobuf (default) or http/json
+  OTEL_SERVICE_NAME                 default agent-outbox
+  OTEL_RESOURCE_ATTRIBUTES          e.g. deployment.environment=prod
+  (and the SDK's other OTEL_* variables: _TRACES_ENDPOINT, _HEADERS, _TIMEOUT,
+  OTEL_TRACES_SAMPLER, OTEL_BSP_*)
+
+Signals: SIGINT/SIGTERM stop claiming, let in-flight publishes finish (bounded by the lease)
+and settle, then exit 0. A second signal exits at once (leases then expire on their own).
+`;

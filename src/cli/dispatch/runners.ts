@@ -1,0 +1,113 @@
+import pg from 'pg';
+import type { Dispatcher, DispatcherStats, DrainResult } from '../../dispatcher/dispatcher.js';
+import type { DispatcherEventMap } from '../../dispatcher/events.js';
+import type { DispatcherOptions } from '../../dispatcher/options.js';
+import { createListenNotifyWakeSource } from '../../dispatcher/wake/listen-notify.js';
+import type { WakeSource } from '../../dispatcher/wake-source.js';
+import { importPeer } from '../../publishers/optional-peer.js';
+import type { Publisher } from '../../publishers/publisher.js';
+import type { SqlExecutor } from '../../store/sql-executor.js';
+import type { Log } from '../log.js';
+
+/**
+ * The two ways `outbox dispatch` runs — the polling dispatcher (woken by LISTEN/NOTIFY) and the
+ * CDC dispatcher (logical replication, optional peer `pg-logical-replication`) — behind one
+ * interface the command drives.
+ */
+
+/** What the command drives: the polling dispatcher or the CDC dispatcher, seen the same way. */
+export interface DispatchRunner {
+  id: string;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  stats(): DispatcherStats;
+  drain?(): Promise<DrainResult>;
+  on<K extends keyof DispatcherEventMap & string>(
+    event: K,
+    listener: (...args: DispatcherEventMap[K]) => void,
+  ): () => void;
+  onSlotLag?(listener: (slot: string, lagBytes: number) => void): void;
+}
+
+export function pollRunner(dispatcher: Dispatcher): DispatchRunner {
+  return {
+    id: dispatcher.id,
+    start: async () => dispatcher.start(),
+    stop: () => dispatcher.stop(),
+    stats: () => dispatcher.stats(),
+    drain: () => dispatcher.drain(),
+    on: (event, listener) => dispatcher.on(event, listener),
+  };
+}
+
+export function listenWakeSource(url: string, schema: string, log: Log): WakeSource {
+  const source = createListenNotifyWakeSource({
+    schema,
+    connect: async () => {
+      const client = new pg.Client({
+        connectionString: url,
+        keepAlive: true,
+        application_name: 'agent-outbox-listen',
+      });
+      client.on('error', () => undefined); // the wake source attaches its own handlers
+      await client.connect();
+      return client;
+    },
+  });
+  source.on('listen:connection:lost', ({ error, retryInMs }) =>
+    log('warn', 'LISTEN connection lost; polling continues', { error: error.message, retryInMs }),
+  );
+  source.on('listen:connection:open', ({ reconnect }) => {
+    if (reconnect) log('info', 'LISTEN re-established; catch-up claim');
+  });
+  return source;
+}
+
+export async function cdcRunner(args: {
+  executor: SqlExecutor;
+  publisher: Publisher;
+  options: Omit<DispatcherOptions, 'publisher' | 'executor'>;
+  url: string;
+  slot: string | undefined;
+  publication: string | undefined;
+  sweepIntervalMs: number;
+  log: Log;
+}): Promise<DispatchRunner> {
+  // Loaded only in cdc mode: pg-logical-replication is an optional peer dependency.
+  const { createCdcDispatcher } = await importPeer(
+    'pg-logical-replication',
+    '--mode cdc',
+    () => import('../../cdc/index.js'),
+  );
+  const { pollIntervalMs: _poll, ...options } = args.options;
+  const cdc = createCdcDispatcher({
+    executor: args.executor,
+    publisher: args.publisher,
+    ...options,
+    replicationConnection: { connectionString: args.url, application_name: 'agent-outbox-cdc' },
+    ...(args.slot && { slotName: args.slot }),
+    ...(args.publication && { publicationName: args.publication }),
+    sweepIntervalMs: args.sweepIntervalMs,
+  });
+  cdc.on('cdc:stream:start', (event) => args.log('info', 'CDC streaming', { ...event }));
+  cdc.on('cdc:stream:lost', ({ error, retryInMs }) =>
+    args.log('warn', 'CDC stream lost; the sweeper keeps polling', {
+      error: error.message,
+      retryInMs,
+    }),
+  );
+  cdc.on('cdc:slot:create', (event) => args.log('info', 'replication slot created', { ...event }));
+  cdc.on('cdc:cycle:failure', ({ error }) =>
+    args.log('error', 'CDC cycle failed', { error: error.message }),
+  );
+  return {
+    id: `cdc:${args.slot ?? 'default-slot'}`,
+    start: () => cdc.start(),
+    stop: () => cdc.stop(),
+    stats: () => cdc.totals(),
+    on: (event, listener) => cdc.on(event, listener),
+    onSlotLag: (listener) => {
+      cdc.on('cdc:slot:lag', ({ slot, lagBytes }) => listener(slot, lagBytes));
+    },
+  };
+}
