@@ -128,6 +128,12 @@ export {
   type DecisionProblem,
   type RejectOptions,
 } from './admin/approvals.js';
+export {
+  readEffectStatus,
+  type EffectState,
+  type EffectStatus,
+  type EffectStatusQuery,
+} from './admin/effect-status.js';
 export type { WakeSource } from './dispatcher/wake-source.js';
 export {
   createRetentionJob,

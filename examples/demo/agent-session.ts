@@ -3,12 +3,8 @@
  * as a child process), against the real API or the scripted fake one. Used by
  * `npm run demo:agent` and by the end-to-end test.
  */
-import { createHash } from 'node:crypto';
-import {
-  query,
-  type HookCallbackMatcher,
-  type PreToolUseHookInput,
-} from '@anthropic-ai/claude-agent-sdk';
+import { query } from '@anthropic-ai/claude-agent-sdk';
+import { idempotencyKeyHook } from '../../src/agent/index.js';
 import { ORDERS_SERVER_NAME, type OrdersExample } from '../orders/index.js';
 import { toolResults, type Script } from './fake-messages-api.js';
 import { emptyTally, tallyToolAnswer, type ToolCallTally } from './report.js';
@@ -17,66 +13,14 @@ import { emptyTally, tallyToolAnswer, type ToolCallTally } from './report.js';
 export const ORDER_TOOLS = {
   create: `mcp__${ORDERS_SERVER_NAME}__create_order`,
   refund: `mcp__${ORDERS_SERVER_NAME}__refund_order`,
+  status: `mcp__${ORDERS_SERVER_NAME}__effect_status`,
 } as const;
 
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
-}
-
 /**
- * The idempotency key of one tool call: the application's request id, the tool, and a hash of
- * the call's arguments (the model's own `idempotency_key`, if any, left out).
+ * The outbox tools whose `idempotency_key` the application sets (the library's
+ * `idempotencyKeyHook`, from the request id): not the read-only status tool.
  */
-export function idempotencyKeyFor(requestId: string, tool: string, input: unknown): string {
-  const { idempotency_key: _ignored, ...args } = (input ?? {}) as Record<string, unknown>;
-  const digest = createHash('sha256').update(canonicalJson(args)).digest('hex').slice(0, 16);
-  return `${requestId}:${tool.replace(/^mcp__[^_]+__/, '')}:${digest}`;
-}
-
-/**
- * WHY a PreToolUse hook (and not a key the model echoes from the prompt): the key must come from
- * the caller, and a model cannot be trusted to copy one — it may invent a fresh key on a retry,
- * which is exactly the duplicate the key exists to stop. The hook runs in this process before
- * every call of our tools and overwrites `idempotency_key` with one derived from the
- * application's request id and the call's arguments: the same call repeated within one request
- * (a retry after a timeout, a re-run of the loop) gets the same key and is answered `deduped`,
- * whatever key the model wrote. The cost: two identical orders in ONE request are one order —
- * an application that wants both issues two requests. Permission stays with `allowedTools`: the
- * hook only edits the input (no `permissionDecision`).
- */
-export function idempotencyKeyHook(
-  requestId: string,
-  onKey?: (tool: string, key: string) => void,
-): HookCallbackMatcher {
-  const ours = new Set<string>(Object.values(ORDER_TOOLS));
-  return {
-    matcher: Object.values(ORDER_TOOLS).join('|'),
-    hooks: [
-      async (input) => {
-        const pre = input as PreToolUseHookInput;
-        if (pre.hook_event_name !== 'PreToolUse' || !ours.has(pre.tool_name)) return {};
-        const key = idempotencyKeyFor(requestId, pre.tool_name, pre.tool_input);
-        onKey?.(pre.tool_name, key);
-        return {
-          hookSpecificOutput: {
-            hookEventName: 'PreToolUse',
-            updatedInput: {
-              ...(pre.tool_input as Record<string, unknown>),
-              idempotency_key: key,
-            },
-          },
-        };
-      },
-    ],
-  };
-}
+export const KEYED_TOOLS = [ORDER_TOOLS.create, ORDER_TOOLS.refund];
 
 /** The prompt; the real model follows it, the scripted one acts it out. */
 export const ORDERS_PROMPT = [
@@ -216,9 +160,11 @@ export async function runOrdersAgent(options: RunOrdersAgentOptions): Promise<Ag
       ...(options.model ? { model: options.model } : {}),
       hooks: {
         PreToolUse: [
-          idempotencyKeyHook(options.requestId, (tool, key) =>
-            log(`[hook]  ${tool}: idempotency_key := ${key}`),
-          ),
+          idempotencyKeyHook({
+            requestId: options.requestId,
+            tools: KEYED_TOOLS,
+            onKey: (tool, key) => log(`[hook]  ${tool}: idempotency_key := ${key}`),
+          }),
         ],
       },
     },

@@ -74,8 +74,9 @@ export interface DemoPipeline {
   /** Starts the dispatcher's polling loop. */
   start(): void;
   /**
-   * Resolves when every outbox message is dispatched (or dead-lettered) and the consumers have
-   * nothing in flight or waiting for a retry. Rejects after `timeoutMs`.
+   * Resolves when every outbox message is dispatched (or dead-lettered) — except those held for
+   * approval and what waits behind them — and the consumers have nothing in flight or waiting
+   * for a retry. Rejects after `timeoutMs`.
    */
   settle(timeoutMs?: number): Promise<void>;
   /** Hands an already consumed message to its consumer again, as a broker redelivery would. */
@@ -188,9 +189,17 @@ export async function createDemoPipeline(options: DemoPipelineOptions): Promise<
     bindInMemory(publisher, c.consumer, { topics: c.topics, maxRetryDelayMs: 500 }),
   );
 
+  // What the dispatcher can still get to: not messages held for approval, nor the ordered ones
+  // waiting behind them (they go once a person decides).
   const pendingCount = async () => {
     const { rows } = await executor.query<{ n: number }>(
-      'SELECT count(*)::int AS n FROM outbox WHERE dispatched_at IS NULL AND dead_lettered_at IS NULL',
+      `SELECT count(*)::int AS n FROM outbox o
+       WHERE o.dispatched_at IS NULL AND o.dead_lettered_at IS NULL
+         AND o.approval_state IS DISTINCT FROM 'awaiting'
+         AND NOT (o.ordered AND EXISTS (
+           SELECT 1 FROM outbox h
+           WHERE h.aggregate_id = o.aggregate_id AND h.sequence < o.sequence
+             AND h.dispatched_at IS NULL AND h.approval_state = 'awaiting'))`,
     );
     return rows[0]?.n ?? 0;
   };

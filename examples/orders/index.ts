@@ -6,7 +6,8 @@
 import type { PGliteInterface } from '@electric-sql/pglite';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import type pg from 'pg';
-import { createToolServer, kyselyTransactions } from '../../src/agent/index.js';
+import type { SdkMcpToolDefinition } from '@anthropic-ai/claude-agent-sdk';
+import { createToolServer, effectStatusTool, kyselyTransactions } from '../../src/agent/index.js';
 import { fromPg, fromPglite, migrate } from '../../src/index.js';
 import { createOrdersConsumers, type OrdersConsumers } from './consumers.js';
 import { Mailbox } from './mailbox.js';
@@ -20,7 +21,16 @@ export { Mailbox, type Mail } from './mailbox.js';
 export { FakePaymentProvider, type PaymentRecord } from './payment-provider.js';
 export { PgliteDialect } from './pglite-dialect.js';
 export { ORDERS_SCHEMA, type OrdersDatabase } from './schema.js';
-export { createOrderTool, refundOrderTool, TOPIC, type FailureInjector } from './tools.js';
+export {
+  createOrderTool,
+  refundOrderTool,
+  REFUND_APPROVAL_THRESHOLD,
+  TOPIC,
+  type FailureInjector,
+} from './tools.js';
+
+/** Consumer names whose ledger the effect status tool reads (examples/demo/consumers.ts). */
+export const ORDERS_CONSUMERS = ['payments', 'mailer'] as const;
 
 /** Name of the example's MCP server: the model sees `mcp__orders__create_order`. */
 export const ORDERS_SERVER_NAME = 'orders';
@@ -41,8 +51,13 @@ export interface OrdersExample {
   db: Kysely<OrdersDatabase>;
   /** Creates the outbox tables (migrate) and the `orders` table. Idempotent. */
   setup(): Promise<void>;
-  /** The tool definitions: `create_order`, `refund_order`. */
-  tools: ReturnType<typeof createOrderTool | typeof refundOrderTool>[];
+  /**
+   * The tool definitions: `create_order`, `refund_order`, and `effect_status` (what became of
+   * the effects they queued: awaiting approval, published, performed by payments or mailer, ...).
+   */
+  // The SDK's own tool type uses `any` here: the tools differ in input shape.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  tools: SdkMcpToolDefinition<any>[];
   /** A NEW MCP server with the tools — one per `query()` or MCP client. */
   createServer(): ReturnType<typeof createToolServer>;
   /** Fake payment provider the payment consumer charges and refunds through. */
@@ -83,6 +98,7 @@ export function createOrdersExample(options: OrdersExampleOptions): OrdersExampl
   const tools = [
     createOrderTool({ transactions, injectFailure: options.injectFailure }),
     refundOrderTool({ transactions, injectFailure: options.injectFailure }),
+    effectStatusTool({ transactions, consumers: ORDERS_CONSUMERS }),
   ];
   const provider = new FakePaymentProvider();
   const mailbox = new Mailbox(options.mailboxDir);

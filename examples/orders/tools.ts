@@ -10,6 +10,12 @@ export const TOPIC = {
   mail: 'mail.send',
 } as const;
 
+/**
+ * Refunds above this amount wait for a person's approval (issue 20): `refund_order`'s approval
+ * policy holds the `payment.refund` message until someone runs `outbox approve`.
+ */
+export const REFUND_APPROVAL_THRESHOLD = 10_000;
+
 /** Lets tests and the demo make a tool throw after it wrote everything (the rollback path). */
 export type FailureInjector = (tool: 'create_order' | 'refund_order', input: unknown) => boolean;
 
@@ -82,7 +88,12 @@ export function createOrderTool(options: OrderToolsOptions) {
   });
 }
 
-/** `refund_order`: marks a placed order refunded and queues the refund and its notice mail. */
+/**
+ * `refund_order`: marks a placed order refunded and queues the refund and its notice mail. A
+ * refund above {@link REFUND_APPROVAL_THRESHOLD} is held for a person's approval; the notice mail
+ * is ordered behind it in the order's aggregate (`ordered: true`, though `mail.*` is unordered
+ * otherwise), so "we refunded" goes out only after the refund was approved and sent.
+ */
 export function refundOrderTool(options: OrderToolsOptions) {
   return outboxTool({
     name: 'refund_order',
@@ -93,6 +104,9 @@ export function refundOrderTool(options: OrderToolsOptions) {
       reason: z.string().max(500).optional(),
     },
     transactions: options.transactions,
+    approval: (message) =>
+      message.topic === TOPIC.refund &&
+      (message.payload as { amount: number }).amount > REFUND_APPROVAL_THRESHOLD,
     handler: async (input, { trx, outbox }) => {
       // FOR UPDATE: two refunds of one order must not both see status 'placed'.
       const order = await trx
@@ -123,6 +137,7 @@ export function refundOrderTool(options: OrderToolsOptions) {
         {
           topic: TOPIC.mail,
           aggregateId,
+          ordered: true,
           payload: {
             to: order.email,
             template: 'order-refunded',

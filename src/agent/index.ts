@@ -3,7 +3,20 @@
  * Needs the optional peers `@anthropic-ai/claude-agent-sdk` and `zod` (4).
  * @packageDocumentation
  */
+export type { ApprovalPolicy } from './approval-policy.js';
 export type { BoundOutbox } from './bound-outbox.js';
+export {
+  EFFECT_STATUS_INPUT,
+  effectStatusTool,
+  type EffectStatusToolOptions,
+  type TenantOf,
+} from './effect-status-tool.js';
+export type { EffectState, EffectStatus } from '../admin/effect-status.js';
+export {
+  idempotencyKeyFor,
+  idempotencyKeyHook,
+  type IdempotencyKeyHookOptions,
+} from './idempotency-key-hook.js';
 export { connectInMemory, type InMemoryToolClient } from './in-memory-client.js';
 export {
   IDEMPOTENCY_KEY_FIELD,

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { quoteIdentifier } from '../core/identifier.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { createOutbox, type OutboxWriter } from '../writer/create-outbox.js';
+import { withApprovalPolicy, type ApprovalPolicy } from './approval-policy.js';
 import { bindOutbox, type BoundOutbox } from './bound-outbox.js';
 import { claimKeySql, priorResultSql, saveResultSql } from '../sql/tool-calls.js';
 import { committedResult, dedupedResult, failedResult } from './tool-result.js';
@@ -67,6 +68,17 @@ export interface OutboxToolOptions<Shape extends z.ZodRawShape, Trx, Result> {
   summarize?: (result: Result) => string;
   /** MCP tool annotations (readOnlyHint, destructiveHint, ...). */
   annotations?: ToolAnnotations;
+  /**
+   * Which of the messages the handler enqueues must wait for a person's approval (issue 20):
+   * `(message, input) => boolean`, e.g.
+   * `(message, input) => message.topic === 'payment.refund' && input.amount > 10_000`. A held
+   * message is committed with the call but never dispatched until approved (`outbox approve`);
+   * the answer to the model lists it as `awaitingApproval` and says so. The policy wins over the
+   * handler: a message it holds is held even if the handler set `requiresApproval: false`.
+   * Held messages are marked as requested by this call (tool and idempotency key). Default: none
+   * (only messages the handler writes with `requiresApproval: true`).
+   */
+  approval?: ApprovalPolicy<ToolInput<Shape>>;
 }
 
 /**
@@ -123,6 +135,15 @@ export function outboxTool<Shape extends z.ZodRawShape, Trx, Result>(
       ),
   } as WithIdempotencyKey<Shape>;
 
+  // The approval policy and who asked, applied to everything the handler enqueues.
+  const heldWriter = (input: Record<string, unknown>, ctx: ToolCallContext) =>
+    withApprovalPolicy(
+      writer,
+      options.approval,
+      input as ToolInput<Shape>,
+      `tool ${ctx.tool} · idempotency key ${ctx.idempotencyKey}`,
+    );
+
   async function call(args: Record<string, unknown>, extra: unknown): Promise<CallToolResult> {
     const { [IDEMPOTENCY_KEY_FIELD]: key, ...input } = args;
     // The call's span (tool-span.ts): the handler and its enqueue() calls run under it.
@@ -144,7 +165,7 @@ export function outboxTool<Shape extends z.ZodRawShape, Trx, Result>(
             ]);
             return { deduped: true as const, value: prior.rows[0]?.result ?? null };
           }
-          const outbox = bindOutbox(writer, tx, span.context);
+          const outbox = bindOutbox(heldWriter(input, ctx), tx, span.context);
           try {
             const value = await options.handler(input as ToolInput<Shape>, {
               tx,
@@ -152,7 +173,12 @@ export function outboxTool<Shape extends z.ZodRawShape, Trx, Result>(
               outbox,
               ctx,
             });
-            await tx.query(sql.save, [ctx.tool, ctx.idempotencyKey, toJsonText(value)]);
+            await tx.query(sql.save, [
+              ctx.tool,
+              ctx.idempotencyKey,
+              toJsonText(value),
+              idsOf(outbox),
+            ]);
             handlerDone = true;
             return { deduped: false as const, value, enqueued: [...outbox.enqueued] };
           } finally {
@@ -177,6 +203,10 @@ export function outboxTool<Shape extends z.ZodRawShape, Trx, Result>(
     options.annotations ? { annotations: options.annotations } : undefined,
   );
 }
+
+/** The ids of the messages a call wrote, kept with its idempotency key (effect status). */
+const idsOf = (outbox: { readonly enqueued: readonly { messageId: string }[] }) =>
+  outbox.enqueued.map((m) => m.messageId);
 
 function toJsonText(value: unknown): string {
   try {

@@ -13,6 +13,8 @@ import { errorText } from '../publishers/publisher.js';
 export interface QueuedEffect {
   topic: string;
   messageId: string;
+  /** Present (true) when it waits for a person's approval: it does not happen until approved. */
+  awaitingApproval?: true;
 }
 
 function result(json: Record<string, unknown>, words: string, isError = false): CallToolResult {
@@ -31,15 +33,24 @@ export function committedResult(
   enqueued: readonly EnqueuedMessage[],
   summary: string | undefined,
 ): CallToolResult {
-  const queued: QueuedEffect[] = enqueued.map((m) => ({ topic: m.topic, messageId: m.messageId }));
+  const queued: QueuedEffect[] = enqueued.map((m) => ({
+    topic: m.topic,
+    messageId: m.messageId,
+    ...(m.awaitingApproval ? { awaitingApproval: true as const } : {}),
+  }));
   const topics = queued.map((q) => q.topic).join(', ');
   const effects =
     queued.length === 0
       ? 'Saved; no side effect was queued.'
       : `Saved in one transaction together with ${queued.length} queued side effect${queued.length === 1 ? '' : 's'} (${topics}); each is performed once, after this call — do not call again to make it happen.`;
+  const held = queued.filter((q) => q.awaitingApproval);
+  const approval =
+    held.length === 0
+      ? ''
+      : ` ${held.length === queued.length ? (held.length === 1 ? 'It is' : 'They are') : `${held.length} of them (${held.map((q) => q.topic).join(', ')}) are`} awaiting approval by a person: nothing happens until someone approves, and a rejection means it never happens. Tell the user it waits for approval; the effect status tool reports the decision later (message ids above).`;
   return result(
     { ok: true, deduped: false, result: value ?? null, queued },
-    summary ? `${summary} ${effects}` : `Done. ${effects}`,
+    `${summary ? `${summary} ${effects}` : `Done. ${effects}`}${approval}`,
   );
 }
 

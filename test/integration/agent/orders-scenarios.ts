@@ -77,9 +77,14 @@ export function ordersScenarios(
       )
     ).rows;
 
-  it('lists both tools', async () => {
+  it('lists the two order tools and the effect status tool', async () => {
     const { tools } = await mcp.client.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(['create_order', 'refund_order']);
+    expect(tools.map((t) => t.name).sort()).toEqual([
+      'create_order',
+      'effect_status',
+      'refund_order',
+    ]);
+    expect(tools.find((t) => t.name === 'effect_status')?.annotations?.readOnlyHint).toBe(true);
   });
 
   it('create_order commits the order and its payment.charge + mail.send messages, traced', async () => {
