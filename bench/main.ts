@@ -3,16 +3,19 @@
  * in the same run on the same Postgres, because machines here are noisy. Prints a table and
  * writes bench/results/latest.json.
  *
- *   npx tsx bench/main.ts            full run (~8 minutes here; 5,000,000 history rows)
- *   npx tsx bench/main.ts --quick    smaller counts, same keys (~1.5 minutes here)
+ *   npx tsx bench/main.ts            full run (~14 minutes here; 5,000,000 history rows)
+ *   npx tsx bench/main.ts --quick    smaller counts, same keys (~2 minutes here)
  *
  * Uses DATABASE_URL (a superuser: it creates and drops a database `ao_bench_<pid>`) or
  * 127.0.0.1:5432. The CDC figure needs wal_level=logical.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
+import { deepBacklog, idleAggregates } from './cases/backlog-shape.js';
+import { blockedClaim } from './cases/blocked-claim.js';
 import { dispatchVsRaw, historyScaling } from './cases/dispatch.js';
 import { enqueueOverhead, notifyCost } from './cases/enqueue.js';
+import { hotAggregate, hotAggregateHttp } from './cases/hot-aggregate.js';
 import { latency } from './cases/latency.js';
 import { memory } from './cases/memory.js';
 import { dispatchVsPeers, graphileLatency } from './cases/peers.js';
@@ -34,6 +37,14 @@ const size = quick
       peerJobs: 10_000,
       peerRounds: 1,
       latencyRounds: 1,
+      hotMessages: 5_000,
+      hotRounds: 1,
+      deepMessages: 40_000,
+      deepRounds: 1,
+      blockedDepth: 20_000,
+      blockedSamples: 100,
+      idleAggregates: 100_000,
+      idleRounds: 1,
     }
   : {
       enqueueTx: 2_000,
@@ -48,6 +59,14 @@ const size = quick
       peerJobs: 50_000,
       peerRounds: 2,
       latencyRounds: 3,
+      hotMessages: 20_000,
+      hotRounds: 3,
+      deepMessages: 200_000,
+      deepRounds: 2,
+      blockedDepth: 100_000,
+      blockedSamples: 300,
+      idleAggregates: 1_000_000,
+      idleRounds: 3,
     };
 
 const db = await createBenchDatabase();
@@ -131,6 +150,22 @@ try {
       historyScaling(emptyDb, historyDb, size.historyRows, size.historyPending, size.historyRounds),
     ),
   );
+  // Ordered dispatch at scale (issue 16). The hot-aggregate and deep-backlog drains run on the
+  // main database (emptied before each drain); the blocked claim and the idle aggregates compare
+  // two databases created for them, like history_scaling.
+  const hot = await hotAggregate(db, size.hotMessages, size.hotRounds);
+  const hotHttp = await hotAggregateHttp(db, size.hotMessages, size.hotRounds);
+  const deep = await deepBacklog(db, size.deepMessages, size.deepRounds);
+  const blocked = await onFreshDatabase('blocked', (blockedDb) =>
+    onFreshDatabase('blocked_none', (plainDb) =>
+      blockedClaim(blockedDb, plainDb, size.blockedDepth, size.blockedSamples),
+    ),
+  );
+  const idle = await onFreshDatabase('idle_none', (emptyDb) =>
+    onFreshDatabase('idle', (idleDb) =>
+      idleAggregates(emptyDb, idleDb, size.idleAggregates, size.hotMessages, size.idleRounds),
+    ),
+  );
 
   const results = {
     mode: quick ? 'quick' : 'full',
@@ -153,13 +188,33 @@ try {
     latency_ms: latencyMs,
     history_scaling: history.ratio,
     dispatcher_rss_mb: rss.dispatcherRssMb,
-    details: { enqueue, notify, dispatch, peers, history, rss, size, latencyRounds: rounds },
+    hot_aggregate_ratio: hot.ratio,
+    hot_aggregate_http_ratio: hotHttp.ratio,
+    blocked_claim_ms: blocked.p95,
+    deep_backlog_ratio: deep.ratio,
+    idle_aggregates_ratio: idle.ratio,
+    details: {
+      enqueue,
+      notify,
+      dispatch,
+      peers,
+      history,
+      rss,
+      hot,
+      hotHttp,
+      blocked,
+      deep,
+      idle,
+      size,
+      latencyRounds: rounds,
+    },
     notes: [
       'dispatch_vs_pg_boss / dispatch_vs_graphile_worker: our dispatcher (no-op publisher, batch 200, unordered topic) over the peer for the same number of no-op jobs inserted beforehand. pg-boss 10.4.2: insert() in bulk, work() with batchSize 200, pollingIntervalSeconds 0.5 (its minimum) and notifyWorker() after every full batch (burst); 1 and 4 loops tried, the faster counts. graphile-worker 0.17.3: addJobs() in bulk, its documented performance preset (concurrentJobs 24, maxPoolSize 25, localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0). Peers are timed from their first job start to the last job completed in their table (their startup and first fetch are not counted; our drain is timed from its call).',
       'latency_ms.graphile_worker: commit → task start, add_job inside the producer transaction, same producers, clock and warm-up as ours, graphile-worker with the same performance preset (with its defaults, concurrency 1 and no local queue, it cannot sustain 1,000 jobs/s here). latency_ms.notify, latency_ms.graphile_worker, latency_ms.cdc and latency_ms.raw_cdc are the medians of size.latencyRounds interleaved rounds (3 full, 1 quick), each on a fresh database; details.latencyRounds has every round.',
       'latency is measured from sending COMMIT to the publisher call, so it includes the commit itself (WAL flush); raw_notify is the floor of notify: a bare pg_notify in the transaction, received by a bare LISTEN; raw_cdc the floor of cdc: a bare logical replication stream (pgoutput) of a one-column table, commit → arrival. Each latency case (graphile_worker included) runs on a database of its own, created for it and dropped after it.',
       'polling uses the library default pollIntervalMs (1000); notify uses pollIntervalMs 5000 as fallback.',
       "enqueue_overhead includes migration 005's wake trigger; details.enqueue.wakeTriggerRatio isolates it (outbox with the trigger / outbox with it disabled).",
+      'issue 16 (ordered topics, our dispatcher with batch 200 and one loop, best of alternated drains): hot_aggregate_ratio = size.hotMessages on 1 aggregate / on 500 aggregates, no-op publisher; hot_aggregate_http_ratio = the 1-aggregate drain to a local HTTP sink (a child process answering 200; createPublisherFromUrl, as outbox dispatch --publisher http://…) / a plain fetch loop POSTing the same envelopes one at a time; blocked_claim_ms = p95 of PgOutboxStore.claim (batch 200, client wall time with its commit) returning 200 heads while size.blockedDepth messages wait behind a dead-lettered head, details.blocked.ms.plain the same claim on a database without that aggregate, sampled in alternation; deep_backlog_ratio = size.deepMessages on 20 aggregates / on 5,000; idle_aggregates_ratio = the 500-aggregate drain beside size.idleAggregates aggregates whose one message is dispatched / without them (two databases, alternated). Deep chains, the blocked aggregate and the idle history are bulk-loaded as the insert trigger writes them, with triggers off (bench/lib/chains.ts); the hot-aggregate and 500-aggregate messages go through the trigger.',
     ],
   };
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
@@ -183,7 +238,13 @@ function printTable(
     peers: Awaited<ReturnType<typeof dispatchVsPeers>>;
     history: { historyRows: number; rowsPerSecond: Record<string, number> };
     rss: { baselineRssMb: number };
+    hot: Awaited<ReturnType<typeof hotAggregate>>;
+    hotHttp: Awaited<ReturnType<typeof hotAggregateHttp>>;
+    blocked: Awaited<ReturnType<typeof blockedClaim>>;
+    deep: Awaited<ReturnType<typeof deepBacklog>>;
+    idle: Awaited<ReturnType<typeof idleAggregates>>;
   };
+  const n = (value: number) => value.toLocaleString('en-US');
   const line = (key: string, value: unknown, baseline: string, target: string) =>
     `| ${key} | ${value === null ? 'n/a' : String(value)} | ${baseline} | ${target} |`;
   const lease = d.peers.leaseCost.vsPgBoss;
@@ -286,6 +347,36 @@ function printTable(
       r.dispatcher_rss_mb,
       `idle process with the same modules: ${d.rss.baselineRssMb} MiB`,
       '< 150',
+    ),
+    line(
+      'hot_aggregate_ratio',
+      r.hot_aggregate_ratio,
+      `${d.hot.perSecond.oneAggregate} vs ${d.hot.perSecond.fiveHundredAggregates} msg/s, ${n(d.hot.count)} ordered messages on 1 aggregate vs on 500, no-op publisher`,
+      '>= 0.5',
+    ),
+    line(
+      'hot_aggregate_http_ratio',
+      r.hot_aggregate_http_ratio,
+      `${d.hotHttp.perSecond.ours} vs ${d.hotHttp.perSecond.plainLoop} msg/s, the 1-aggregate drain to a local HTTP sink vs a plain loop POSTing the same envelopes, each awaited`,
+      '>= 0.5',
+    ),
+    line(
+      'blocked_claim_ms',
+      r.blocked_claim_ms,
+      `p95 of a claim of 200 heads with ${n(d.blocked.depth)} messages behind a dead-lettered head (p50 ${d.blocked.ms.blocked.p50}); the same claim with nothing blocked: p50 ${d.blocked.ms.plain.p50}, p95 ${d.blocked.ms.plain.p95} ms`,
+      '<= 5',
+    ),
+    line(
+      'deep_backlog_ratio',
+      r.deep_backlog_ratio,
+      `${d.deep.perSecond.twentyAggregates} vs ${d.deep.perSecond.fiveThousandAggregates} msg/s, ${n(d.deep.count)} messages on 20 aggregates vs on 5,000`,
+      '>= 0.8',
+    ),
+    line(
+      'idle_aggregates_ratio',
+      r.idle_aggregates_ratio,
+      `${d.idle.perSecond.withIdle} vs ${d.idle.perSecond.empty} msg/s, the 500-aggregate drain beside ${n(d.idle.idleAggregates)} idle aggregates vs none`,
+      '>= 0.9',
     ),
   ];
   process.stdout.write(`${out.join('\n')}\n\nwritten to bench/results/latest.json\n`);

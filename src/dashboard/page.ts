@@ -20,7 +20,7 @@ main { padding:16px 20px; display:grid; gap:16px; grid-template-columns:repeat(3
 section { background:var(--panel); border:1px solid var(--line); border-radius:6px; padding:12px; }
 section h2 { font-size:13px; font-weight:600; color:var(--dim); margin:0 0 8px;
              text-transform:uppercase; letter-spacing:.04em; }
-.tiles { grid-column:1 / -1; display:grid; grid-template-columns:repeat(5, 1fr); gap:12px;
+.tiles { grid-column:1 / -1; display:grid; grid-template-columns:repeat(6, 1fr); gap:12px;
          background:none; border:none; padding:0; }
 .tile { background:var(--panel); border:1px solid var(--line); border-radius:6px; padding:10px 12px; }
 .tile .label { color:var(--dim); font-size:12px; }
@@ -40,6 +40,9 @@ td.error { color:var(--bad); font-family:ui-monospace, monospace; font-size:12px
 button { background:var(--accent); color:#fff; border:0; border-radius:4px; padding:4px 10px;
          cursor:pointer; font:inherit; } button:disabled { opacity:.5; cursor:default; }
 #notice { color:var(--warn); } #token-form { display:none; gap:6px; } #token-form.shown { display:flex; }
+td.payload { font-family:ui-monospace, monospace; font-size:12px; word-break:break-word; }
+td.decide { white-space:nowrap; } td.decide input { width:14em; margin:0 4px; }
+.decider { margin:0 0 8px; color:var(--dim); } button.reject { background:var(--bad); }
 input { background:var(--bg); color:var(--text); border:1px solid var(--line); border-radius:4px;
         padding:4px 8px; font:inherit; }
 `;
@@ -126,6 +129,70 @@ const SCRIPT = String.raw`
     return t;
   }
 
+  // Held messages (issue 20). Typed reasons survive the 3 s refresh: rows are rebuilt only when
+  // the set of waiting messages changes, and a rebuilt row gets its reason back.
+  var reasons = {};
+  var shownApprovals = null;
+  function renderApprovals(list) {
+    var ids = list.map(function (m) { return m.id; }).join(',');
+    $('approvals-empty').hidden = list.length > 0;
+    if (ids === shownApprovals) {
+      list.forEach(function (m) {
+        var cell = document.querySelector('tr[data-approval-id="' + m.id + '"] td.age');
+        if (cell) cell.textContent = age(m.ageSeconds);
+      });
+      return;
+    }
+    shownApprovals = ids;
+    var body = $('approval-rows');
+    body.replaceChildren();
+    list.forEach(function (m) {
+      var tr = el('tr', { 'data-approval-id': m.id });
+      tr.appendChild(el('td', {}, '#' + m.id));
+      tr.appendChild(el('td', {}, m.topic));
+      tr.appendChild(el('td', {}, m.aggregateId));
+      tr.appendChild(el('td', { 'class': 'age' }, age(m.ageSeconds)));
+      tr.appendChild(el('td', {}, (m.requestedBy || '') + (m.traceId ? ' · trace ' + m.traceId : '')));
+      tr.appendChild(el('td', { 'class': 'payload' }, m.payloadSummary));
+      var cell = el('td', { 'class': 'decide' });
+      var approveButton = el('button', { 'data-approve': m.id }, 'Approve');
+      var reason = el('input', { 'data-reason-for': m.id, placeholder: 'reason (required to reject)', maxlength: '2000' });
+      reason.value = reasons[m.id] || '';
+      var rejectButton = el('button', { 'data-reject': m.id, 'class': 'reject' }, 'Reject');
+      rejectButton.disabled = reason.value.trim() === '';
+      reason.addEventListener('input', function () {
+        reasons[m.id] = reason.value;
+        rejectButton.disabled = reason.value.trim() === '';
+      });
+      approveButton.addEventListener('click', function () { decide('approve', m.id, undefined, [approveButton, rejectButton]); });
+      rejectButton.addEventListener('click', function () { decide('reject', m.id, reason.value, [approveButton, rejectButton]); });
+      cell.appendChild(approveButton);
+      cell.appendChild(reason);
+      cell.appendChild(rejectButton);
+      tr.appendChild(cell);
+      body.appendChild(tr);
+    });
+  }
+
+  function decide(verb, id, reason, buttons) {
+    var by = $('decider').value.trim();
+    if (!by) { $('notice').textContent = 'enter your name under "Deciding as" first'; $('decider').focus(); return; }
+    if (verb === 'reject' && !(reason || '').trim()) { $('notice').textContent = 'a rejection needs a reason'; return; }
+    buttons.forEach(function (b) { b.disabled = true; });
+    var body = verb === 'approve' ? { ids: [id], by: by } : { ids: [id], by: by, reason: reason.trim() };
+    fetch('/api/' + verb, { method: 'POST', headers: headers(true), body: JSON.stringify(body) })
+      .then(function (r) {
+        if (r.status === 401) { needToken(); throw new Error('token required'); }
+        return r.json().then(function (answer) {
+          if (!r.ok) throw new Error(answer.error || ('HTTP ' + r.status));
+          delete reasons[id];
+          $('notice').textContent = (verb === 'approve' ? 'approved #' : 'rejected #') + id + ' as ' + by;
+        });
+      })
+      .catch(function (e) { $('notice').textContent = verb + ' failed: ' + e.message; shownApprovals = null; })
+      .then(refresh);
+  }
+
   function render(state) {
     var s = state.status;
     var tiles = $('tiles');
@@ -134,7 +201,9 @@ const SCRIPT = String.raw`
       tile('oldest pending', age(s.oldestPendingAgeSeconds), s.oldestPendingAgeSeconds > 300 ? 'warn' : ''),
       tile('due now', s.dueNow),
       tile('in flight', s.inFlight),
+      tile('awaiting approval', s.awaitingApproval, s.oldestAwaitingApprovalAgeSeconds > 3600 ? 'warn' : ''),
       tile('dead letters', s.deadLetters, s.deadLetters > 0 ? 'bad' : ''));
+    renderApprovals(state.approvals || []);
     lineChart($('backlog-chart'), state.samples.map(function (p) { return { t: p.at, v: p.backlog }; }), '');
     lineChart($('rate-chart'), state.samples.map(function (p) { return { t: p.at, v: p.publishedPerSecond }; }), 'rate');
     histogram($('latency-chart'), state.latency);
@@ -200,6 +269,8 @@ const SCRIPT = String.raw`
       .then(refresh);
   }
 
+  $('decider').value = sessionStorage.getItem('outbox-decider') || '';
+  $('decider').addEventListener('input', function () { sessionStorage.setItem('outbox-decider', $('decider').value); });
   $('token-form').addEventListener('submit', function (event) {
     event.preventDefault();
     token = $('token').value;
@@ -224,6 +295,10 @@ const BODY = String.raw`
   <section><h2>Backlog</h2><svg id="backlog-chart" role="img" aria-label="backlog over time"></svg></section>
   <section><h2>Published per second</h2><svg id="rate-chart" role="img" aria-label="published rate over time"></svg></section>
   <section><h2>Dispatch latency, last hour · <span id="latency-total"></span></h2><svg id="latency-chart" role="img" aria-label="latency histogram"></svg></section>
+  <section class="wide" id="approvals"><h2>Awaiting approval</h2>
+    <div class="decider"><label>Deciding as <input id="decider" placeholder="your name" autocomplete="name" maxlength="255"></label> — every decision is kept with the message: who, when, why.</div>
+    <table><thead><tr><th>id</th><th>topic</th><th>aggregate</th><th>waiting</th><th>requested by</th><th>payload</th><th></th></tr></thead>
+    <tbody id="approval-rows"></tbody></table><div class="empty" id="approvals-empty">Nothing waits for approval.</div></section>
   <section class="wide"><h2>Dead letters</h2>
     <table><thead><tr><th>id</th><th>topic</th><th>aggregate</th><th>attempts</th><th>dead since</th><th>last error</th><th></th></tr></thead>
     <tbody id="dead-rows"></tbody></table><div class="empty" id="dead-empty">No dead letters.</div></section>

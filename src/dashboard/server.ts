@@ -1,8 +1,10 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { approveMessages, OutboxApprovalError, rejectMessages } from '../admin/approvals.js';
 import { replayDeadLetters } from '../admin/dead-letters.js';
 import { OutboxError, OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
+import type { DeadLetterPolicy } from '../dispatcher/options.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { isLoopbackHost, presentedToken, refuseCrossSite, tokenMatches } from './access.js';
 import { DASHBOARD_CSP, DASHBOARD_HTML } from './page.js';
@@ -26,6 +28,11 @@ export interface DashboardOptions {
   token?: string;
   /** Backlog/rate sampling interval in ms. Default 5 000. */
   sampleIntervalMs?: number;
+  /**
+   * What a message rejected from the page does to the later messages of its aggregate: `hold`
+   * (default) or `skip` — use your dispatchers' `deadLetterPolicy` (see `rejectMessages`).
+   */
+  deadLetterPolicy?: DeadLetterPolicy;
 }
 
 /** A running dashboard. */
@@ -42,8 +49,11 @@ const MAX_BODY_BYTES = 64 * 1024;
 
 /**
  * Serves the dashboard (SPEC §4.13): `GET /` the page, `GET /api/state` its data,
- * `POST /api/replay` `{ "ids": ["42"] }` to replay dead letters. Refuses to start on a
- * non-loopback address without a token.
+ * `POST /api/replay` `{ "ids": ["42"] }` to replay dead letters, and for held messages (issue 20)
+ * `POST /api/approve` `{ "ids": ["42"], "by": "alice", "note"?: "..." }` and `POST /api/reject`
+ * `{ "ids": ["42"], "by": "alice", "reason": "..." }` (a reason is required; deciding twice is a
+ * 409). Every POST passes the token and same-origin checks. Refuses to start on a non-loopback
+ * address without a token.
  *
  * @example
  * ```ts
@@ -72,7 +82,12 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
 
   const server = createServer((request, response) => {
     handle(request, response).catch((error: unknown) => {
-      const status = error instanceof OutboxValidationError ? 400 : 500;
+      const status =
+        error instanceof OutboxValidationError
+          ? 400
+          : error instanceof OutboxApprovalError
+            ? 409
+            : 500;
       const message =
         error instanceof OutboxError || status === 400
           ? (error as Error).message
@@ -104,6 +119,27 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         200,
         await readDashboardState(options.executor, schema, sampler.samples(), sampler.lastError()),
       );
+    }
+    if ((path === '/api/approve' || path === '/api/reject') && request.method === 'POST') {
+      const refused = refuseCrossSite(request, loopback);
+      if (refused) return send(response, 403, { error: refused });
+      const body = decisionBody(await readJson(request), path === '/api/reject');
+      if (typeof body === 'string') return send(response, 400, { error: body });
+      if (path === '/api/approve') {
+        const approved = await approveMessages(options.executor, body.ids, {
+          by: body.by,
+          note: body.text,
+          schema,
+        });
+        return send(response, 200, { approved });
+      }
+      const rejected = await rejectMessages(options.executor, body.ids, {
+        by: body.by,
+        reason: body.text ?? '',
+        deadLetterPolicy: options.deadLetterPolicy,
+        schema,
+      });
+      return send(response, 200, { rejected });
     }
     if (path === '/api/replay' && request.method === 'POST') {
       const refused = refuseCrossSite(request, loopback);
@@ -146,6 +182,24 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       });
     },
   };
+}
+
+/** `{ ids, by, note? }` / `{ ids, by, reason }` from a decision's body, or what is wrong with it. */
+function decisionBody(
+  body: unknown,
+  reject: boolean,
+): { ids: string[]; by: string; text: string | undefined } | string {
+  const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+  const textField = reject ? 'reason' : 'note';
+  const shape = `body must be {"ids": ["<row id or message id>", ...], "by": "<your name>", ${reject ? '"reason": "<why>"' : '"note"?: "<why>"'}}`;
+  if (!Array.isArray(b.ids) || b.ids.length === 0 || !b.ids.every((id) => typeof id === 'string'))
+    return shape;
+  if (typeof b.by !== 'string' || b.by.trim() === '') return `${shape}: "by" is required`;
+  const text = b[textField];
+  if (text !== undefined && typeof text !== 'string') return shape;
+  if (reject && (text === undefined || text.trim() === ''))
+    return 'a rejection needs a reason ("reason")';
+  return { ids: b.ids as string[], by: b.by, text: text === undefined ? undefined : text };
 }
 
 function send(response: ServerResponse, status: number, body: unknown): void {

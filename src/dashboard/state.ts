@@ -1,3 +1,4 @@
+import { listAwaitingApproval, type AwaitingApproval } from '../admin/approvals.js';
 import { listDeadLetters, type DeadLetter } from '../admin/dead-letters.js';
 import { readStatus, type OutboxStatus } from '../admin/status.js';
 import { quoteIdentifier } from '../core/identifier.js';
@@ -21,6 +22,8 @@ export interface DashboardState {
   sampleError?: string;
   latency: { edgesSeconds: number[]; counts: number[]; total: number };
   deadLetters: DeadLetter[];
+  /** Messages held for a decision, oldest first (at most 50): the approvals panel. */
+  approvals: AwaitingApproval[];
 }
 
 /** Reads the current state (status, dead letters, latency histogram) plus the sampled history. */
@@ -30,9 +33,10 @@ export async function readDashboardState(
   samples: DashboardSample[],
   sampleError?: string,
 ): Promise<DashboardState> {
-  const [status, deadLetters, histogram] = await Promise.all([
+  const [status, deadLetters, approvals, histogram] = await Promise.all([
     readStatus(executor, { schema, lastErrors: 10 }),
     listDeadLetters(executor, { schema, limit: 50 }),
+    listAwaitingApproval(executor, { schema, limit: 50 }),
     executor.query<{ bucket: number; n: number }>(latencyHistogramSql(quoteIdentifier(schema)), [
       LATENCY_SAMPLE_ROWS,
       LATENCY_EDGES_SECONDS,
@@ -54,5 +58,6 @@ export async function readDashboardState(
       total: counts.reduce((a, b) => a + b, 0),
     },
     deadLetters,
+    approvals,
   };
 }

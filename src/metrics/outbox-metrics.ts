@@ -86,6 +86,8 @@ export const ATTEMPT_BUCKETS = [1, 2, 3, 4, 5, 7, 10, 15, 20, 50];
  * | `outbox_due_messages` | gauge | | status read: pending and claimable now |
  * | `outbox_oldest_pending_age_seconds` | gauge | | status read |
  * | `outbox_dead_letter_messages` | gauge | | status read |
+ * | `outbox_awaiting_approval_messages` | gauge | | status read: held, waiting for a decision |
+ * | `outbox_oldest_awaiting_approval_age_seconds` | gauge | | status read |
  * | `outbox_dispatch_latency_seconds` | histogram | topic | created_at → published |
  * | `outbox_delivery_attempts` | histogram | topic | attempt number of every publish attempt |
  * | `outbox_messages_published_total` | counter | topic | publish outcomes |
@@ -140,6 +142,16 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
   const dead = new Gauge({
     name: 'outbox_dead_letter_messages',
     help: 'Dead-lettered messages waiting for a replay or a decision.',
+    registers,
+  });
+  const awaitingApproval = new Gauge({
+    name: 'outbox_awaiting_approval_messages',
+    help: 'Held messages waiting for a person to approve or reject them (not yet expired).',
+    registers,
+  });
+  const oldestAwaitingApproval = new Gauge({
+    name: 'outbox_oldest_awaiting_approval_age_seconds',
+    help: 'How long the oldest held message has waited for a decision (0 when none waits).',
     registers,
   });
   const latency = new Histogram({
@@ -205,6 +217,8 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
       due.set(status.dueNow);
       oldest.set(status.oldestPendingAgeSeconds);
       dead.set(status.deadLetters);
+      awaitingApproval.set(status.awaitingApproval);
+      oldestAwaitingApproval.set(status.oldestAwaitingApprovalAgeSeconds);
       if (status.dueNow === 0) nothingDue = true;
       else if (nothingDue) {
         nothingDue = false;

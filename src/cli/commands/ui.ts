@@ -16,7 +16,8 @@ import { packageVersion } from '../version.js';
 export const uiHelp = `Usage: outbox ui [--port 8080] [--host 127.0.0.1] [--token T] [options]
 
 Serves a dashboard: backlog and published rate over time, dispatch latency histogram
-(last hour), dead letters with their last error and a Replay button, and the latest errors.
+(last hour), messages held for approval with Approve / Reject (a reason required), dead
+letters with their last error and a Replay button, and the latest errors.
 One self-contained page (no CDN); open the printed URL.
 
 Options:
@@ -26,6 +27,8 @@ Options:
   --token T             require "Authorization: Bearer T" on every API call (the page asks for
                         it); default $OUTBOX_UI_TOKEN. At least 8 characters
   --sample-interval-ms N  how often backlog and rate are sampled (default 5000)
+  --dead-letter-policy P  what a message rejected from the page does to the later messages
+                        of its aggregate: hold (default) or skip — as your dispatchers run
   --database-url URL    Postgres connection string (default: $DATABASE_URL)
   --schema NAME         schema of the outbox tables (default: ${DEFAULT_SCHEMA})
   --log-format text|json  json: the startup line as one JSON object (default text, or
@@ -46,6 +49,7 @@ export async function uiCommand(argv: string[]): Promise<number> {
       host: { type: 'string', default: '127.0.0.1' },
       token: { type: 'string' },
       'sample-interval-ms': { type: 'string' },
+      'dead-letter-policy': { type: 'string', default: 'hold' },
       'database-url': { type: 'string' },
       schema: { type: 'string', default: DEFAULT_SCHEMA },
       'log-format': { type: 'string' },
@@ -64,6 +68,9 @@ export async function uiCommand(argv: string[]): Promise<number> {
   const token = values.token ?? (process.env.OUTBOX_UI_TOKEN || undefined);
   if (token !== undefined && token.length < 8)
     throw new UsageError('--token must be at least 8 characters');
+  const policy = values['dead-letter-policy'];
+  if (policy !== 'hold' && policy !== 'skip')
+    throw new UsageError(`--dead-letter-policy must be hold or skip, got "${policy}"`);
   if (!isLoopbackHost(values.host) && token === undefined)
     throw new UsageError(
       `--host ${values.host} can be reached from other machines: give --token (or set OUTBOX_UI_TOKEN), or bind to 127.0.0.1`,
@@ -81,6 +88,7 @@ export async function uiCommand(argv: string[]): Promise<number> {
       host: values.host,
       token,
       sampleIntervalMs: positiveInt('sample-interval-ms', values['sample-interval-ms'], 5_000),
+      deadLetterPolicy: policy,
     });
     const ready =
       `Dashboard for ${redactUrl(url)} (schema "${values.schema}") at ${dashboard.url}` +
