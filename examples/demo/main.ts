@@ -8,7 +8,11 @@
  * 3. meanwhile the polling dispatcher publishes to an in-memory broker that fails transiently;
  * 4. consumers (the consumer runtime, claim-first) charge, refund and mail — once each, even when
  *    a message is delivered twice on purpose;
- * 5. a summary with checks; the exit code is 1 if any check fails.
+ * 5. one approval (issue 20): a refund above 10,000 is committed HELD; the agent's effect status
+ *    tool reads "awaiting approval"; a scripted operator lists it (`outbox approvals`) and
+ *    approves it (`approveMessages`, as `outbox approve` does); it is then published and
+ *    performed, and the status tool reads "performed";
+ * 6. a summary with checks; the exit code is 1 if any check fails.
  *
  * `npm run demo:agent` does the same through the Agent SDK's `query()` loop (examples/demo/agent.ts).
  */
@@ -16,7 +20,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
-import { connectInMemory } from '../../src/agent/index.js';
+import { connectInMemory, type QueuedEffect } from '../../src/agent/index.js';
+import { approveMessages, listAwaitingApproval } from '../../src/index.js';
 import { createDemoPipeline, failFirstCreateOrderOf } from './pipeline.js';
 import { buildReport, emptyTally, formatReport, tallyToolAnswer } from './report.js';
 
@@ -102,9 +107,54 @@ await call(
   { order_id: bobOrderId, reason: 'customer cancelled', idempotency_key: 'req-1005' },
   '',
 );
-await close();
+
+// One approval: a refund above 10,000 waits for a person (refund_order's approval policy).
+const erin = await call('create_order', order('erin', 50_000, 'JPY', 'req-1006'), '');
+const erinRefund = await call(
+  'refund_order',
+  {
+    order_id: (erin.result as { orderId: number }).orderId,
+    reason: 'arrived damaged',
+    idempotency_key: 'req-1007',
+  },
+  '(50000 JPY: above 10,000)',
+);
+const held = (erinRefund.queued as QueuedEffect[]).find((q) => q.awaitingApproval);
+log(`[agent] ${held?.topic ?? 'nothing'} held: awaiting approval by a person`);
+// The model's status tool (read-only): not tallied as a tool call that writes.
+async function effectStatus(messageId: string): Promise<Record<string, unknown>> {
+  const answer = (await client.callTool({
+    name: 'effect_status',
+    arguments: { message_ids: [messageId] },
+  })) as { content: { text: string }[] };
+  const effect = (JSON.parse(answer.content[0]!.text) as { effects: Record<string, unknown>[] })
+    .effects[0]!;
+  log(`[agent] effect_status(${messageId}) → ${String(effect.state)}`);
+  return effect;
+}
+const statusBefore = held ? await effectStatus(held.messageId) : undefined;
 
 await pipeline.settle();
+log('outbox drained, but for the held refund (and its notice mail, ordered behind it)');
+
+// A scripted operator: `outbox approvals`, then `outbox approve <id> --by ops-oscar --note ...`.
+const [waiting] = await listAwaitingApproval(pipeline.executor);
+if (waiting) {
+  log(
+    `[operator] outbox approvals: #${waiting.id} ${waiting.topic} ${waiting.aggregateId} ${waiting.payloadSummary}, waiting ${waiting.ageSeconds.toFixed(1)} s, requested by ${waiting.requestedBy ?? '?'}`,
+  );
+  await approveMessages(pipeline.executor, [waiting.id], {
+    by: 'ops-oscar',
+    note: 'damage confirmed with the customer',
+  });
+  log(
+    `[operator] approved #${waiting.id} ${waiting.topic} ${waiting.aggregateId} — by ops-oscar (a scripted operator): "damage confirmed with the customer"`,
+  );
+}
+dispatcherNudge();
+await pipeline.settle();
+const statusAfter = held ? await effectStatus(held.messageId) : undefined;
+await close();
 log('outbox drained; consumers idle');
 
 // A broker may deliver a message again (lost ack, consumer restart): do it on purpose once.
@@ -117,13 +167,22 @@ if (again) {
 }
 
 const report = await buildReport(pipeline, tally, {
-  orders: 4,
-  refunds: 1,
+  orders: 5,
+  refunds: 2,
   toolDeduped: 1,
   consumerDuplicates: 1,
 });
 if (leftOver !== 0)
   report.checks.push({ name: 'failed call rolled back', ok: false, detail: `${leftOver} rows` });
+report.checks.push({
+  name: 'held refund: awaiting approval, approved by the operator, then performed',
+  ok:
+    statusBefore?.state === 'awaiting approval' &&
+    statusAfter?.state === 'performed' &&
+    statusAfter.decidedBy === 'ops-oscar',
+  detail: `effect status ${String(statusBefore?.state)} → ${String(statusAfter?.state)} (decided by ${String(statusAfter?.decidedBy)})`,
+});
+report.ok = report.checks.every((c) => c.ok);
 const ok = report.ok && leftOver === 0;
 for (const line of formatReport({ ...report, ok }, tally)) console.log(line);
 console.log(`finished in ${((Date.now() - started) / 1000).toFixed(1)} s`);

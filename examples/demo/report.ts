@@ -71,6 +71,14 @@ export interface DemoReport {
   retries: { publish: number; consumer: number };
   duplicatesSuppressed: { tool: number; consumer: number };
   effects: { charges: number; refunds: number; mails: number; providerReplays: number };
+  /** Messages held for approval (issue 20), by how they were decided, and who approved. */
+  approvals: {
+    held: number;
+    approved: number;
+    rejected: number;
+    waiting: number;
+    approvers: string;
+  };
   latency: { p50: number; p95: number; max: number };
   publishedOnAttempt: Record<number, number>;
   checks: Check[];
@@ -130,6 +138,17 @@ export async function buildReport(
   const keys = (
     await executor.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox_tool_calls')
   ).rows[0]?.n;
+  const approvals = (
+    await executor.query<DemoReport['approvals']>(
+      `SELECT count(*) FILTER (WHERE approval_state IS NOT NULL)::int AS held,
+              count(*) FILTER (WHERE approval_state = 'approved')::int AS approved,
+              count(*) FILTER (WHERE approval_state IN ('rejected', 'expired'))::int AS rejected,
+              count(*) FILTER (WHERE approval_state = 'awaiting')::int AS waiting,
+              coalesce(string_agg(DISTINCT approval_decided_by, ', ')
+                         FILTER (WHERE approval_state = 'approved'), '') AS approvers
+         FROM outbox`,
+    )
+  ).rows[0]!;
 
   const byTopic: Record<string, number> = {};
   for (const m of messages) byTopic[m.topic] = (byTopic[m.topic] ?? 0) + 1;
@@ -220,6 +239,13 @@ export async function buildReport(
       mails: mails.length,
       providerReplays: example.provider.replays,
     },
+    approvals: {
+      held: Number(approvals.held),
+      approved: Number(approvals.approved),
+      rejected: Number(approvals.rejected),
+      waiting: Number(approvals.waiting),
+      approvers: approvals.approvers,
+    },
     latency: {
       p50: percentile(counters.latenciesMs, 50),
       p95: percentile(counters.latenciesMs, 95),
@@ -250,6 +276,11 @@ export function formatReport(report: DemoReport, tally: ToolCallTally): string[]
     `retries      ${report.retries.publish} publish attempts failed transiently and were retried; ${report.retries.consumer} consumer retries`,
     `duplicates   ${report.duplicatesSuppressed.tool + report.duplicatesSuppressed.consumer} suppressed: ${report.duplicatesSuppressed.tool} by the tools' idempotency keys, ${report.duplicatesSuppressed.consumer} by the consumer ledger`,
     `effects      ${report.effects.charges} charges, ${report.effects.refunds} refunds, ${report.effects.mails} mails — each exactly once: ${once ? 'yes' : 'NO'}`,
+    ...(report.approvals.held > 0
+      ? [
+          `approvals    ${report.approvals.held} held for a person: ${report.approvals.approved} approved${report.approvals.approvers ? ` (by ${report.approvals.approvers})` : ''}, ${report.approvals.rejected} rejected, ${report.approvals.waiting} waiting`,
+        ]
+      : []),
     `latency      commit → publish p50 ${report.latency.p50} ms, p95 ${report.latency.p95} ms, max ${report.latency.max} ms`,
     '── checks ──────────────────────────────────────────────',
     ...report.checks.map((c) => `${c.ok ? 'ok  ' : 'FAIL'} ${c.name} — ${c.detail}`),

@@ -82,11 +82,6 @@ export function enqueue(
         `messages[${index}].requiresApproval`,
         'approval holds are not supported by the D1 outbox; the message would be sent unapproved',
       );
-    if (message.approval)
-      throw new OutboxValidationError(
-        `messages[${index}].requiresApproval`,
-        'held messages (approval) are not supported by the D1 outbox yet; it would be published at once',
-      );
   });
   const now = (options.now ?? Date.now)();
   const statements: D1Statement[] = [];

@@ -32,10 +32,19 @@ describe('npm start (examples/demo/main.ts)', () => {
 
     const line = (label: string) => stdout.split('\n').find((l) => l.startsWith(label)) ?? '';
     expect(line('effects')).toMatch(
-      /^effects +4 charges, 1 refunds, 5 mails — each exactly once: yes$/,
+      /^effects +5 charges, 2 refunds, 7 mails — each exactly once: yes$/,
     );
-    expect(line('tool calls')).toMatch(/7: 5 committed, 1 deduped, 1 failed and rolled back/);
-    expect(line('orders')).toMatch(/^orders +4 \(1 refunded\)/);
+    expect(line('tool calls')).toMatch(/9: 7 committed, 1 deduped, 1 failed and rolled back/);
+    expect(line('orders')).toMatch(/^orders +5 \(2 refunded\)/);
+    // One approval (issue 20): a refund above 10,000 held, approved by a scripted operator.
+    expect(line('approvals')).toMatch(
+      /^approvals +1 held for a person: 1 approved \(by ops-oscar\), 0 rejected, 0 waiting$/,
+    );
+    expect(stdout).toMatch(/\[agent\] effect_status\(\S+\) → awaiting approval/);
+    expect(stdout).toMatch(
+      /\[operator\] approved #\d+ payment\.refund order:\d+ — by ops-oscar \(a scripted operator\)/,
+    );
+    expect(stdout).toMatch(/\[agent\] effect_status\(\S+\) → performed/);
     expect(line('duplicates')).toMatch(
       /1 by the tools' idempotency keys, 1 by the consumer ledger/,
     );
