@@ -124,9 +124,11 @@ export function sqliteGlobToGlob(pattern: string): string {
 }
 
 /**
- * When the next ready message that is not due yet becomes due (a delayed message, a retry backing
- * off), or NULL: one seek into `outbox_ready_idx`. The Durable Object sets its alarm by it.
- * ?1 now (ms).
+ * When the next ready message becomes due after ?1 (a delayed message, a retry backing off), or
+ * NULL: one seek into `outbox_ready_idx`. The Durable Object sets its alarm by it, with ?1 = the
+ * time its last run started: a message that became due while that run was claiming is then
+ * found (its time has passed: the alarm fires at once), and a ready row that is due but not
+ * claimable (leased, or not its aggregate's head) is not — that would wake the object in a loop.
  */
 export const nextDueSql = `
 SELECT min(available_at) AS dueAt

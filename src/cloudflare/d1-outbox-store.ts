@@ -122,12 +122,9 @@ export class D1OutboxStore implements OutboxStore {
       .run();
   }
 
-  /** When the next ready message that is not due yet becomes due (ms), if any. */
-  async nextDueAt(): Promise<number | undefined> {
-    const row = await this.#db
-      .prepare(nextDueSql)
-      .bind(this.#now())
-      .first<{ dueAt: number | null }>();
+  /** When the next ready message becomes due after `after` (ms; default now), if any. */
+  async nextDueAt(after: number = this.#now()): Promise<number | undefined> {
+    const row = await this.#db.prepare(nextDueSql).bind(after).first<{ dueAt: number | null }>();
     return row?.dueAt == null ? undefined : Number(row.dueAt);
   }
 }

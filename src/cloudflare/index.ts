@@ -1,7 +1,8 @@
 /**
- * `agent-outbox/cloudflare`: the outbox on Cloudflare Workers — a D1 writer, a Cron-driven
- * dispatcher to Queues and an idempotent, order-restoring Queue consumer. Runs in workerd: no
- * Node-only imports at runtime. See docs/cloudflare.md.
+ * `agent-outbox/cloudflare`: the outbox on Cloudflare Workers — a D1 writer, a dispatcher to
+ * Queues (a Durable Object woken after each commit, and/or a Cron Trigger) and an idempotent,
+ * order-restoring Queue consumer. Runs in workerd: no Node-only imports at runtime. See
+ * docs/cloudflare.md.
  */
 export { enqueue, type D1EnqueueOptions, type EnqueueStatements } from './enqueue.js';
 export { migrateD1, d1MigrationScript, D1_MIGRATIONS, type D1Migration } from './migrations.js';
@@ -11,6 +12,15 @@ export {
   type ScheduledDispatcherOptions,
   type DispatchRunSummary,
 } from './scheduled-dispatcher.js';
+export {
+  OutboxDispatcherObject,
+  wakeDispatcher,
+  dispatcherStatus,
+  type DispatcherObjectOptions,
+  type DispatcherObjectStatus,
+  type DurableObjectStateLike,
+  type DurableObjectNamespaceLike,
+} from './dispatcher-object.js';
 export { D1OutboxStore } from './d1-outbox-store.js';
 export {
   addD1UnorderedTopics,

@@ -35,21 +35,40 @@ function statements(sql: string): string[] {
     .filter((s) => s.length > 0);
 }
 
+/** Which Worker {@link startExampleWorker} runs, and whether it binds a dispatcher object. */
+export interface WorkerSetup {
+  /** Entry point, from the repository root. Default: the example Worker. */
+  entry?: string;
+  /**
+   * Exported class to bind as `OUTBOX_DISPATCHER` (the Durable Object dispatcher). Default none:
+   * without the binding the example Worker dispatches from its Cron Trigger only.
+   */
+  dispatcherClass?: string;
+}
+
 /**
  * Starts the example Worker once (per test file: start-up takes seconds). The queue consumer is
- * live with no batch wait, so messages the scheduled dispatcher sends are consumed in the
- * background; tests that need precise control call `deliver()` instead.
+ * live with no batch wait, so messages the dispatchers send are consumed in the background; tests
+ * that need precise control call `deliver()` instead.
  */
 export async function startExampleWorker(
   vars: Record<string, string> = {},
+  setup: WorkerSetup = {},
 ): Promise<ExampleWorker> {
-  const { script } = await bundleExampleWorker();
+  const { script } = await bundleExampleWorker(setup.entry);
   const mf = new Miniflare({
     modules: true,
     script,
     compatibilityDate: '2025-01-01',
     compatibilityFlags: ['nodejs_compat'],
     d1Databases: ['DB'],
+    ...(setup.dispatcherClass
+      ? {
+          durableObjects: {
+            OUTBOX_DISPATCHER: { className: setup.dispatcherClass, useSQLite: true },
+          },
+        }
+      : {}),
     queueProducers: { QUEUE: QUEUE_NAME },
     queueConsumers: { [QUEUE_NAME]: { maxBatchSize: 100, maxBatchTimeout: 0, maxRetries: 10 } },
     bindings: vars,

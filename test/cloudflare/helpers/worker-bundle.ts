@@ -11,12 +11,15 @@ export interface WorkerBundle {
 
 /**
  * Bundles examples/cloudflare/src/worker.ts (and src/cloudflare with it) into one ES module, as
- * wrangler would. esbuild comes with vitest/tsx. `platform: 'neutral'` with no externals makes an
- * import of a Node built-in (`node:crypto`, `pg`) a build error: the bundle must run in workerd.
+ * wrangler would — or another entry point (a test Worker built on the example). esbuild comes with
+ * vitest/tsx. `platform: 'neutral'` with no externals makes an import of a Node built-in
+ * (`node:crypto`, `pg`) a build error: the bundle must run in workerd.
  */
-export async function bundleExampleWorker(): Promise<WorkerBundle> {
+export async function bundleExampleWorker(
+  entry = 'examples/cloudflare/src/worker.ts',
+): Promise<WorkerBundle> {
   const result = await build({
-    entryPoints: [`${root}examples/cloudflare/src/worker.ts`],
+    entryPoints: [`${root}${entry}`],
     bundle: true,
     format: 'esm',
     platform: 'neutral',
