@@ -525,16 +525,23 @@ class PollingDispatcher implements Dispatcher {
   /**
    * Settles deferred rows again, soon and then less often (2 ms doubling to 100 ms), until the
    * writer that held their aggregate has committed. Each deferral extends the rows' lease, so a
-   * long writer transaction does not make them expire and go out twice; a stop gives up after
-   * one lease (they are then published again after the restart: at least once).
+   * long writer transaction does not make them expire and go out twice. It gives up one lease
+   * after the last answer (the database went away) or one lease after stop(): the rows are then
+   * published again once their lease expires (at least once).
    */
   #retryDeferred(owner: string, settlements: Settlement[], messages: OutgoingMessage[]): void {
     this.#inFlight++;
     const run = (async () => {
+      // The rows are ours while their lease lasts, and each deferral extends it: stop when it has
+      // run out since the last answer (a database that went away), or one lease after stop().
+      let leaseUntil = Date.now() + this.#options.leaseMs;
       const giveUpAt = () =>
-        this.#state === 'running' || this.#state === 'created'
-          ? Infinity
-          : this.#stoppingSince + this.#options.leaseMs;
+        Math.min(
+          leaseUntil,
+          this.#state === 'running' || this.#state === 'created'
+            ? Infinity
+            : this.#stoppingSince + this.#options.leaseMs,
+        );
       let pending = settlements;
       for (
         let delay = 2;
@@ -543,11 +550,13 @@ class PollingDispatcher implements Dispatcher {
       ) {
         await new Promise((resolve) => setTimeout(resolve, delay));
         try {
+          const asked = Date.now();
           const result = await this.#store.settle(owner, pending, this.#settleRequest());
           this.#count(pending, new Set(result.settled), messages);
           const deferred = new Set(result.deferred);
           this.#stats.fenced += pending.length - result.settled.length - deferred.size;
           pending = pending.filter((s) => deferred.has(s.rowId));
+          leaseUntil = asked + this.#options.leaseMs;
         } catch (error) {
           this.#events.emit('dispatcher:settle:failure', {
             owner,
@@ -556,6 +565,7 @@ class PollingDispatcher implements Dispatcher {
           });
         }
       }
+      if (pending.length > 0) this.#stats.settleFailures++;
     })();
     this.#deferredSettles.add(run);
     void run.finally(() => {

@@ -7,6 +7,7 @@ import {
   PgOutboxStore,
   repairHeads,
   replayDeadLetters,
+  type OutboxStore,
   type OutgoingMessage,
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
@@ -251,6 +252,38 @@ describe('the settle that ends a chain while a writer of its aggregate is mid-tr
       await dispatcher.stop();
     }
     expect(dispatcher.stats()).toMatchObject({ published: 2, fenced: 0 });
+  });
+
+  it('a deferred settle whose retries keep failing is given up one lease after its last answer', async () => {
+    await enqueueCommitted(db.pool, [{ topic: 'payment.charge', aggregateId: 'A', payload: 1 }]);
+    const inner = new PgOutboxStore(fromPg(db.pool));
+    let settles = 0;
+    const store: OutboxStore = {
+      claim: (request) => inner.claim(request),
+      release: (owner, ids) => inner.release(owner, ids),
+      // The first settle is deferred (as with a writer mid-transaction); then the database
+      // "goes away": every retry fails.
+      settle: async (_owner, settlements) => {
+        if (settles++ === 0) return { settled: [], deferred: settlements.map((s) => s.rowId) };
+        throw new Error('connection terminated');
+      },
+    };
+    const dispatcher = createDispatcher({
+      store,
+      publisher: new InMemoryPublisher(),
+      leaseMs: 600,
+      ...noBackoff,
+    });
+    const started = Date.now();
+    const result = await dispatcher.drain();
+    expect(Date.now() - started).toBeLessThan(30_000);
+    // Given up (counted as a settle failure); the lease then expired and drain claimed the
+    // message again, whose settle failed too: nothing was marked, nothing lost.
+    expect(result).toMatchObject({ published: 0, deferred: 1, failed: true });
+    expect(result.settleFailures).toBeGreaterThanOrEqual(1);
+    expect(settles).toBeGreaterThan(2);
+    const { rows: left } = await db.pool.query(`SELECT dispatched_at FROM outbox`);
+    expect(left).toEqual([{ dispatched_at: null }]);
   });
 
   it('a REPEATABLE READ writer whose snapshot predates the settle fails to serialise instead of leaving its message stuck', async () => {
