@@ -146,6 +146,13 @@ SELECT w.id::text AS id,
  * that has passed. The dispatcher claims it from there (a ready head at once; a message behind
  * one when its turn comes). All or nothing (see the file comment).
  *
+ * `ready` is normally right already (the insert trigger and the settle keep it while the message
+ * waits), but an approved head is also marked ready here when no pending ordered message precedes
+ * it — one probe of `outbox_chain_idx` — so approving a head makes it claimable even if something
+ * (an older dispatcher, a manual change) left its flag unset. Marking a true head is always safe
+ * (claim.ts: `ready` is the scan's hint, the head check the guarantee); a predecessor settled after
+ * this snapshot marks it anyway.
+ *
  * $1 row ids (bigint[]), $2 message ids (uuid[]), $3 decided by, $4 note (or NULL).
  */
 export const approveSql = (s: string) => `
@@ -166,7 +173,13 @@ decided AS (
       approval_decided_by = $3,
       approval_decided_at = now(),
       approval_note       = $4,
-      available_at        = greatest(coalesce(o.approval_available_at, now()), now())
+      available_at        = greatest(coalesce(o.approval_available_at, now()), now()),
+      ready               = o.ready OR o.ordered IS NOT TRUE OR NOT EXISTS (
+                              SELECT 1 FROM ${s}.outbox p
+                              WHERE p.aggregate_id = o.aggregate_id
+                                AND p.sequence < o.sequence
+                                AND p.dispatched_at IS NULL
+                                AND p.ordered)
   WHERE o.id = ANY (ARRAY(SELECT id FROM wanted))
     AND (SELECT ok FROM go)
     AND o.approval_state = 'awaiting'

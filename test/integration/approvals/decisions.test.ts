@@ -101,6 +101,17 @@ describe('approve', () => {
     expect(await audit(held!.id)).toMatchObject({ approval_state: 'approved', dispatched: true });
   });
 
+  it('makes a held head claimable even when its ready flag was left unset', async () => {
+    const [held, behind] = await enqueueCommitted(db.pool, [refund('order:20'), mail('order:20')]);
+    await db.pool.query(`UPDATE outbox SET ready = false WHERE id = $1`, [held!.id]);
+    await approveMessages(executor(), [held!.id], { by: 'alice' });
+    expect(await audit(held!.id)).toMatchObject({ ready: true });
+    expect(await audit(behind!.id)).toMatchObject({ ready: false }); // still behind it
+    await dispatchOnce();
+    await dispatchOnce();
+    expect(published()).toEqual(['order:20#1', 'order:20#2']);
+  });
+
   it('keeps the delay the message was written with, when it has not passed yet', async () => {
     const [held] = await enqueueCommitted(db.pool, [refund('order:2', { delayMs: 3_600_000 })]);
     await approveMessages(executor(), [held!.messageId], { by: 'alice' });
