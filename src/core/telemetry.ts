@@ -43,8 +43,6 @@ export const ATTR = {
   attempt: 'outbox.attempt',
   aggregateId: 'outbox.aggregate.id',
   sequence: 'outbox.sequence',
-  /** `published`, `retryable` or `permanent`: the publisher's outcome of a `send`. */
-  publishOutcome: 'outbox.publish.outcome',
   /** `ack`, `retry` or `dead`: what the consumer runtime told the binding. */
   deliveryAction: 'outbox.delivery.action',
   /** Why (`processed`, `duplicate`, `handler-failed`, ...; see `DeliveryReason`). */

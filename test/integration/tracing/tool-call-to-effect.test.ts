@@ -227,7 +227,6 @@ describe.skipIf(!up)('tracing: tool call → enqueue → dispatch to NATS → co
       [ATTR_MESSAGING_DESTINATION_NAME]: topic,
       [ATTR_MESSAGING_MESSAGE_ID]: messageId,
       'outbox.attempt': 1,
-      'outbox.publish.outcome': 'published',
     });
     expect(send.attributes).not.toHaveProperty(ATTR_ERROR_TYPE);
     expect(send.status.code).toBe(SpanStatusCode.UNSET);
@@ -289,7 +288,6 @@ describe.skipIf(!up)('tracing: tool call → enqueue → dispatch to NATS → co
     expect(send.status.message).toMatch(/does not capture subject/);
     expect(send.attributes).toMatchObject({
       [ATTR_ERROR_TYPE]: 'permanent',
-      'outbox.publish.outcome': 'permanent',
     });
     expect(send.events.map((e) => e.name)).toContain('exception');
     expect(one('dispatch batch').attributes).toMatchObject({ 'outbox.batch.dead_lettered': 1 });
