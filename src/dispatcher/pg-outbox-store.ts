@@ -32,8 +32,6 @@ interface ClaimedRow {
 export interface PgOutboxStoreOptions {
   /** Schema of the outbox tables. Default `public`. */
   schema?: string;
-  /** The claim restricted to the row ids given as `$4` (the CDC dispatcher's candidates). */
-  claimSql?: string;
   /**
    * How settles and releases commit (sql/commit-mode.ts; claims always wait for the flush).
    * Default `sync` here; dispatchers pass theirs.
@@ -74,7 +72,7 @@ export class PgOutboxStore implements OutboxStore {
     const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
     const commit = options.settleCommit ?? 'sync';
     this.#executor = executor;
-    this.#claimSql = options.claimSql ?? claimSql(schema);
+    this.#claimSql = claimSql(schema);
     // Neither is prepared (statement-name.ts): a generic plan made while the outbox is small can
     // be a sequential scan, and it stays while the table grows.
     this.#settleFailedSql = settleFailedSql(schema, commit);
@@ -84,13 +82,12 @@ export class PgOutboxStore implements OutboxStore {
     this.#approvalSweepMs = options.approvalSweepIntervalMs ?? 30_000;
   }
 
-  async claim(request: ClaimRequest, extra: readonly unknown[] = []): Promise<OutgoingMessage[]> {
+  async claim(request: ClaimRequest): Promise<OutgoingMessage[]> {
     if (Date.now() >= this.#nextSweepAt) await this.#expireApprovals(request);
     const { rows } = await this.#executor.query<ClaimedRow>(this.#claimSql, [
       request.owner,
       request.batchSize,
       request.leaseMs,
-      ...extra,
     ]);
     return rows.map((row) => ({
       id: row.id,

@@ -51,11 +51,9 @@
  * Messages of a run that are never tried (the run stopped earlier) are released with their
  * attempt given back (settle.ts `releaseSql`).
  *
- * `restrictTo` adds `o.id = ANY($4)` to the heads (the CDC dispatcher's WAL candidates).
- *
  * $1 lease owner token, $2 batch size, $3 lease in milliseconds.
  */
-export const claimSql = (schema: string, options: { restrictTo?: boolean } = {}) => `
+export const claimSql = (schema: string) => `
 WITH heads AS MATERIALIZED (
   SELECT o.id, o.aggregate_id, o.sequence, o.ordered
   FROM ${schema}.outbox o
@@ -63,9 +61,7 @@ WITH heads AS MATERIALIZED (
     AND o.dispatched_at IS NULL
     AND o.dead_lettered_at IS NULL
     AND o.available_at <= now()
-    AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())${
-      options.restrictTo ? '\n    AND o.id = ANY($4::bigint[])' : ''
-    }
+    AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())
     AND (
       o.ordered IS NOT TRUE
       OR NOT EXISTS (

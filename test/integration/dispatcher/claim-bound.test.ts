@@ -154,8 +154,10 @@ describe('claim cost with 100,000 messages behind one head', () => {
         expect(claimed.filter((m) => m.aggregateId === 'deep')).toEqual([]);
         expect(claimed, why).toHaveLength(OTHERS);
         expect(rowsRead, why).toBeLessThan(1_000);
-        // ~2,600 here for 200 heads (their probes and leases included); 304k before.
-        expect(blocks, why).toBeLessThan(6_000);
+        // Rows are the bound; buffers only a backstop: ~2,600 for 200 heads on a fresh table,
+        // up to ~7,600 once earlier cases' rolled-back leases left dead versions to step over
+        // (same plan, same rows). The walk of the old claim read 304k.
+        expect(blocks, why).toBeLessThan(20_000);
       } finally {
         await db.pool.query(
           `UPDATE outbox SET lease_owner = NULL, lease_expires_at = NULL, available_at = created_at,
