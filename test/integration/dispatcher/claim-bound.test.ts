@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PgOutboxStore, type SqlExecutor } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { rowsRead, type PlanNode } from '../../helpers/explain.js';
 
 /**
  * Issue 16: a claim's work follows the batch, not the backlog. 100,000 pending messages sit on
@@ -46,32 +47,7 @@ afterAll(async () => {
   await db?.drop();
 });
 
-interface PlanNode {
-  'Relation Name'?: string;
-  'Actual Rows'?: number;
-  'Actual Loops'?: number;
-  'Rows Removed by Filter'?: number;
-  'Rows Removed by Index Recheck'?: number;
-  'Shared Hit Blocks'?: number;
-  'Shared Read Blocks'?: number;
-  Plans?: PlanNode[];
-}
 const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-
-/** Rows every scan of the outbox produced or threw away, over all its loops. */
-function outboxRowsRead(plan: PlanNode): number {
-  return nodes(plan)
-    .filter((n) => n['Relation Name'] === 'outbox')
-    .reduce(
-      (sum, n) =>
-        sum +
-        ((n['Actual Rows'] ?? 0) +
-          (n['Rows Removed by Filter'] ?? 0) +
-          (n['Rows Removed by Index Recheck'] ?? 0)) *
-          (n['Actual Loops'] ?? 1),
-      0,
-    );
-}
 
 /** Claims under EXPLAIN (ANALYZE, BUFFERS) in a transaction that is rolled back. */
 async function explainClaim(batchSize: number) {
@@ -112,7 +88,7 @@ async function explainClaim(batchSize: number) {
       loops: n['Actual Loops'],
       removed: n['Rows Removed by Filter'],
     }));
-  return { rowsRead: outboxRowsRead(plan!), blocks, claimed, why: JSON.stringify(scans) };
+  return { rowsRead: rowsRead(plan!), blocks, claimed, why: JSON.stringify(scans) };
 }
 
 const deepHead = `(SELECT id FROM outbox WHERE aggregate_id = 'deep' AND sequence = 1)`;
