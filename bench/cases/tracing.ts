@@ -11,7 +11,8 @@ import {
 } from '@opentelemetry/sdk-trace-node';
 import { createDispatcher, fromPg } from '../../src/index.js';
 import { startBatchTrace } from '../../src/dispatcher/dispatch-spans.js';
-import type { OutgoingMessage } from '../../src/publishers/publisher.js';
+import { HttpPublisher } from '../../src/publishers/http/index.js';
+import type { OutgoingMessage, Publisher } from '../../src/publishers/publisher.js';
 import type { BenchDatabase } from '../lib/database.js';
 import { resetOutbox } from '../lib/database.js';
 import { log, round, timed } from '../lib/measure.js';
@@ -37,11 +38,44 @@ import { noopPublisher } from './enqueue.js';
  */
 export async function tracingOverhead(db: BenchDatabase, count: number, pairs: number) {
   const sink = await startDiscardingSink();
+  let noop: Comparison;
+  let http: Comparison;
+  try {
+    noop = await compare(db, sink.url, noopPublisher, count, pairs);
+    // Context: the same with a publisher that does I/O, the shape of a real deployment.
+    const webhook = new HttpPublisher({ url: `${sink.url}/hook` });
+    http = await compare(db, sink.url, webhook, Math.ceil(count / 5), 3);
+  } finally {
+    sink.process.kill();
+  }
+  const noSdk = noSdkBatchCost();
+  log(
+    `tracing: ${noop.ratio} (median of ${pairs} pairs: ${noop.ratios.join(', ')}); ` +
+      `CPU per message ${noop.cpuMicrosPerMessage.withSdk} vs ${noop.cpuMicrosPerMessage.withoutSdk} µs; ` +
+      `${noop.spans.exported} of ${noop.spans.ended} spans exported; with an HTTP publisher ${http.ratio}; ` +
+      `no-SDK batch path ${noSdk.nsPerBatch} ns per batch of 200`,
+  );
+  return { ...noop, http, noSdk };
+}
+
+type Comparison = Awaited<ReturnType<typeof compare>>;
+
+/**
+ * `pairs` back-to-back drains of `count` rows through `publisher`, with and without the SDK,
+ * after a warm-up of both: the median of the pairs' ratios.
+ */
+async function compare(
+  db: BenchDatabase,
+  sinkUrl: string,
+  publisher: Publisher,
+  count: number,
+  pairs: number,
+) {
   const spans = { ended: 0, exported: 0 };
   const withSdk = async (rows: number) => {
-    const sdk = registerSdk(sink.url);
+    const sdk = registerSdk(sinkUrl);
     try {
-      return await rate(db, rows);
+      return await rate(db, rows, publisher);
     } finally {
       await sdk.provider.shutdown();
       trace.disable();
@@ -52,51 +86,42 @@ export async function tracingOverhead(db: BenchDatabase, count: number, pairs: n
     }
   };
   const runs: { withoutSdk: Drain; withSdk: Drain }[] = [];
-  try {
-    const warmUp = Math.min(count, 4_000);
-    await rate(db, warmUp);
-    await withSdk(warmUp);
-    spans.ended = spans.exported = 0;
-    for (let p = 0; p < pairs; p++) {
-      if (p % 2 === 0) {
-        const withoutSdk = await rate(db, count);
-        runs.push({ withoutSdk, withSdk: await withSdk(count) });
-      } else {
-        const sdk = await withSdk(count);
-        runs.push({ withoutSdk: await rate(db, count), withSdk: sdk });
-      }
+  const warmUp = Math.min(count, 4_000);
+  await rate(db, warmUp, publisher);
+  await withSdk(warmUp);
+  spans.ended = spans.exported = 0;
+  for (let p = 0; p < pairs; p++) {
+    if (p % 2 === 0) {
+      const withoutSdk = await rate(db, count, publisher);
+      runs.push({ withoutSdk, withSdk: await withSdk(count) });
+    } else {
+      const sdk = await withSdk(count);
+      runs.push({ withoutSdk: await rate(db, count, publisher), withSdk: sdk });
     }
-  } finally {
-    sink.process.kill();
   }
   const ratios = runs.map((r) => r.withSdk.rowsPerSecond / r.withoutSdk.rowsPerSecond);
-  const noSdk = noSdkBatchCost();
-  const ratio = round(middle(ratios), 3);
-  log(
-    `tracing: ${ratio} (median of ${pairs} pairs: ${ratios.map((r) => round(r, 2)).join(', ')}); ` +
-      `CPU per message ${round(middle(runs.map((r) => r.withSdk.cpuMicrosPerMessage)), 1)} vs ${round(middle(runs.map((r) => r.withoutSdk.cpuMicrosPerMessage)), 1)} µs; ` +
-      `${spans.exported} of ${spans.ended} spans exported; no-SDK batch path ${noSdk.nsPerBatch} ns per batch of 200`,
-  );
+  const side = (pick: (r: (typeof runs)[number]) => number, digits: number) =>
+    round(middle(runs.map(pick)), digits);
   return {
-    ratio,
+    ratio: round(middle(ratios), 3),
+    ratios: ratios.map((r) => round(r, 2)),
     rowsPerSecond: {
-      withSdk: Math.round(middle(runs.map((r) => r.withSdk.rowsPerSecond))),
-      withoutSdk: Math.round(middle(runs.map((r) => r.withoutSdk.rowsPerSecond))),
+      withSdk: side((r) => r.withSdk.rowsPerSecond, 0),
+      withoutSdk: side((r) => r.withoutSdk.rowsPerSecond, 0),
     },
     /**
      * CPU time of this process per message (user + system): what the spans and their export
      * cost, less exposed to the machine's load than the rates.
      */
     cpuMicrosPerMessage: {
-      withSdk: round(middle(runs.map((r) => r.withSdk.cpuMicrosPerMessage)), 1),
-      withoutSdk: round(middle(runs.map((r) => r.withoutSdk.cpuMicrosPerMessage)), 1),
+      withSdk: side((r) => r.withSdk.cpuMicrosPerMessage, 1),
+      withoutSdk: side((r) => r.withoutSdk.cpuMicrosPerMessage, 1),
     },
     pairs: runs.map((r) => ({
       withSdk: Math.round(r.withSdk.rowsPerSecond),
       withoutSdk: Math.round(r.withoutSdk.rowsPerSecond),
     })),
     spans,
-    noSdk,
   };
 }
 
@@ -105,8 +130,8 @@ interface Drain {
   cpuMicrosPerMessage: number;
 }
 
-/** Drains `count` fresh unordered rows with the no-op publisher. */
-async function rate(db: BenchDatabase, count: number): Promise<Drain> {
+/** Drains `count` fresh unordered rows through `publisher`. */
+async function rate(db: BenchDatabase, count: number, publisher: Publisher): Promise<Drain> {
   await resetOutbox(db.pool);
   await db.pool.query(
     `INSERT INTO outbox (aggregate_id, topic, payload, headers)
@@ -123,7 +148,7 @@ async function rate(db: BenchDatabase, count: number): Promise<Drain> {
   const ms = await timed(async () => {
     const dispatcher = createDispatcher({
       executor: fromPg(db.pool),
-      publisher: noopPublisher,
+      publisher,
       batchSize: 200,
       unorderedTopics: ['mail.*'],
     });
@@ -180,7 +205,7 @@ async function startDiscardingSink(): Promise<{ url: string; process: ChildProce
     process.execPath,
     [
       '-e',
-      `require('node:http').createServer((q, s) => { q.resume(); q.on('end', () => s.writeHead(200, { 'content-type': 'application/x-protobuf' }).end()); })
+      `require('node:http').createServer((q, s) => { q.resume(); q.on('end', () => s.writeHead(200, { 'content-type': q.url === '/v1/traces' ? 'application/x-protobuf' : 'application/json' }).end()); })
         .listen(0, '127.0.0.1', function () { console.log(this.address().port); });`,
     ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
