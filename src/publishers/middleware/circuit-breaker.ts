@@ -86,6 +86,8 @@ export function circuitBreaker(options: CircuitBreakerOptions = {}): PublisherMi
         }
       },
       messagingSystem: next.messagingSystem?.bind(next),
+      // Keeps the wrapped publisher's promise: it delivers a call's run in order.
+      ordersWithinCall: next.ordersWithinCall,
       close: next.close?.bind(next),
     };
   };

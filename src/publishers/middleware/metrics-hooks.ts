@@ -45,6 +45,8 @@ export function metricsHooks(hooks: MetricsHooks): PublisherMiddleware {
       return outcomes;
     },
     messagingSystem: next.messagingSystem?.bind(next),
+    // Keeps the wrapped publisher's promise: it delivers a call's run in order.
+    ordersWithinCall: next.ordersWithinCall,
     close: next.close?.bind(next),
   });
 }

@@ -36,6 +36,8 @@ export function timeout(ms: number): PublisherMiddleware {
       }
     },
     messagingSystem: next.messagingSystem?.bind(next),
+    // Keeps the wrapped publisher's promise: it delivers a call's run in order.
+    ordersWithinCall: next.ordersWithinCall,
     close: next.close?.bind(next),
   });
 }

@@ -206,3 +206,17 @@ describe('metricsHooks middleware', () => {
     expect(inner.calls).toHaveLength(1);
   });
 });
+
+describe('every middleware', () => {
+  it("keeps the wrapped publisher's ordersWithinCall (a run then still goes in one call)", () => {
+    const ordering = Object.assign(new FakePublisher(), { ordersWithinCall: true });
+    const wrapped = withMiddleware(
+      ordering,
+      timeout(1_000),
+      circuitBreaker({ failureThreshold: 3, cooldownMs: 1_000 }),
+      metricsHooks({}),
+    );
+    expect(wrapped.ordersWithinCall).toBe(true);
+    expect(withMiddleware(new FakePublisher(), timeout(1_000)).ordersWithinCall).toBeFalsy();
+  });
+});
