@@ -1,14 +1,13 @@
 import { DEFAULT_BACKOFF, type BackoffOptions } from '../core/backoff.js';
 import { OutboxValidationError } from '../core/errors.js';
 import type { DeadLetterPolicy } from '../dispatcher/options.js';
-import type { MessageFate } from '../dispatcher/ordered-publish.js';
+import { publishInOrder, type MessageFate } from '../dispatcher/ordered-publish.js';
 import type { Settlement } from '../dispatcher/outbox-store.js';
 import { planSettlement } from '../dispatcher/settle-plan.js';
 import type { OutgoingMessage, Publisher } from '../publishers/publisher.js';
 import { addD1UnorderedTopics, repairD1HeadsIfDue } from './chains.js';
 import { D1OutboxStore } from './d1-outbox-store.js';
 import type { D1Db, QueueProducer } from './d1-types.js';
-import { sendInOrder } from './ordered-send.js';
 import { CloudflareQueuesPublisher } from './queues-publisher.js';
 
 /** Options of {@link createScheduledDispatcher}. Durations in milliseconds. */
@@ -102,8 +101,8 @@ export function positiveInteger(
 /**
  * Creates the D1 → Queues dispatcher: the Postgres polling dispatcher's claim → publish → settle
  * cycle (lease with a per-claim token; claims of ready heads and the runs behind them; attempts
- * counted at claim; each aggregate's run published in order (`sendInOrder`, the semantics of the
- * Node dispatcher's `publishInOrder`), stopping at its first failure; fenced settle; backoff and dead letters via the shared
+ * counted at claim; each aggregate's run published in order (`publishInOrder`, the Node dispatcher's own),
+ * stopping at its first failure; fenced settle; backoff and dead letters via the shared
  * `planSettlement`), looped within a time budget because a Cron Trigger fires at most once a
  * minute — one batch per minute would cap throughput at `batchSize`/min. The Durable Object
  * dispatcher (`OutboxDispatcherObject`) runs the same cycle.
@@ -209,7 +208,7 @@ export function createScheduledDispatcher(
         // Each aggregate's run in sequence order, stopping at its first failure; abandoned well
         // before the lease runs out, so no other run can claim these messages while a send might
         // still be delivering them (G3). Real time: the lease is judged by D1 rows, not by `now`.
-        const fates = await sendInOrder(publisher, messages, {
+        const fates = await publishInOrder(publisher, messages, {
           maxAttempts,
           deadline: Date.now() + leaseMs - Math.max(500, leaseMs * 0.1),
           timeoutError: `publish did not finish within the lease (${leaseMs} ms)`,

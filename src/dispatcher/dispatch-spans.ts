@@ -39,8 +39,8 @@ export const MAX_LINKS = 128;
 
 /** The tracing of one batch: see the module comment. */
 export interface BatchTrace {
-  /** The batch span's context: publish calls and the settle run in it. */
-  readonly context: Context;
+  /** Runs `fn` in the batch span's context: publish calls and the settle run in it. */
+  within<T>(fn: () => T): T;
   /** Starts the send spans of one publish call. */
   send(publisher: Publisher, messages: readonly OutgoingMessage[]): SendSpans;
   /** Ends the batch span with what the settle planned for each message. */
@@ -96,7 +96,7 @@ export function startBatchTrace(
   const batchContext = trace.setSpan(parent, span);
   const batchLink: Link[] = [{ context: span.spanContext() }];
   return {
-    context: batchContext,
+    within: (fn) => context.with(batchContext, fn),
     send: (publisher, batch) => startSendSpans(publisher, batch, stored, batchContext, batchLink),
     end: (settlements) => endBatch(span, settlements),
   };

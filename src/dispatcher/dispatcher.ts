@@ -1,6 +1,5 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { context } from '@opentelemetry/api';
 import { OutboxValidationError } from '../core/errors.js';
 import type { OutgoingMessage, Publisher } from '../publishers/publisher.js';
 import { TypedEmitter, type DispatcherEventMap } from './events.js';
@@ -416,7 +415,7 @@ class PollingDispatcher implements Dispatcher {
       this.#inFlight++;
       pipeline.pending = true;
       const settle = () => this.#settle(owner, settlements, messages, leaseDeadline);
-      pipeline.settling = (batch ? context.with(batch.context, settle) : settle()).finally(() => {
+      pipeline.settling = (batch ? batch.within(settle) : settle()).finally(() => {
         this.#inFlight--;
         this.#notifyIdle();
         batch?.end(settlements);
@@ -463,24 +462,16 @@ class PollingDispatcher implements Dispatcher {
     const started = Date.now();
     for (let attempt = 0; ; attempt++) {
       try {
-        const result = await this.#store.settle(owner, settlements, this.#settleRequest());
-        const deferred = new Set(result.deferred);
-        this.#count(settlements, new Set(result.settled), messages);
-        const fenced = settlements.length - result.settled.length - deferred.size;
-        this.#stats.fenced += fenced;
+        const { settled, fenced, deferred } = await this.#applySettle(owner, settlements, messages);
         this.#events.emit('dispatcher:settle:success', {
           owner,
-          settled: result.settled.length,
+          settled,
           fenced,
           durationMs: Date.now() - started,
         });
-        if (deferred.size > 0) {
-          this.#stats.deferred += deferred.size;
-          this.#retryDeferred(
-            owner,
-            settlements.filter((s) => deferred.has(s.rowId)),
-            messages,
-          );
+        if (deferred.length > 0) {
+          this.#stats.deferred += deferred.length;
+          this.#retryDeferred(owner, deferred, messages);
         }
         return;
       } catch (error) {
@@ -498,6 +489,17 @@ class PollingDispatcher implements Dispatcher {
         await new Promise((resolve) => setTimeout(resolve, delay));
       }
     }
+  }
+
+  /** One store settle: counts what it settled and fenced; returns what it deferred. */
+  async #applySettle(owner: string, settlements: Settlement[], messages: OutgoingMessage[]) {
+    const result = await this.#store.settle(owner, settlements, this.#settleRequest());
+    this.#count(settlements, new Set(result.settled), messages);
+    const deferredIds = new Set(result.deferred);
+    const fenced = settlements.length - result.settled.length - deferredIds.size;
+    this.#stats.fenced += fenced;
+    const deferred = settlements.filter((s) => deferredIds.has(s.rowId));
+    return { settled: result.settled.length, fenced, deferred };
   }
 
   #settleRequest() {
@@ -551,11 +553,7 @@ class PollingDispatcher implements Dispatcher {
         await new Promise((resolve) => setTimeout(resolve, delay));
         try {
           const asked = Date.now();
-          const result = await this.#store.settle(owner, pending, this.#settleRequest());
-          this.#count(pending, new Set(result.settled), messages);
-          const deferred = new Set(result.deferred);
-          this.#stats.fenced += pending.length - result.settled.length - deferred.size;
-          pending = pending.filter((s) => deferred.has(s.rowId));
+          pending = (await this.#applySettle(owner, pending, messages)).deferred;
           leaseUntil = asked + this.#options.leaseMs;
         } catch (error) {
           this.#events.emit('dispatcher:settle:failure', {

@@ -1,4 +1,3 @@
-import { context } from '@opentelemetry/api';
 import {
   errorText,
   type OutgoingMessage,
@@ -174,7 +173,7 @@ async function call(
   if (messages.length === 0) return [];
   const started = Date.now();
   const controller = new AbortController();
-  let timer: NodeJS.Timeout | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
   const spans = options.trace?.send(publisher, messages);
   const handed = spans?.messages ?? messages;
   const timedOut = new Promise<'timeout'>((resolve) => {
@@ -182,11 +181,8 @@ async function call(
   });
   let outcomes: PublishOutcome[];
   try {
-    const publishing = options.trace
-      ? context.with(options.trace.context, () =>
-          publisher.publish(handed, { signal: controller.signal }),
-        )
-      : publisher.publish(handed, { signal: controller.signal });
+    const publish = () => publisher.publish(handed, { signal: controller.signal });
+    const publishing = options.trace ? options.trace.within(publish) : publish();
     const result = await Promise.race([publishing, timedOut]);
     if (result === 'timeout') {
       controller.abort();
