@@ -35,6 +35,25 @@ ON CONFLICT (task) DO UPDATE SET last_run_at = excluded.last_run_at
 RETURNING last_run_at`;
 
 /**
+ * Marks ready the first pending ordered message (the head) of each aggregate `aggregates` (a
+ * SELECT of one `aggregate_id` column) yields: one seek into `outbox_chain_idx` per aggregate.
+ * Shared by the head repair below and the settle (settle-sql.ts `markNextReadySql`).
+ */
+export const markHeadsReadySql = (aggregates: string) => `UPDATE outbox
+   SET ready = 1
+ WHERE ready = 0
+   AND id IN (
+     SELECT (SELECT p.id
+               FROM outbox p
+              WHERE p.aggregate_id = a.aggregate_id
+                AND p.dispatched_at IS NULL
+                AND p.ordered = 1
+              ORDER BY p.sequence
+              LIMIT 1)
+       FROM (${aggregates}) a
+   )`;
+
+/**
  * Marks each aggregate's first pending ordered message ready. Nothing in this version leaves a head
  * unmarked (the writer and the settle decide exactly); but a Worker of a version before migration
  * 2 that keeps running after the migration was applied (the minutes between
@@ -56,18 +75,5 @@ WITH RECURSIVE aggregates (aggregate_id) AS (
     FROM aggregates a
    WHERE a.aggregate_id IS NOT NULL
 )
-UPDATE outbox
-   SET ready = 1
- WHERE ready = 0
-   AND id IN (
-     SELECT (SELECT p.id
-               FROM outbox p
-              WHERE p.aggregate_id = a.aggregate_id
-                AND p.dispatched_at IS NULL
-                AND p.ordered = 1
-              ORDER BY p.sequence
-              LIMIT 1)
-       FROM aggregates a
-      WHERE a.aggregate_id IS NOT NULL
-   )
+${markHeadsReadySql(`SELECT a.aggregate_id FROM aggregates a WHERE a.aggregate_id IS NOT NULL`)}
 RETURNING id`;

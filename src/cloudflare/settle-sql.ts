@@ -1,3 +1,5 @@
+import { markHeadsReadySql } from './chain-sql.js';
+
 /**
  * The settle of one claim: these statements run in ONE `batch()` (one transaction), in this order
  * — settle, release, mark the next heads — so no claim ever sees an aggregate between them.
@@ -64,18 +66,6 @@ RETURNING id`;
  * ?1 JSON array of the row ids that left their chain.
  */
 export const markNextReadySql = `
-UPDATE outbox
-   SET ready = 1
- WHERE ready = 0
-   AND id IN (
-     SELECT (SELECT p.id
-               FROM outbox p
-              WHERE p.aggregate_id = a.aggregate_id
-                AND p.dispatched_at IS NULL
-                AND p.ordered = 1
-              ORDER BY p.sequence
-              LIMIT 1)
-       FROM (SELECT DISTINCT o.aggregate_id
-               FROM outbox o
-              WHERE o.id IN (SELECT value FROM json_each(?1))) a
-   )`;
+${markHeadsReadySql(
+  `SELECT DISTINCT o.aggregate_id FROM outbox o WHERE o.id IN (SELECT value FROM json_each(?1))`,
+)}`;
