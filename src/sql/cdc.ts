@@ -49,10 +49,15 @@
  */
 export const candidateStatesSql = (schema: string) => `
 WITH o AS MATERIALIZED (
+  -- One primary-key probe per candidate: a LATERAL subquery with LIMIT cannot be flattened into a
+  -- join. With \`o.id = ANY($1)\` (or a plain LATERAL) PostgreSQL 15 hashed a sequential scan of a
+  -- 20,000-row outbox for 500 ids: every row read (cdc-bound.test.ts on a stock PG 15 server).
   SELECT o.id, o.aggregate_id, o.ordered, o.dispatched_at, o.dead_lettered_at, o.available_at,
          o.lease_expires_at
-  FROM ${schema}.outbox o
-  WHERE o.id = ANY($1::bigint[])
+  FROM unnest($1::bigint[]) AS c(id)
+  CROSS JOIN LATERAL (
+    SELECT * FROM ${schema}.outbox o WHERE o.id = c.id LIMIT 1
+  ) o
 ),
 heads AS MATERIALIZED (
   SELECT a.aggregate_id, h.available_at, h.dead_lettered_at
