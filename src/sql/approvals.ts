@@ -1,3 +1,5 @@
+import { emptiedAggregatesCtes } from './emptied-aggregates.js';
+
 /**
  * Decisions on held messages (migration 010): approve, reject, and the expiry sweep. `s` is the
  * validated, quoted schema name.
@@ -91,23 +93,7 @@ moving AS MATERIALIZED (
      OR a.ready
      OR NOT EXISTS (SELECT 1 FROM prev_now n WHERE n.id = a.prev_id AND n.stays)
 ),
-snap AS MATERIALIZED (
-  SELECT a.aggregate_id, a.last_sequence
-  FROM ${s}.outbox_aggregates a
-  WHERE a.aggregate_id = ANY (ARRAY(SELECT aggregate_id FROM moving WHERE next_id IS NULL))
-),
-locked AS MATERIALIZED (
-  SELECT a.aggregate_id, a.last_sequence
-  FROM ${s}.outbox_aggregates a
-  WHERE a.aggregate_id = ANY (ARRAY(SELECT aggregate_id FROM moving WHERE next_id IS NULL))
-  FOR NO KEY UPDATE SKIP LOCKED
-),
-deferred AS MATERIALIZED (
-  SELECT sn.aggregate_id
-  FROM snap sn
-  LEFT JOIN locked l ON l.aggregate_id = sn.aggregate_id
-  WHERE l.aggregate_id IS NULL OR l.last_sequence <> sn.last_sequence
-)`;
+${emptiedAggregatesCtes(s, 'SELECT aggregate_id FROM moving WHERE next_id IS NULL')}`;
 
 /** The rows a decision locks and reports on (latest versions: locking reads them). */
 const WANTED_COLUMNS = `o.id, o.message_id, o.topic, o.aggregate_id, o.sequence, o.ordered, o.ready,

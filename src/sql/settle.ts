@@ -1,4 +1,5 @@
 import { commitModeClause, type CommitMode } from './commit-mode.js';
+import { emptiedAggregatesCtes } from './emptied-aggregates.js';
 
 /**
  * Settles the messages that leave their aggregate's chain — published, shadow (settled without
@@ -68,23 +69,7 @@ nexts AS MATERIALIZED (
     LIMIT 1
   ) n ON true
 ),
-snap AS MATERIALIZED (
-  SELECT a.aggregate_id, a.last_sequence
-  FROM ${schema}.outbox_aggregates a
-  WHERE a.aggregate_id = ANY (ARRAY(SELECT aggregate_id FROM nexts WHERE next_id IS NULL))
-),
-locked AS MATERIALIZED (
-  SELECT a.aggregate_id, a.last_sequence
-  FROM ${schema}.outbox_aggregates a
-  WHERE a.aggregate_id = ANY (ARRAY(SELECT aggregate_id FROM nexts WHERE next_id IS NULL))
-  FOR NO KEY UPDATE SKIP LOCKED
-),
-deferred AS MATERIALIZED (
-  SELECT s.aggregate_id
-  FROM snap s
-  LEFT JOIN locked l ON l.aggregate_id = s.aggregate_id
-  WHERE l.aggregate_id IS NULL OR l.last_sequence <> s.last_sequence
-),
+${emptiedAggregatesCtes(schema, 'SELECT aggregate_id FROM nexts WHERE next_id IS NULL')},
 bumped AS (
   UPDATE ${schema}.outbox_aggregates a
   SET last_sequence = a.last_sequence
