@@ -30,8 +30,7 @@ interface ClaimedRow {
  * of ready heads and the runs behind them, fenced settle that moves each aggregate's chain on,
  * release), so the shared settlement planning and ordered publishing apply unchanged.
  *
- * Whether a message is ordered was decided when it was written (D1 migration 2), so
- * `ClaimRequest.unorderedPatterns` is ignored here, as in Postgres.
+ * Whether a message is ordered was decided when it was written (D1 migration 2), as in Postgres.
  */
 export class D1OutboxStore implements OutboxStore {
   readonly #db: D1Db;

@@ -19,12 +19,6 @@ export interface ClaimRequest {
   owner: string;
   batchSize: number;
   leaseMs: number;
-  /**
-   * Unordered-topic patterns for a store that decides order at claim time. Neither store does
-   * any more: each message carries its own `ordered`, decided when it is written (Postgres
-   * migration 009, D1 migration 2), so both ignore it.
-   */
-  unorderedPatterns?: readonly string[];
   /** `true`: a dead letter blocks later messages of its aggregate (policy `hold`). */
   deadLettersBlock?: boolean;
 }

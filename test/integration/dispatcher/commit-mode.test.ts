@@ -132,7 +132,6 @@ describe('dispatcher commit mode', () => {
       owner: 't#1',
       batchSize: 10,
       leaseMs: 60_000,
-      unorderedPatterns: [],
       deadLettersBlock: true,
     };
     const store = new PgOutboxStore(fromPg(pool), { settleCommit: 'async' });

@@ -268,7 +268,7 @@ describe('polling dispatcher', () => {
   it('fencing: a settle from an expired claim does not touch a row another claim now holds', async () => {
     await enqueueCommitted(db.pool, [{ topic: 't', aggregateId: 'a', payload: 1 }]);
     const store = new PgOutboxStore(fromPg(db.pool));
-    const request = { batchSize: 10, unorderedPatterns: [], deadLettersBlock: true };
+    const request = { batchSize: 10, deadLettersBlock: true };
     const [old] = await store.claim({ ...request, owner: 'old#1', leaseMs: 1 });
     await new Promise((resolve) => setTimeout(resolve, 20));
     const [current] = await store.claim({ ...request, owner: 'new#1', leaseMs: 60_000 });

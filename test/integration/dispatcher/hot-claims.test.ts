@@ -56,7 +56,6 @@ describe('claims as HOT updates (migration 008)', () => {
       owner: 'hot-test#1',
       batchSize: 400,
       leaseMs: 30_000,
-      unorderedPatterns: ['mail.%'],
       deadLettersBlock: true,
     });
     expect(claimed).toHaveLength(400);
