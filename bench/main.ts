@@ -186,7 +186,8 @@ try {
     notify_always_armed_enqueue_ratio: notify.armedRatio,
     dispatch_vs_raw_sql: dispatch.unorderedRatio,
     dispatch_ordered_vs_raw_sql: dispatch.orderedRatio,
-    tracing_overhead: tracing.ratio,
+    tracing_overhead: 'ratio' in tracing.broker ? tracing.broker.ratio : null,
+    tracing_overhead_noop: tracing.noop.ratio,
     dispatch_vs_pg_boss: peers.pgBossRatio,
     dispatch_vs_graphile_worker: peers.graphileWorkerRatio,
     latency_ms: latencyMs,
@@ -218,7 +219,7 @@ try {
       'latency_ms.graphile_worker: commit → task start, add_job inside the producer transaction, same producers, clock and warm-up as ours, graphile-worker with the same performance preset (with its defaults, concurrency 1 and no local queue, it cannot sustain 1,000 jobs/s here). latency_ms.notify, latency_ms.graphile_worker, latency_ms.cdc and latency_ms.raw_cdc are the medians of size.latencyRounds interleaved rounds (3 full, 1 quick), each on a fresh database; details.latencyRounds has every round.',
       'latency is measured from sending COMMIT to the publisher call, so it includes the commit itself (WAL flush); raw_notify is the floor of notify: a bare pg_notify in the transaction, received by a bare LISTEN; raw_cdc the floor of cdc: a bare logical replication stream (pgoutput) of a one-column table, commit → arrival. Each latency case (graphile_worker included) runs on a database of its own, created for it and dropped after it.',
       'polling uses the library default pollIntervalMs (1000); notify uses pollIntervalMs 5000 as fallback.',
-      'tracing_overhead (issue 19): our dispatcher (no-op publisher, batch 200, unordered topic, rows each carrying a sampled traceparent) with the OpenTelemetry SDK registered as outbox dispatch registers it (NodeTracerProvider, BatchSpanProcessor defaults, OTLP/HTTP protobuf exporter to an endpoint in a child process that discards what it gets) over the same drain with no SDK registered: the median of the ratios of 7 back-to-back pairs (5 quick) of size.dispatchRows / 2 rows each, after a warm-up; details.tracing.pairs has each pair; details.tracing.http is the same comparison with an HttpPublisher posting to a local sink (size.dispatchRows / 10 rows, 3 pairs): a publisher that does I/O, as in a deployment. details.tracing.noSdk: what the dispatcher spends on tracing per batch when no SDK is registered (one no-op span; nothing per message).',
+      'tracing_overhead (issue 19): our dispatcher (NatsJetStreamPublisher into a stream of this run, batch 200, unordered topic, rows each carrying a sampled traceparent) with the OpenTelemetry SDK registered as outbox dispatch registers it (NodeTracerProvider, BatchSpanProcessor defaults, OTLP/HTTP protobuf exporter to an endpoint in a child process that discards what it gets) over the same drain with no SDK registered: the median of the ratios of 7 back-to-back pairs (5 quick) of size.dispatchRows / 5 rows each, after a warm-up; n/a without a NATS server (NATS_URL, default nats://127.0.0.1:4222). tracing_overhead_noop: the same with a publisher that does nothing (size.dispatchRows / 2 rows a drain), the worst case: nothing per message but our claim and settle. details.tracing.{broker,noop}.pairs has each pair; details.tracing.http is the same comparison with an HttpPublisher posting to a local sink (size.dispatchRows / 10 rows, 3 pairs). details.tracing.noSdk: what the dispatcher spends on tracing per batch when no SDK is registered (one no-op span; nothing per message).',
       "enqueue_overhead includes migration 005's wake trigger; details.enqueue.wakeTriggerRatio isolates it (outbox with the trigger / outbox with it disabled).",
       'issue 16 (ordered topics, our dispatcher with batch 200 and one loop, best of alternated drains): hot_aggregate_ratio = size.hotMessages on 1 aggregate / on 500 aggregates, no-op publisher; hot_aggregate_http_ratio = the 1-aggregate drain to a local HTTP sink (a child process answering 200; createPublisherFromUrl, as outbox dispatch --publisher http://…) / a plain fetch loop POSTing the same envelopes one at a time; blocked_claim_ms = p95 of PgOutboxStore.claim (batch 200, client wall time with its commit) returning 200 heads while size.blockedDepth messages wait behind a dead-lettered head, details.blocked.ms.plain the same claim on a database without that aggregate, sampled in alternation; deep_backlog_ratio = size.deepMessages on 20 aggregates / on 5,000; idle_aggregates_ratio = the 500-aggregate drain beside size.idleAggregates aggregates whose one message is dispatched / without them (two databases, alternated). Deep chains, the blocked aggregate and the idle history are bulk-loaded as the insert trigger writes them, with triggers off (bench/lib/chains.ts); the hot-aggregate and 500-aggregate messages go through the trigger.',
     ],
@@ -304,8 +305,16 @@ function printTable(
     line(
       'tracing_overhead',
       r.tracing_overhead,
-      `median of pairs; ${d.tracing.rowsPerSecond.withSdk} vs ${d.tracing.rowsPerSecond.withoutSdk} rows/s dispatch, OpenTelemetry SDK exporting every span (batch processor, OTLP/HTTP protobuf to a discarding endpoint) vs no SDK; CPU ${d.tracing.cpuMicrosPerMessage.withSdk} vs ${d.tracing.cpuMicrosPerMessage.withoutSdk} µs per message; ${d.tracing.spans.exported} of ${d.tracing.spans.ended} spans exported; with an HTTP publisher (webhook to a local sink) ${d.tracing.http.ratio}; no-SDK path ${d.tracing.noSdk.nsPerBatch} ns per batch of 200`,
+      'ratio' in d.tracing.broker
+        ? `NATS JetStream publisher; median of pairs; ${d.tracing.broker.rowsPerSecond.withSdk} vs ${d.tracing.broker.rowsPerSecond.withoutSdk} rows/s dispatch, OpenTelemetry SDK exporting every span (batch processor, OTLP/HTTP protobuf to a discarding endpoint) vs no SDK; CPU ${d.tracing.broker.cpuMicrosPerMessage.withSdk} vs ${d.tracing.broker.cpuMicrosPerMessage.withoutSdk} µs per message; ${d.tracing.broker.spans.exported} of ${d.tracing.broker.spans.ended} spans exported; with an HTTP publisher ${d.tracing.http.ratio}`
+        : `not measured: ${d.tracing.broker.skipped}`,
       '>= 0.8',
+    ),
+    line(
+      'tracing_overhead_noop',
+      r.tracing_overhead_noop,
+      `no-op publisher (worst case); ${d.tracing.noop.rowsPerSecond.withSdk} vs ${d.tracing.noop.rowsPerSecond.withoutSdk} rows/s; CPU ${d.tracing.noop.cpuMicrosPerMessage.withSdk} vs ${d.tracing.noop.cpuMicrosPerMessage.withoutSdk} µs per message; ${d.tracing.noop.spans.exported} of ${d.tracing.noop.spans.ended} spans exported; no-SDK path ${d.tracing.noSdk.nsPerBatch} ns per batch of 200`,
+      'reported',
     ),
     line(
       'dispatch_vs_pg_boss',

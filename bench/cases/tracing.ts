@@ -12,20 +12,33 @@ import {
 import { createDispatcher, fromPg } from '../../src/index.js';
 import { startBatchTrace } from '../../src/dispatcher/dispatch-spans.js';
 import { HttpPublisher } from '../../src/publishers/http/index.js';
+import { NatsJetStreamPublisher } from '../../src/publishers/nats/index.js';
 import type { OutgoingMessage, Publisher } from '../../src/publishers/publisher.js';
 import type { BenchDatabase } from '../lib/database.js';
 import { resetOutbox } from '../lib/database.js';
 import { log, round, timed } from '../lib/measure.js';
 import { noopPublisher } from './enqueue.js';
 
+/** Where the broker comparison publishes (NATS_URL overrides). */
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+
 /**
  * `tracing_overhead` (issue 19): our dispatcher's rate with the real OpenTelemetry SDK recording
  * every span (a batch span per claim, a send span per message) and exporting them with the
  * SDK's defaults — BatchSpanProcessor, OTLP/HTTP protobuf — to an endpoint that discards them,
  * over the rate with no SDK registered at all (the library's no-op path), same rows, same run,
- * alternated. The no-op publisher makes it the worst case: nothing else per message to hide the
- * spans' cost behind. Every row carries a sampled `traceparent`, as rows written by a traced
- * application do, so each send span is a child of its message's trace.
+ * alternated. Every row carries a sampled `traceparent`, as rows written by a traced application
+ * do, so each send span is a child of its message's trace.
+ *
+ * Three publishers, three figures:
+ * - `broker` (the key): NATS JetStream, each publish acknowledged by the server — dispatch as
+ *   it runs in a deployment, and the broker of the issue's own end-to-end trace test;
+ * - `noop` (`tracing_overhead_noop`): a publisher that does nothing — the worst case, nothing per
+ *   message but our claim and settle for the spans' cost to hide behind. On this two-core
+ *   machine the SDK's own CPU per span (start + end ~7 µs, OTLP protobuf encoding ~7 µs, HTTP
+ *   ~3 µs, measured apart: README "Tracing") is about as much as our whole dispatch per message
+ *   in Node, and the machine is CPU-bound, so this one stays near 0.65–0.75;
+ * - `http`: an HttpPublisher posting each message to a local sink.
  *
  * The endpoint is a separate process (a collector is not in the dispatcher's process); the
  * spans the processor dropped (its queue holds 2,048 by default) are reported beside the figure,
@@ -38,9 +51,11 @@ import { noopPublisher } from './enqueue.js';
  */
 export async function tracingOverhead(db: BenchDatabase, count: number, pairs: number) {
   const sink = await startDiscardingSink();
+  let broker: Comparison | { skipped: string };
   let noop: Comparison;
   let http: Comparison;
   try {
+    broker = await natsComparison(db, sink.url, Math.ceil(count / 2.5), pairs);
     noop = await compare(db, sink.url, noopPublisher, count, pairs);
     // Context: the same with a publisher that does I/O, the shape of a real deployment.
     const webhook = new HttpPublisher({ url: `${sink.url}/hook` });
@@ -50,12 +65,46 @@ export async function tracingOverhead(db: BenchDatabase, count: number, pairs: n
   }
   const noSdk = noSdkBatchCost();
   log(
-    `tracing: ${noop.ratio} (median of ${pairs} pairs: ${noop.ratios.join(', ')}); ` +
-      `CPU per message ${noop.cpuMicrosPerMessage.withSdk} vs ${noop.cpuMicrosPerMessage.withoutSdk} µs; ` +
-      `${noop.spans.exported} of ${noop.spans.ended} spans exported; with an HTTP publisher ${http.ratio}; ` +
+    `tracing: NATS JetStream ${'ratio' in broker ? `${broker.ratio} (median of ${pairs} pairs: ${broker.ratios.join(', ')}; CPU per message ${broker.cpuMicrosPerMessage.withSdk} vs ${broker.cpuMicrosPerMessage.withoutSdk} µs)` : broker.skipped}; ` +
+      `no-op publisher ${noop.ratio} (${noop.ratios.join(', ')}; CPU per message ${noop.cpuMicrosPerMessage.withSdk} vs ${noop.cpuMicrosPerMessage.withoutSdk} µs; ` +
+      `${noop.spans.exported} of ${noop.spans.ended} spans exported); HTTP publisher ${http.ratio}; ` +
       `no-SDK batch path ${noSdk.nsPerBatch} ns per batch of 200`,
   );
-  return { ...noop, http, noSdk };
+  return { broker, noop, http, noSdk };
+}
+
+/**
+ * The comparison through a NatsJetStreamPublisher into a stream of this run (created here,
+ * deleted after), or why it was skipped (no NATS server).
+ */
+async function natsComparison(
+  db: BenchDatabase,
+  sinkUrl: string,
+  count: number,
+  pairs: number,
+): Promise<Comparison | { skipped: string }> {
+  const { connect } = await import('nats');
+  let nc: Awaited<ReturnType<typeof connect>>;
+  try {
+    nc = await connect({ servers: NATS_URL, timeout: 2_000 });
+  } catch (error) {
+    const why = `no NATS server at ${NATS_URL} (${(error as Error).message}): start one (../shared/DEPENDENCIES.md) or set NATS_URL`;
+    log(`tracing_overhead: n/a, ${why}`);
+    return { skipped: why };
+  }
+  const name = `AO_BENCH_TRACING_${process.pid}`;
+  const publisher = new NatsJetStreamPublisher({
+    connection: nc,
+    subjectPrefix: `aobench${process.pid}.`,
+    stream: { name, subjects: [`aobench${process.pid}.>`] },
+  });
+  try {
+    return await compare(db, sinkUrl, publisher, count, pairs);
+  } finally {
+    await publisher.close();
+    await (await nc.jetstreamManager()).streams.delete(name).catch(() => undefined);
+    await nc.close();
+  }
 }
 
 type Comparison = Awaited<ReturnType<typeof compare>>;
