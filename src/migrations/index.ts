@@ -8,6 +8,7 @@ import { timeOrderedIds } from './007-time-ordered-ids.js';
 import { hotClaims } from './008-hot-claims.js';
 import { orderedChains } from './009-ordered-chains.js';
 import { approvals } from './010-approvals.js';
+import { cachedPlans } from './011-cached-plans.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -22,6 +23,7 @@ export const MIGRATIONS: readonly Migration[] = [
   hotClaims,
   orderedChains,
   approvals,
+  cachedPlans,
 ];
 
 /** The schema version this build of agent-outbox expects. */

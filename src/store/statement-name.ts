@@ -8,7 +8,9 @@
  * p95 went from 11 ms to 225 ms. The settle was prepared for a while, on the belief that a join on
  * the primary key has one plan: on a small or new outbox its plan was a sequential scan (see
  * settle.ts), cached while the table grew. Prepared: only the writer's INSERT (nothing to scan,
- * one plan; planning was most of its cost).
+ * one plan; planning was most of its cost). The claim and the settle of published messages now
+ * run in functions whose cached plans have their shape pinned (migration 011, sql/claim.ts), and
+ * test/integration/dispatcher/claim-plan.test.ts and settle-plan.test.ts read those plans.
  *
  * Names derive from the text, so the same statement has the same name on every connection (`pg`
  * prepares a name once per connection and refuses the same name with a different text).

@@ -30,6 +30,57 @@ export function rowsRead(plan: PlanNode, relation = 'outbox'): number {
     );
 }
 
+/** A statement that calls one of the outbox's plan-caching functions (migration 011). */
+const CALLS_FUNCTION = /\boutbox_(claim|settle_advance)\(/;
+
+/**
+ * `EXPLAIN (ANALYZE, BUFFERS)` of `text`, run for real on `client` (roll back around it if that
+ * matters). A call of `outbox_claim` or `outbox_settle_advance` (migration 011) would show only a
+ * function scan, so for those the statement inside the function is read instead: auto_explain,
+ * loaded for this session, sends each nested statement's plan to the client as a notice. Those
+ * are the plans PL/pgSQL caches, generic ones included.
+ */
+export async function explainAnalyze(
+  client: pg.ClientBase,
+  text: string,
+  values: readonly unknown[] = [],
+): Promise<PlanNode> {
+  if (!CALLS_FUNCTION.test(text)) {
+    const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+      `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${text}`,
+      [...values],
+    );
+    return rows[0]!['QUERY PLAN'][0].Plan;
+  }
+  const plans: { 'Query Text': string; Plan: PlanNode }[] = [];
+  const onNotice = (notice: { message?: string }) => {
+    const message = notice.message ?? '';
+    const json = message.indexOf('{');
+    if (json >= 0) plans.push(JSON.parse(message.slice(json)) as (typeof plans)[number]);
+  };
+  const settings = [
+    `auto_explain.log_min_duration = 0`,
+    `auto_explain.log_nested_statements = on`,
+    `auto_explain.log_analyze = on`,
+    `auto_explain.log_buffers = on`,
+    `auto_explain.log_format = json`,
+    `auto_explain.log_level = notice`,
+  ];
+  await client.query(`LOAD 'auto_explain'`);
+  for (const setting of settings) await client.query(`SET ${setting}`);
+  client.on('notice', onNotice);
+  try {
+    await client.query(text, [...values]);
+  } finally {
+    client.off('notice', onNotice);
+    for (const setting of settings) await client.query(`RESET ${setting.split(' ')[0]}`);
+  }
+  const nested = plans.filter((p) => p['Query Text'].trim() !== text.trim());
+  if (nested.length !== 1)
+    throw new Error(`expected the plan of one nested statement, got ${nested.length}`);
+  return nested[0]!.Plan;
+}
+
 /** What {@link explainingExecutor} saw of one statement. */
 export interface StatementSample {
   label: string;
@@ -60,11 +111,7 @@ export function explainingExecutor(
         const client = await pool.connect();
         try {
           await client.query('BEGIN');
-          const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
-            `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${text}`,
-            [...values],
-          );
-          sample.rowsRead = rowsRead(rows[0]!['QUERY PLAN'][0].Plan);
+          sample.rowsRead = rowsRead(await explainAnalyze(client, text, values));
         } finally {
           await client.query('ROLLBACK').catch(() => undefined);
           client.release();

@@ -14,6 +14,7 @@ import {
   type SqlExecutor,
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
 import { enqueueCommitted } from '../../helpers/outbox-fixtures.js';
 import { runCli } from '../../helpers/run-cli.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
@@ -32,20 +33,6 @@ beforeEach(async () => {
   await db.pool.query('TRUNCATE outbox, outbox_aggregates, outbox_unordered_topics');
   receiver.envelopes.length = 0;
 });
-
-interface PlanNode {
-  'Relation Name'?: string;
-  'Actual Rows'?: number;
-  'Actual Loops'?: number;
-  'Rows Removed by Filter'?: number;
-  Plans?: PlanNode[];
-}
-/** Rows every scan of the outbox produced or threw away, over all its loops (as claim-bound.test.ts). */
-const rowsRead = (plan: PlanNode): number =>
-  (plan['Relation Name'] === 'outbox'
-    ? ((plan['Actual Rows'] ?? 0) + (plan['Rows Removed by Filter'] ?? 0)) *
-      (plan['Actual Loops'] ?? 1)
-    : 0) + (plan.Plans ?? []).reduce((sum, child) => sum + rowsRead(child), 0);
 
 const dispatchOnce = (...flags: string[]) =>
   runCli(['dispatch', '--once', '--database-url', db.url, '--publisher', receiver.url, ...flags]);
@@ -308,14 +295,10 @@ describe('claim cost', () => {
       await client2.query('BEGIN');
       const explaining: SqlExecutor = {
         query: async <R>(text: string, values?: readonly unknown[]) => {
-          if (!text.includes('lease_owner = $1'))
+          if (!text.includes('outbox_claim('))
             return (await client2.query(text, [...(values ?? [])])) as unknown as { rows: R[] };
           await client2.query('SAVEPOINT explained');
-          const { rows: explained } = await client2.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
-            `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${text}`,
-            [...(values ?? [])],
-          );
-          plan = explained[0]!['QUERY PLAN'][0].Plan;
+          plan = await explainAnalyze(client2, text, values);
           await client2.query('ROLLBACK TO SAVEPOINT explained');
           return (await client2.query(text, [...(values ?? [])])) as unknown as { rows: R[] };
         },

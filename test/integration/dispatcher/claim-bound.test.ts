@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PgOutboxStore, type SqlExecutor } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { rowsRead, type PlanNode } from '../../helpers/explain.js';
+import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
 
 /**
  * Issue 16: a claim's work follows the batch, not the backlog. 100,000 pending messages sit on
@@ -60,11 +60,7 @@ async function explainClaim(batchSize: number) {
       query: async <Row>(text: string, values?: readonly unknown[]) => {
         // EXPLAIN ANALYZE really runs the UPDATE: undo it before claiming for the result.
         await client.query('SAVEPOINT explained');
-        const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
-          `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${text}`,
-          [...(values ?? [])],
-        );
-        plan = rows[0]!['QUERY PLAN'][0].Plan;
+        plan = await explainAnalyze(client, text, values);
         await client.query('ROLLBACK TO SAVEPOINT explained');
         // The claim itself, for its result (still inside the transaction rolled back below).
         return (await client.query(text, [...(values ?? [])])) as unknown as { rows: Row[] };

@@ -38,7 +38,7 @@ const DEEP = 20_000;
 const BATCH = 100;
 
 const labelOf = (text: string): string | undefined => {
-  if (text.includes('FOR UPDATE OF o SKIP LOCKED')) return 'claim';
+  if (text.includes('outbox_claim(')) return 'claim';
   if (/unnest\(\$1::bigint\[\]\) AS c\(id\)/.test(text)) return 'states';
   if (text.includes('AS "dueInMs"')) return 'due';
   return undefined;
