@@ -94,6 +94,11 @@ export interface EnqueuedMessage {
   aggregateId: string;
   /** Present (true) when the message was written held: it waits for a person's approval. */
   awaitingApproval?: true;
+  /**
+   * The message id of the approval request written for this held message, when the writer was
+   * created with `approvalRequests`.
+   */
+  approvalRequestId?: string;
 }
 
 /** Header names agent-outbox itself writes. */

@@ -67,7 +67,8 @@ function checkText(field: string, value: string): void {
     );
 }
 
-function checkName(field: string, value: unknown): string {
+/** A topic or aggregate id: a non-empty string of at most {@link MAX_NAME_LENGTH} characters. */
+export function checkName(field: string, value: unknown): string {
   if (typeof value !== 'string') {
     throw new OutboxValidationError(
       field,

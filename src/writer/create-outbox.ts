@@ -5,11 +5,13 @@ import { HEADER, type EnqueuedMessage, type OutboxMessage } from '../core/messag
 import { ATTR, OUTBOX_MESSAGING_SYSTEM, outboxTracer, recordFailure } from '../core/telemetry.js';
 import { traceHeadersOf } from '../core/trace.js';
 import {
+  checkName,
   resolveLimits,
   validateMessages,
   type ValidationLimits,
   type ValidMessage,
 } from '../core/validate.js';
+import { insertApprovalRequestsSql } from '../sql/approval-requests.js';
 import { insertMessagesSql } from '../sql/insert-messages.js';
 import { isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
 import { preparable } from '../store/statement-name.js';
@@ -31,6 +33,16 @@ export interface OutboxOptions {
    * context (none without one). A header the message sets itself wins. Default true.
    */
   captureTraceContext?: boolean;
+  /**
+   * Also write an approval request for every held message (`requiresApproval: true`): one
+   * message on `topic`, in the same transaction, carrying `{ messageId, topic, aggregateId,
+   * sequence, requestedBy, expiresAt, payload }` of the held message — route it to a chat webhook
+   * so a person hears of it (sql/approval-requests.ts). Never held, never ordered behind the
+   * message it asks about. `includePayload: false` leaves the held payload out. Default: none.
+   *
+   * @example createOutbox({ approvalRequests: { topic: 'approvals.requested' } })
+   */
+  approvalRequests?: { topic: string; includePayload?: boolean };
 }
 
 /** Per-call options of {@link OutboxWriter.enqueue}. */
@@ -88,6 +100,8 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
   });
   const defaultSchemaVersion = options.defaultSchemaVersion ?? '1';
   const captureTrace = options.captureTraceContext ?? true;
+  const requests = approvalRequestsOf(options.approvalRequests);
+  const requestSql = requests && insertApprovalRequestsSql(quoteIdentifier(schemaName));
 
   async function enqueueMany(
     executor: SqlExecutor,
@@ -148,7 +162,19 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
         `agent-outbox: inserted ${rows.length} rows for ${valid.length} messages; is a trigger or rule on the outbox table dropping rows?`,
       );
     }
-    return inInputOrder(valid, rows);
+    const enqueued = inInputOrder(valid, rows);
+    if (!requests || !requestSql) return enqueued;
+    const held = enqueued.filter((m) => m.awaitingApproval);
+    if (held.length === 0) return enqueued;
+    const { rows: written } = await executor.query<{ messageId: string; heldMessageId: string }>(
+      requestSql,
+      [held.map((m) => m.id), requests.topic, requests.includePayload],
+    );
+    const requestOf = new Map(written.map((r) => [r.heldMessageId, r.messageId]));
+    return enqueued.map((m) => {
+      const requestId = requestOf.get(m.messageId);
+      return requestId ? { ...m, approvalRequestId: requestId } : m;
+    });
   }
 
   return {
@@ -164,6 +190,20 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
       return one;
     }) as OutboxWriter['enqueue'],
   };
+}
+
+/** The writer's `approvalRequests` option, checked once, or undefined. */
+function approvalRequestsOf(option: OutboxOptions['approvalRequests']) {
+  if (option === undefined) return undefined;
+  if (typeof option !== 'object' || option === null)
+    throw new OutboxValidationError(
+      'approvalRequests',
+      "must be an object like { topic: 'approvals.requested' }",
+    );
+  const topic = checkName('approvalRequests.topic', option.topic);
+  if (option.includePayload !== undefined && typeof option.includePayload !== 'boolean')
+    throw new OutboxValidationError('approvalRequests.includePayload', 'must be a boolean');
+  return { topic, includePayload: option.includePayload ?? true };
 }
 
 /**
