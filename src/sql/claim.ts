@@ -54,8 +54,9 @@
  * It runs as a function (migration 011, `outbox_claim`), called by {@link claimSql}, so its plan is
  * made once per connection: planning was about as long as running it (0.23 ms and 0.12 ms for a
  * few messages), and every message's notify latency waits for a claim. Measured in the notify
- * bench's shape (1,000 msg/s, one message per aggregate): claims 4.4–4.7 → 3.1–3.4 ms on average,
- * latency p50 6.5 → 5.3 ms, p95 12.0 → 10.4 ms. A cached plan went badly wrong here once
+ * bench's shape (1,000 msg/s, one message per aggregate, claim and settle both as functions):
+ * claims 4.4–4.7 → 3.3–3.7 ms on average, latency p50 6.5 → 5.3–5.7 ms; in the full bench, notify
+ * p95 back under graphile-worker's (README "Latency and throughput"). A cached plan went badly wrong here once
  * (statement-name.ts: a prepared claim's GENERIC plan, p95 11 → 225 ms); so the function is
  * declared with `enable_seqscan`, `enable_bitmapscan` and `enable_sort` off, which leaves every
  * plan — custom or generic, made on an empty outbox or a large one — one shape: `outbox_ready_idx`
