@@ -41,7 +41,11 @@ export interface DispatcherObjectOptions extends ScheduledDispatcherOptions {
 }
 
 /** What {@link OutboxDispatcherObject} reports at `GET /status` (since this instance started). */
-export interface DispatcherObjectStatus {
+export interface DispatcherObjectStatus
+  extends Pick<
+    DispatchRunSummary,
+    'claimed' | 'published' | 'retried' | 'deadLettered' | 'released' | 'fenced'
+  > {
   /** When this instance started (ms): a restart or eviction shows as a new value. */
   startedAt: number;
   /** Wake-ups received (`POST /wake`). */
@@ -52,12 +56,6 @@ export interface DispatcherObjectStatus {
   runs: number;
   /** Passes that stopped at `timeBudgetMs` with work left (the alarm continued at once). */
   timeBudgetStops: number;
-  claimed: number;
-  published: number;
-  retried: number;
-  deadLettered: number;
-  released: number;
-  fenced: number;
   /** When the last run ended (ms), if any. */
   lastRunAt: number | null;
   /** The last run's error, if it failed (the alarm then backs off). */

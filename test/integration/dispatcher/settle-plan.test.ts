@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fromPg, PgOutboxStore, type SqlExecutor } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { rowsRead } from '../../helpers/explain.js';
+import { explainAnalyze, rowsRead } from '../../helpers/explain.js';
 
 /**
  * Settles must reach their rows through the primary key whatever the outbox holds, and expand a
@@ -14,9 +14,9 @@ import { rowsRead } from '../../helpers/explain.js';
  *
  * The settle of published messages runs inside `outbox_settle_advance` (migration 011), whose
  * plans PL/pgSQL caches per connection — a GENERIC plan after five calls, made whenever that
- * happens, on whatever the table held then. Its plans are read with auto_explain (nested
- * statements, sent to this client as notices), under `plan_cache_mode = force_generic_plan` too:
- * the plan a connection would keep, including one made on a nearly empty outbox.
+ * happens, on whatever the table held then. Its plans are read with auto_explain
+ * (helpers/explain.ts), under `plan_cache_mode = force_generic_plan` too: the plan a connection
+ * would keep, including one made on a nearly empty outbox.
  */
 let db: TestDatabase;
 beforeAll(async () => {
@@ -92,23 +92,21 @@ describe('settle plan', () => {
       await fill(rows + 6 + batch);
       const client = await db.pool.connect();
       const plans: PlanNode[] = [];
-      const onNotice = (notice: { message?: string }) => {
-        const text = notice.message ?? '';
-        const json = text.indexOf('{');
-        if (json < 0) return;
-        const logged = JSON.parse(text.slice(json)) as { 'Query Text': string; Plan: PlanNode };
-        if (logged['Query Text'].includes('WITH mine')) plans.push(logged.Plan);
-      };
       try {
-        await client.query(`LOAD 'auto_explain'`);
-        await client.query(`SET auto_explain.log_min_duration = 0`);
-        await client.query(`SET auto_explain.log_nested_statements = on`);
-        await client.query(`SET auto_explain.log_analyze = on`);
-        await client.query(`SET auto_explain.log_format = json`);
-        await client.query(`SET auto_explain.log_level = notice`);
         await client.query(`SET plan_cache_mode = ${planCacheMode}`);
-        client.on('notice', onNotice);
-        const store = new PgOutboxStore(fromPg(client));
+        // The settle's plan is read while it runs for real (auto_explain, helpers/explain.ts),
+        // undone, then run again for its result.
+        const executor: SqlExecutor = {
+          query: async <Row>(text: string, values?: readonly unknown[]) => {
+            if (text.includes('outbox_settle_advance(')) {
+              await client.query('BEGIN');
+              plans.push((await explainAnalyze(client, text, values)) as PlanNode);
+              await client.query('ROLLBACK');
+            }
+            return (await client.query(text, [...(values ?? [])])) as unknown as { rows: Row[] };
+          },
+        };
+        const store = new PgOutboxStore(executor);
         // Seven settles on one connection: PL/pgSQL's plan cache goes generic after five. Before
         // the last, the outbox grows by 20,000 rows past the plan (no ANALYZE: the cached plan stays).
         for (let round = 0; round < 7; round++) {
@@ -122,8 +120,7 @@ describe('settle plan', () => {
           expect(settled.settled.sort()).toEqual(claimed.map((m) => m.rowId).sort());
         }
       } finally {
-        client.off('notice', onNotice);
-        await client.query('RESET ALL');
+        await client.query('RESET plan_cache_mode');
         client.release(true);
       }
       expect(plans).toHaveLength(7);
