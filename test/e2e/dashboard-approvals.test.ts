@@ -9,44 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EnqueuedMessage } from '../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { enqueueCommitted } from '../helpers/outbox-fixtures.js';
-import { runOps, spawnOps } from '../fixtures/ops/run-ops-cli.js';
+import { runOps } from '../fixtures/ops/run-ops-cli.js';
+import { CHROMIUM_ARGS, startUi, stop } from '../fixtures/ops/dashboard-ui.js';
 import { findBinary, requireBinary } from '../fixtures/ops/tools.js';
-
-const CHROMIUM_ARGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-
-async function startUi(
-  args: string[],
-  env: NodeJS.ProcessEnv,
-): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawnOps(['ui', '--port', '0', '--sample-interval-ms', '300', ...args], env);
-  let output = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /at (http:\/\/\S+)/.exec(output);
-      if (match) resolve(match[1]!);
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`outbox ui exited ${code}: ${output}`)));
-  });
-  return { url, child };
-}
-
-async function stop(child: ChildProcess | undefined): Promise<void> {
-  if (!child || child.exitCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  await exited;
-}
 
 describe('dashboard approvals panel in headless Chromium', () => {
   let db: TestDatabase;
