@@ -41,11 +41,10 @@ export interface DispatcherObjectOptions extends ScheduledDispatcherOptions {
 }
 
 /** What {@link OutboxDispatcherObject} reports at `GET /status` (since this instance started). */
-export interface DispatcherObjectStatus
-  extends Pick<
-    DispatchRunSummary,
-    'claimed' | 'published' | 'retried' | 'deadLettered' | 'released' | 'fenced'
-  > {
+export interface DispatcherObjectStatus extends Pick<
+  DispatchRunSummary,
+  'claimed' | 'published' | 'retried' | 'deadLettered' | 'released' | 'fenced'
+> {
   /** When this instance started (ms): a restart or eviction shows as a new value. */
   startedAt: number;
   /** Wake-ups received (`POST /wake`). */
