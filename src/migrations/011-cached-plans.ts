@@ -1,5 +1,4 @@
-import { claimFunctionSql } from '../sql/claim.js';
-import { settleAdvanceFunctionSql } from '../sql/settle.js';
+import { claimFunction011, settleAdvanceFunction011 } from './011-frozen-sql.js';
 import type { Migration } from './migration.js';
 
 /**
@@ -11,12 +10,11 @@ import type { Migration } from './migration.js';
  * with `SET enable_…` so that a cached plan cannot become a scan of the whole outbox. Nothing else
  * changes: no table, no lock beyond the catalog's.
  *
- * A later change to either statement re-creates its function in a migration of its own (CREATE
- * OR REPLACE): this one must keep producing what it produced when it was released, which
- * test/unit/sql/cached-plans.test.ts and the schema snapshot hold it to.
+ * Migration 012 re-creates both (the lane floor of issue 25); the text released here is frozen in
+ * 011-frozen-sql.ts, which test/unit/sql/cached-plans.test.ts holds to its hash.
  */
 export const cachedPlans: Migration = {
   version: 11,
   name: 'cached-plans',
-  up: (schema) => [claimFunctionSql(schema), settleAdvanceFunctionSql(schema)],
+  up: (schema) => [claimFunction011(schema), settleAdvanceFunction011(schema)],
 };

@@ -9,6 +9,7 @@ import { hotClaims } from './008-hot-claims.js';
 import { orderedChains } from './009-ordered-chains.js';
 import { approvals } from './010-approvals.js';
 import { cachedPlans } from './011-cached-plans.js';
+import { laneFloor } from './012-lane-floor.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -24,6 +25,7 @@ export const MIGRATIONS: readonly Migration[] = [
   orderedChains,
   approvals,
   cachedPlans,
+  laneFloor,
 ];
 
 /** The schema version this build of agent-outbox expects. */

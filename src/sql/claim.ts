@@ -66,22 +66,26 @@
  * Changing this text changes the function only through a migration that re-creates it; see
  * settle.ts.
  */
-const claimQuery = (schema: string, p: { owner: string; batch: string; leaseMs: string }) => `
+const claimQuery = (
+  schema: string,
+  p: { owner: string; batch: string; leaseMs: string; floor: string },
+) => `
 WITH heads AS MATERIALIZED (
   SELECT o.id, o.aggregate_id, o.sequence, o.ordered
   FROM ${schema}.outbox o
   WHERE o.ready
     AND o.dispatched_at IS NULL
     AND o.dead_lettered_at IS NULL
+    AND o.available_at >= ${p.floor}
     AND o.available_at <= now()
     AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())
     AND (
       o.ordered IS NOT TRUE
+      OR o.prev_id IS NULL
       OR NOT EXISTS (
         SELECT 1
         FROM ${schema}.outbox p
-        WHERE p.aggregate_id = o.aggregate_id
-          AND p.sequence < o.sequence
+        WHERE p.id = o.prev_id
           AND p.dispatched_at IS NULL
           AND p.ordered
       )
@@ -140,7 +144,19 @@ RETURNING o.id::text AS "rowId",
           o.attempts,
           o.shadow`;
 
-/** The function of {@link claimQuery} (migration 011); `#variable_conflict` as in settle.ts. */
+/**
+ * The function of {@link claimQuery} (migration 012; 011 made the first version without the lane
+ * floor), `#variable_conflict` as in settle.ts. Around the claim, the lane's bookkeeping
+ * (sql/lane.ts): promote the recorded pair when every xid below it finished, move the floor up to
+ * the first pending row of the lane (never past the safe time), claim from the floor, and record
+ * the next pair — only when this claim wrote (it has an xid taken after `v_started`), or at most
+ * once a second when it did not (then it takes an xid for the pair: an idle dispatcher's empty
+ * claims otherwise write nothing).
+ *
+ * Called inside a transaction that already has an xid, it records no pair (that xid may be older
+ * than `v_started`, which would make the pair unsafe); it still claims and may still move the
+ * floor up to the safe time others recorded.
+ */
 export const claimFunctionSql = (schema: string) => `
 CREATE OR REPLACE FUNCTION ${schema}.outbox_claim(p_owner text, p_batch int, p_lease_ms float8)
 RETURNS TABLE ("rowId" text, id text, topic text, "aggregateId" text, sequence text,
@@ -152,8 +168,62 @@ SET enable_bitmapscan = off
 SET enable_sort = off
 AS $fn$
 #variable_conflict use_column
+DECLARE
+  v_started timestamptz := clock_timestamp();
+  v_own_xid boolean := pg_current_xact_id_if_assigned() IS NULL;
+  v_pair_at bigint;
+  v_pair_xid bigint;
+  v_safe bigint;
+  v_floor bigint;
+  v_first timestamptz;
+  v_new bigint;
+  v_promoted boolean := false;
+  v_claimed bigint;
 BEGIN
-  RETURN QUERY${claimQuery(schema, { owner: 'p_owner', batch: 'p_batch', leaseMs: 'p_lease_ms' })};
+  -- The pair: its time first, then its xid (written in the other order, below).
+  SELECT last_value INTO v_pair_at FROM ${schema}.outbox_lane_pair_at;
+  SELECT last_value INTO v_pair_xid FROM ${schema}.outbox_lane_pair_xid;
+  SELECT last_value INTO v_safe FROM ${schema}.outbox_lane_safe;
+  IF pg_snapshot_xmin(pg_current_snapshot())::text::bigint >= v_pair_xid THEN
+    v_promoted := true;
+    IF v_pair_at > v_safe THEN
+      v_safe := v_pair_at;
+      PERFORM setval('${schema}.outbox_lane_safe'::regclass, v_safe, true);
+    END IF;
+  END IF;
+  -- The floor: up to the first pending row of the lane, never past the safe time.
+  SELECT last_value INTO v_floor FROM ${schema}.outbox_lane_floor;
+  SELECT o.available_at INTO v_first
+  FROM ${schema}.outbox o
+  WHERE o.ready
+    AND o.dispatched_at IS NULL
+    AND o.dead_lettered_at IS NULL
+    AND o.available_at >= timestamptz 'epoch' + v_floor * interval '1 microsecond'
+  ORDER BY o.available_at, o.id
+  LIMIT 1;
+  v_new := CASE
+    WHEN v_first IS NULL OR v_first = 'infinity' THEN v_safe
+    ELSE least(v_safe, (extract(epoch FROM v_first) * 1000000)::bigint)
+  END;
+  IF v_new > v_floor THEN
+    v_floor := v_new;
+    PERFORM setval('${schema}.outbox_lane_floor'::regclass, v_floor, true);
+  END IF;
+  RETURN QUERY${claimQuery(schema, {
+    owner: 'p_owner',
+    batch: 'p_batch',
+    leaseMs: 'p_lease_ms',
+    floor: "(timestamptz 'epoch' + v_floor * interval '1 microsecond')",
+  })};
+  GET DIAGNOSTICS v_claimed = ROW_COUNT;
+  IF v_promoted AND v_own_xid
+     AND (v_claimed > 0 OR (extract(epoch FROM v_started) * 1000000)::bigint - v_pair_at > 1000000)
+  THEN
+    PERFORM setval('${schema}.outbox_lane_pair_xid'::regclass,
+                   pg_current_xact_id()::text::bigint, true);
+    PERFORM setval('${schema}.outbox_lane_pair_at'::regclass,
+                   (extract(epoch FROM v_started) * 1000000)::bigint, true);
+  END IF;
 END
 $fn$`;
 

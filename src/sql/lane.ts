@@ -1,0 +1,154 @@
+/**
+ * The claim's lane and its floor (migration 012, issue 25): claims that do not walk what a held
+ * snapshot keeps from vacuum.
+ *
+ * The problem. The claim reads `outbox_ready_idx` (ready rows by `(available_at, id)`) from its
+ * low end. A settle takes a row out of that partial index by writing a new version; the old
+ * version, and its index entry, stay until vacuum removes them, and vacuum cannot remove anything
+ * that died after the oldest snapshot still open (a report, `pg_dump`, an idle-in-transaction
+ * session, a standby with `hot_standby_feedback`). Those entries sort first — they are the oldest
+ * — so every claim walked every message dispatched since that snapshot was taken: measured, a
+ * claim of 200 went from 2.0 ms to 17 ms after 100,000 messages, 89 ms after 400,000.
+ *
+ * The lane. Every row enters the index (becomes ready, or ready again) with `available_at` no
+ * earlier than the moment it entered, read by `clock_timestamp()` AFTER its transaction has an
+ * xid (the insert trigger; `outbox_lane_enter` for every UPDATE that puts a row back: the
+ * settle's "next is ready", a retry's backoff, a replay, an approval). So the keys of what enters
+ * grow with time, and a claim may start its scan at a FLOOR below which nothing pending is left:
+ * the dead entries of everything settled before are below it and never read again.
+ *
+ * The floor is safe when two things hold for every key below it:
+ * 1. No row with such a key is pending any more. Each claim first looks for the first pending
+ *    row of the lane from the current floor (`dispatched_at IS NULL`: in flight, due, backing off
+ *    or held — whatever its lease) and never moves the floor past it. This walk reads the dead
+ *    entries between the old floor and that row: what was settled since the last claim (plus,
+ *    while a lease is stuck, what was settled since it was taken).
+ * 2. No transaction still running can write such a key: it would commit a pending row below the
+ *    floor, which no claim would find. The floor never passes the SAFE time, and a time becomes
+ *    safe in two steps, as PgQ's ticker does with snapshots: a claim records a pair (T, X) — T
+ *    its `clock_timestamp()` before it wrote anything, X the xid it took after T. A writer that
+ *    writes a key below T read its clock after it had its xid, so before T, so that xid is below
+ *    X. When a later claim sees every xid below X finished (`pg_snapshot_xmin` of a current
+ *    snapshot ≥ X), every key below T is final: T is safe, and that claim records the next pair.
+ *
+ * What holds the floor back, then, is an open transaction that HAS AN XID (it wrote something)
+ * and a lease that stays taken; a read-only snapshot — `pg_dump`, a REPEATABLE READ report, a
+ * standby's feedback — does not, since it takes no xid. Measured in bench/cases/held-snapshot.ts.
+ *
+ * The floor and the pair live in sequences, not in a table: `setval` is not transactional and
+ * writes no tuple version (a one-row table updated at every claim would itself pile up versions
+ * under the held snapshot, and every claim would walk them). Two claims racing may set the floor
+ * in either order; each value was safe when it was computed, and a floor that moves back only
+ * costs a longer walk. The pair is written xid first, time second, and read time first, xid
+ * second, so a reader never pairs a new time with an old xid. Values are microseconds since the
+ * epoch (times) and xid8 as bigint.
+ *
+ * Assumption: the database server's clock does not step back (NTP slews it). A step back would
+ * give new rows keys below the floor; a dispatcher resets the floor when it starts
+ * ({@link resetLaneFloorSql}), and the next claims move it up again.
+ */
+
+/** The four sequences of the lane (see the module comment). */
+export const laneSequencesSql = (s: string) =>
+  ['outbox_lane_floor', 'outbox_lane_safe', 'outbox_lane_pair_at', 'outbox_lane_pair_xid'].map(
+    (name) => `CREATE SEQUENCE IF NOT EXISTS ${s}.${name} AS bigint MINVALUE 0 START 0`,
+  );
+
+/**
+ * The insert trigger: sequence, order, head and lane key, decided while the writer holds its
+ * aggregate's counter row (migration 001).
+ *
+ * - `prev_id` is the id of the aggregate's previous ORDERED message, kept on the counter row
+ *   (`last_ordered_id`; `prev_ordered_id` only returns the old value through RETURNING, which
+ *   cannot read the old row before PostgreSQL 18). The pending ordered messages of an aggregate
+ *   are always a suffix of its chain (a message leaves only after everything before it left), so
+ *   "is anything ordered of this aggregate pending?" is "is my predecessor pending?" — one
+ *   primary-key probe. Before, the trigger asked it of `outbox_chain_idx`, which under a held
+ *   snapshot walked every dead entry of the aggregate: a hot aggregate's inserts got slower with
+ *   every message dispatched since the snapshot.
+ * - `available_at`: a ready row enters the lane (see the module comment), after the counter
+ *   upsert gave the transaction its xid.
+ *
+ * `enable_seqscan = off` as since migration 009: the plan PL/pgSQL caches stays a probe.
+ */
+export const insertTriggerFunctionSql = (s: string) => `
+CREATE OR REPLACE FUNCTION ${s}.outbox_before_insert() RETURNS trigger
+LANGUAGE plpgsql
+SET enable_seqscan = off
+AS $$
+DECLARE
+  v_prev bigint;
+BEGIN
+  IF NEW.ordered IS NULL THEN
+    NEW.ordered := NOT EXISTS (
+      SELECT 1 FROM ${s}.outbox_unordered_topics u WHERE NEW.topic LIKE u.pattern);
+  END IF;
+  -- Always assigned here, never taken from the INSERT: a caller-chosen sequence could collide.
+  -- The counter row stays locked until the writer commits: writers of one aggregate serialise.
+  INSERT INTO ${s}.outbox_aggregates AS a (aggregate_id, last_sequence, last_ordered_id)
+  VALUES (NEW.aggregate_id, 1, CASE WHEN NEW.ordered THEN NEW.id END)
+  ON CONFLICT (aggregate_id) DO UPDATE
+    SET last_sequence = a.last_sequence + 1,
+        prev_ordered_id = CASE WHEN NEW.ordered THEN a.last_ordered_id ELSE a.prev_ordered_id END,
+        last_ordered_id = CASE WHEN NEW.ordered THEN NEW.id ELSE a.last_ordered_id END
+  RETURNING a.last_sequence, a.prev_ordered_id INTO NEW.sequence, v_prev;
+  NEW.headers := coalesce(NEW.headers, '{}'::jsonb);
+  NEW.attempts := coalesce(NEW.attempts, 0);
+  IF NEW.ordered THEN
+    NEW.prev_id := v_prev;
+    -- The head of its aggregate when its predecessor is not pending (this statement runs with a
+    -- fresh snapshot, after the counter row was locked: see settle.ts).
+    NEW.ready := v_prev IS NULL OR NOT EXISTS (
+      SELECT 1 FROM ${s}.outbox p
+      WHERE p.id = v_prev AND p.dispatched_at IS NULL AND p.ordered);
+  ELSE
+    NEW.prev_id := NULL;
+    NEW.ready := true;
+  END IF;
+  IF NEW.ready THEN
+    NEW.available_at := greatest(NEW.available_at, clock_timestamp());
+  END IF;
+  RETURN NEW;
+END
+$$`;
+
+/**
+ * A row that comes back into the lane gets a key no earlier than now (see the module comment):
+ * marked ready by a settle or a repair, retried after a backoff, replayed, approved. The WHEN
+ * clause is evaluated without calling the function, so claims (lease columns), settles
+ * (`dispatched_at`) and every other update pay nothing. `pg_current_xact_id()` first: the key
+ * must be read after the transaction has its xid, and a BEFORE trigger may run before the
+ * statement wrote anything.
+ */
+export const laneEnterTriggerSql = (s: string) => [
+  `
+CREATE OR REPLACE FUNCTION ${s}.outbox_lane_enter() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_current_xact_id();
+  NEW.available_at := greatest(NEW.available_at, clock_timestamp());
+  RETURN NEW;
+END
+$$`,
+  `
+CREATE TRIGGER outbox_lane_enter BEFORE UPDATE ON ${s}.outbox
+  FOR EACH ROW
+  WHEN (NEW.ready AND NEW.dispatched_at IS NULL AND NEW.dead_lettered_at IS NULL
+        AND (NOT OLD.ready OR OLD.dead_lettered_at IS NOT NULL
+             OR NEW.available_at IS DISTINCT FROM OLD.available_at))
+  EXECUTE FUNCTION ${s}.outbox_lane_enter()`,
+];
+
+/**
+ * Puts the floor back to the start: a dispatcher runs it once when it starts, so a server clock
+ * that stepped back (see the module comment) costs one long walk, not a lost message. The next
+ * claims move the floor up again.
+ */
+export const resetLaneFloorSql = (s: string) =>
+  `SELECT setval('${s}.outbox_lane_floor', 0, true) AS floor`;
+
+/** Where the floor stands (tests and `outbox status`): the time below which claims do not read. */
+export const laneFloorSql = (s: string) => `
+SELECT timestamptz 'epoch' + f.last_value * interval '1 microsecond' AS floor,
+       timestamptz 'epoch' + sf.last_value * interval '1 microsecond' AS safe
+FROM ${s}.outbox_lane_floor f, ${s}.outbox_lane_safe sf`;
