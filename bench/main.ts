@@ -5,6 +5,7 @@
  *
  *   npx tsx bench/main.ts            full run (~14 minutes here; 5,000,000 history rows)
  *   npx tsx bench/main.ts --quick    smaller counts, same keys (~2 minutes here)
+ *   npx tsx bench/main.ts --only held_snapshot,wal   only those cases (their keys; others null)
  *
  * Uses DATABASE_URL (a superuser: it creates and drops a database `ao_bench_<pid>`) or
  * 127.0.0.1:5432. The CDC figure needs wal_level=logical.
@@ -15,6 +16,7 @@ import { deepBacklog, idleAggregates } from './cases/backlog-shape.js';
 import { blockedClaim } from './cases/blocked-claim.js';
 import { dispatchVsRaw, historyScaling } from './cases/dispatch.js';
 import { enqueueOverhead, notifyCost } from './cases/enqueue.js';
+import { heldSnapshot, walPerMessage } from './cases/held-snapshot.js';
 import { hotAggregate, hotAggregateHttp } from './cases/hot-aggregate.js';
 import { latency } from './cases/latency.js';
 import { memory } from './cases/memory.js';
@@ -24,6 +26,9 @@ import { createBenchDatabase, type BenchDatabase } from './lib/database.js';
 import { log, medianPercentiles, type Percentiles } from './lib/measure.js';
 
 const quick = process.argv.includes('--quick');
+/** `--only held_snapshot,wal`: run just those cases (issue 25's), print and write their keys. */
+const onlyIndex = process.argv.indexOf('--only');
+const only = onlyIndex >= 0 ? new Set((process.argv[onlyIndex + 1] ?? '').split(',')) : null;
 const size = quick
   ? {
       enqueueTx: 500,
@@ -46,6 +51,11 @@ const size = quick
       blockedSamples: 100,
       idleAggregates: 100_000,
       idleRounds: 1,
+      heldHistory: 100_000,
+      heldSamples: 50,
+      heldBacklog: 20_000,
+      heldPeerHistory: 20_000,
+      walMessages: 2_000,
     }
   : {
       enqueueTx: 2_000,
@@ -68,6 +78,11 @@ const size = quick
       blockedSamples: 300,
       idleAggregates: 1_000_000,
       idleRounds: 3,
+      heldHistory: 1_000_000,
+      heldSamples: 100,
+      heldBacklog: 20_000,
+      heldPeerHistory: 200_000,
+      walMessages: 5_000,
     };
 
 const db = await createBenchDatabase();
@@ -114,6 +129,58 @@ try {
       `latency_ms.cdc and latency_ms.raw_cdc will be n/a: they need wal_level=logical on this server (ALTER SYSTEM SET wal_level = logical, then restart PostgreSQL; .ci/run does this)`,
     );
 
+  /** Issue 25: the outbox beside a held snapshot, and the WAL it writes per message. */
+  const busyDatabase = async (names: Set<string> | null) => {
+    const held =
+      !names || names.has('held_snapshot')
+        ? await onFreshDatabase('held', (heldDb) =>
+            onFreshDatabase('held_none', (plainDb) =>
+              heldSnapshot(heldDb, plainDb, {
+                history: size.heldHistory,
+                samples: size.heldSamples,
+                backlog: size.heldBacklog,
+                peerHistory: size.heldPeerHistory,
+              }),
+            ),
+          )
+        : null;
+    const wal =
+      !names || names.has('wal')
+        ? await onFreshDatabase('wal', (walDb) => walPerMessage(walDb, size.walMessages))
+        : null;
+    return {
+      keys: {
+        held_snapshot_claim_ratio: held?.claimRatio ?? null,
+        held_snapshot_drain_ratio: held?.drainRatio ?? null,
+        held_snapshot_vs_graphile_worker: held?.vsGraphileWorker ?? null,
+        held_snapshot_vs_pg_boss: held?.vsPgBoss ?? null,
+        wal_per_message_ratio: wal?.ratio ?? null,
+      },
+      details: { held, wal },
+    };
+  };
+  if (only) {
+    const busy = await busyDatabase(only);
+    const results = {
+      mode: `${quick ? 'quick' : 'full'} --only ${[...only].join(',')}`,
+      measuredAt: new Date().toISOString(),
+      durationSeconds: Math.round((Date.now() - started) / 1000),
+      postgres: server.version,
+      ...busy.keys,
+      details: { ...busy.details, size },
+    };
+    mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
+    writeFileSync(
+      new URL('./results/only.json', import.meta.url),
+      `${JSON.stringify(results, null, 2)}\n`,
+    );
+    process.stdout.write(
+      `${JSON.stringify(results, null, 2)}\n\nwritten to bench/results/only.json\n`,
+    );
+    live.delete(db);
+    await db.drop();
+    process.exit(0);
+  }
   const enqueue = await enqueueOverhead(db, size.enqueueTx);
   const notify = await notifyCost(db, size.notifySeconds);
   const dispatch = await dispatchVsRaw(db, size.dispatchRows, size.rounds);
@@ -170,6 +237,8 @@ try {
     ),
   );
 
+  const busy = await busyDatabase(null);
+
   const results = {
     mode: quick ? 'quick' : 'full',
     measuredAt: new Date().toISOString(),
@@ -198,7 +267,9 @@ try {
     blocked_claim_ms: blocked.p95,
     deep_backlog_ratio: deep.ratio,
     idle_aggregates_ratio: idle.ratio,
+    ...busy.keys,
     details: {
+      ...busy.details,
       enqueue,
       notify,
       dispatch,

@@ -61,7 +61,12 @@ async function until(done: () => Promise<boolean>, timeoutMs = 120_000): Promise
  * job handed to a handler to the last job in state `completed` (pg-boss completes a batch
  * without awaiting it, so the table is the only place that says when the work is done).
  */
-async function pgBossRate(db: BenchDatabase, count: number, workers: number): Promise<number> {
+export async function pgBossRate(
+  db: BenchDatabase,
+  count: number,
+  workers: number,
+  queueName?: string,
+): Promise<number> {
   const boss = new PgBoss({
     connectionString: db.url,
     schema: PG_BOSS_SCHEMA,
@@ -72,9 +77,11 @@ async function pgBossRate(db: BenchDatabase, count: number, workers: number): Pr
   });
   boss.on('error', (error) => log(`pg-boss error: ${error.message}`));
   await boss.start();
-  const queue = `noop_${workers}_${Date.now()}`;
+  // A queue of its own per run (pg-boss 10 keeps each queue in a partition), unless the caller
+  // names one: held-snapshot.ts runs its measured drain in the queue that holds its history.
+  const queue = queueName ?? `noop_${workers}_${Date.now()}`;
   try {
-    await boss.createQueue(queue);
+    if (!(await boss.getQueue(queue))) await boss.createQueue(queue);
     for (let from = 0; from < count; from += INSERT_CHUNK) {
       const jobs = Array.from({ length: Math.min(INSERT_CHUNK, count - from) }, (_, i) => ({
         name: queue,
@@ -83,6 +90,12 @@ async function pgBossRate(db: BenchDatabase, count: number, workers: number): Pr
       await boss.insert(jobs);
     }
     await db.pool.query(`VACUUM ANALYZE ${PG_BOSS_SCHEMA}.job`);
+    const completedBefore = (
+      await db.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM ${PG_BOSS_SCHEMA}.job WHERE name = $1 AND state = 'completed'`,
+        [queue],
+      )
+    ).rows[0]!.n;
     let handled = 0;
     let firstStart = 0;
     for (let w = 0; w < workers; w++) {
@@ -103,7 +116,7 @@ async function pgBossRate(db: BenchDatabase, count: number, workers: number): Pr
         `SELECT count(*)::int AS n FROM ${PG_BOSS_SCHEMA}.job WHERE name = $1 AND state = 'completed'`,
         [queue],
       );
-      return rows[0]!.n >= count;
+      return rows[0]!.n >= completedBefore + count;
     });
     if (handled !== count) throw new Error(`pg-boss handled ${handled} of ${count}`);
     return (count / (lastDone - firstStart)) * 1000;
@@ -144,7 +157,11 @@ async function graphileRunner(options: RunnerOptions): Promise<Runner> {
  * completion and failure). Timed from the first job start to the jobs table being empty
  * (graphile-worker deletes a job when it completes).
  */
-async function graphileRate(db: BenchDatabase, count: number): Promise<number> {
+export async function graphileRate(
+  db: BenchDatabase,
+  count: number,
+  options_: { truncate?: boolean } = {},
+): Promise<number> {
   let handled = 0;
   let firstStart = 0;
   const options = graphileOptions(db, true, () => {
@@ -152,7 +169,9 @@ async function graphileRate(db: BenchDatabase, count: number): Promise<number> {
     handled++;
   });
   await runMigrations(options);
-  await db.pool.query(`TRUNCATE ${GRAPHILE_SCHEMA}._private_jobs CASCADE`);
+  // held-snapshot.ts keeps what its history left (TRUNCATE would drop the dead rows it measures).
+  if (options_.truncate !== false)
+    await db.pool.query(`TRUNCATE ${GRAPHILE_SCHEMA}._private_jobs CASCADE`);
   const utils = await makeWorkerUtils({
     connectionString: db.url,
     schema: GRAPHILE_SCHEMA,

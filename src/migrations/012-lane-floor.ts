@@ -1,5 +1,11 @@
 import { claimFunctionSql } from '../sql/claim.js';
-import { insertTriggerFunctionSql, laneEnterTriggerSql, laneSequencesSql } from '../sql/lane.js';
+import { settleAdvanceFunctionSql } from '../sql/settle.js';
+import {
+  insertTriggerFunctionSql,
+  laneEnterTriggerSql,
+  laneSequencesSql,
+  pendingPredecessorFunctionSql,
+} from '../sql/lane.js';
 import type { Migration } from './migration.js';
 
 /**
@@ -11,6 +17,7 @@ import type { Migration } from './migration.js';
  *   the old value out of the upsert). The trigger's "is anything of my aggregate pending?" and the
  *   claim's head check become "is my predecessor pending?": before, both walked
  *   `outbox_chain_idx` over every entry of the aggregate that a held snapshot kept from vacuum.
+ * - `outbox_settle_advance` re-created with `jit = off` (claim.ts says why), its query unchanged.
  * - The lane (sql/lane.ts): four sequences for the floor and the pair, the insert trigger giving a
  *   ready row its key after the writer has its xid, `outbox_lane_enter` doing the same for rows
  *   that come back, and `outbox_claim` starting its scan at the floor.
@@ -52,8 +59,10 @@ FROM (
 ) l
 WHERE a.aggregate_id = l.aggregate_id`,
     ...laneSequencesSql(s),
+    pendingPredecessorFunctionSql(s),
     insertTriggerFunctionSql(s),
     ...laneEnterTriggerSql(s),
     claimFunctionSql(s),
+    settleAdvanceFunctionSql(s),
   ],
 };

@@ -1,3 +1,5 @@
+import { blockedByPredecessorSql } from './lane.js';
+
 /**
  * Claims due messages: ONE statement, so the row locks taken by FOR UPDATE SKIP LOCKED live only
  * for the statement's implicit transaction (microseconds) and the lease written by the UPDATE is
@@ -15,9 +17,12 @@
  *    are not in that index; neither are heads backing off (`available_at` ahead of the range) or
  *    dead-lettered. Only heads under a live lease are walked and skipped, and there are at most as
  *    many as messages in flight.
- *    Each ordered head is checked once more (`NOT EXISTS` on `outbox_chain_idx`: one probe): `ready`
+ *    Each ordered head is checked once more against its predecessor (`prev_id`, migration 012:
+ *    one primary-key probe, see lane.ts `blockedByPredecessorSql`; before, a walk of
+ *    `outbox_chain_idx` that a held snapshot made as long as the aggregate's history): `ready`
  *    is the index's hint, this check is the order guarantee (G4), so a stale `ready` can cost a
- *    probe but never order.
+ *    probe but never order. The scan starts at the lane's floor (lane.ts), past the dead entries
+ *    of what was settled before.
  * 2. `run`: for each ordered head, the messages right behind it in its chain — consecutive,
  *    stopping at the first one that is not due, is leased or dead-lettered — so one claim can take
  *    up to a batch of one hot aggregate (the dispatcher publishes a run in sequence order and stops
@@ -82,13 +87,7 @@ WITH heads AS MATERIALIZED (
     AND (
       o.ordered IS NOT TRUE
       OR o.prev_id IS NULL
-      OR NOT EXISTS (
-        SELECT 1
-        FROM ${schema}.outbox p
-        WHERE p.id = o.prev_id
-          AND p.dispatched_at IS NULL
-          AND p.ordered
-      )
+      OR NOT ${blockedByPredecessorSql(schema, 'o.prev_id')}
     )
   ORDER BY o.available_at, o.id
   LIMIT ${p.batch}
@@ -153,6 +152,12 @@ RETURNING o.id::text AS "rowId",
  * once a second when it did not (then it takes an xid for the pair: an idle dispatcher's empty
  * claims otherwise write nothing).
  *
+ * `jit = off`: `enable_seqscan = off` prices a sequential scan at 10^10, which put any statement
+ * with one (a sequence read as `SELECT last_value FROM seq`, in the first version of this
+ * function) above `jit_above_cost`, and each call was JIT-compiled: 20–35 ms per statement, a
+ * drain at 1,700 msg/s. The sequences are read with `pg_sequence_last_value()` (no scan), and JIT
+ * is off for the function so that no plan of it can cross that line again.
+ *
  * Called inside a transaction that already has an xid, it records no pair (that xid may be older
  * than `v_started`, which would make the pair unsafe); it still claims and may still move the
  * floor up to the safe time others recorded.
@@ -166,6 +171,7 @@ LANGUAGE plpgsql
 SET enable_seqscan = off
 SET enable_bitmapscan = off
 SET enable_sort = off
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -181,10 +187,27 @@ DECLARE
   v_claimed bigint;
 BEGIN
   -- The pair: its time first, then its xid (written in the other order, below).
-  SELECT last_value INTO v_pair_at FROM ${schema}.outbox_lane_pair_at;
-  SELECT last_value INTO v_pair_xid FROM ${schema}.outbox_lane_pair_xid;
-  SELECT last_value INTO v_safe FROM ${schema}.outbox_lane_safe;
-  IF pg_snapshot_xmin(pg_current_snapshot())::text::bigint >= v_pair_xid THEN
+  v_pair_at := coalesce(pg_sequence_last_value('${schema}.outbox_lane_pair_at'::regclass), 0);
+  v_pair_xid := coalesce(pg_sequence_last_value('${schema}.outbox_lane_pair_xid'::regclass), 0);
+  v_safe := coalesce(pg_sequence_last_value('${schema}.outbox_lane_safe'::regclass), 0);
+  -- Promotable when no transaction of this database older than the pair's xid is still running
+  -- (sql/lane.ts). Only this database's: writers of the outbox are connected to it, and the
+  -- cluster-wide xmin would let any long transaction in any other database hold the floor.
+  -- backend_xid is shown to every role, unlike the rest of pg_stat_activity.
+  IF v_pair_xid = 0 OR (
+    NOT EXISTS (
+      SELECT 1
+      FROM pg_stat_get_activity(NULL) a
+      WHERE a.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+        AND a.backend_xid IS NOT NULL
+        AND a.pid <> pg_backend_pid()
+        AND age(a.backend_xid) > age(xid(v_pair_xid::text::xid8)))
+    AND NOT EXISTS (
+      SELECT 1
+      FROM pg_prepared_xacts x
+      WHERE x.database = current_database()
+        AND age(x.transaction) > age(xid(v_pair_xid::text::xid8)))
+  ) THEN
     v_promoted := true;
     IF v_pair_at > v_safe THEN
       v_safe := v_pair_at;
@@ -192,7 +215,7 @@ BEGIN
     END IF;
   END IF;
   -- The floor: up to the first pending row of the lane, never past the safe time.
-  SELECT last_value INTO v_floor FROM ${schema}.outbox_lane_floor;
+  v_floor := coalesce(pg_sequence_last_value('${schema}.outbox_lane_floor'::regclass), 0);
   SELECT o.available_at INTO v_first
   FROM ${schema}.outbox o
   WHERE o.ready

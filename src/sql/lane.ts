@@ -28,8 +28,10 @@
  *    safe in two steps, as PgQ's ticker does with snapshots: a claim records a pair (T, X) — T
  *    its `clock_timestamp()` before it wrote anything, X the xid it took after T. A writer that
  *    writes a key below T read its clock after it had its xid, so before T, so that xid is below
- *    X. When a later claim sees every xid below X finished (`pg_snapshot_xmin` of a current
- *    snapshot ≥ X), every key below T is final: T is safe, and that claim records the next pair.
+ *    X. When a later claim sees no transaction of this database with an xid below X still running
+ *    (`pg_stat_activity.backend_xid`, and prepared transactions), every key below T is final: T
+ *    is safe, and that claim records the next pair. Only this database's transactions count:
+ *    the cluster-wide xmin would let a long transaction in another database hold the floor.
  *
  * What holds the floor back, then, is an open transaction that HAS AN XID (it wrote something)
  * and a lease that stays taken; a read-only snapshot — `pg_dump`, a REPEATABLE READ report, a
@@ -44,8 +46,8 @@
  * epoch (times) and xid8 as bigint.
  *
  * Assumption: the database server's clock does not step back (NTP slews it). A step back would
- * give new rows keys below the floor; a dispatcher resets the floor when it starts
- * ({@link resetLaneFloorSql}), and the next claims move it up again.
+ * give new rows keys below the floor; a dispatcher moves the floor back ten minutes when it
+ * starts ({@link resetLaneFloorSql}), and the next claims move it up again.
  */
 
 /** The four sequences of the lane (see the module comment). */
@@ -55,26 +57,74 @@ export const laneSequencesSql = (s: string) =>
   );
 
 /**
+ * Whether a message whose predecessor is `p_id` must still wait, walking back past predecessors
+ * that LEFT the chain while pending: dead-lettered under `skip`, or rejected or expired under
+ * `skip` (approvals.ts). Those can leave from the middle of a chain — a held message rejected
+ * while the one before it is in flight — so "my predecessor is not a pending ordered message" is
+ * not enough: its own predecessor may be. Called only for such a predecessor (the callers test
+ * the common cases inline), and each step is one primary-key probe; the walk ends at the first
+ * ordered (or dispatched, or unknown) one.
+ */
+export const pendingPredecessorFunctionSql = (s: string) => `
+CREATE OR REPLACE FUNCTION ${s}.outbox_pending_predecessor(p_id bigint) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_id bigint := p_id;
+  v_ordered boolean;
+  v_prev bigint;
+  v_pending boolean;
+BEGIN
+  WHILE v_id IS NOT NULL LOOP
+    SELECT p.ordered, p.prev_id, p.dispatched_at IS NULL INTO v_ordered, v_prev, v_pending
+    FROM ${s}.outbox p WHERE p.id = v_id;
+    IF NOT FOUND OR NOT v_pending THEN
+      RETURN false;
+    END IF;
+    IF v_ordered THEN
+      RETURN true;
+    END IF;
+    v_id := v_prev;
+  END LOOP;
+  RETURN false;
+END
+$$`;
+
+/**
+ * The order check on a message's predecessor `prev` (an SQL expression): true when it, or one
+ * before it, is still pending in the chain. One probe when the predecessor is ordered, dispatched
+ * or gone; {@link pendingPredecessorFunctionSql} only past one that left the chain.
+ */
+export const blockedByPredecessorSql = (s: string, prev: string) => `EXISTS (
+        SELECT 1
+        FROM ${s}.outbox p
+        WHERE p.id = ${prev}
+          AND p.dispatched_at IS NULL
+          AND (p.ordered OR ${s}.outbox_pending_predecessor(p.prev_id))
+      )`;
+
+/**
  * The insert trigger: sequence, order, head and lane key, decided while the writer holds its
  * aggregate's counter row (migration 001).
  *
  * - `prev_id` is the id of the aggregate's previous ORDERED message, kept on the counter row
  *   (`last_ordered_id`; `prev_ordered_id` only returns the old value through RETURNING, which
- *   cannot read the old row before PostgreSQL 18). The pending ordered messages of an aggregate
- *   are always a suffix of its chain (a message leaves only after everything before it left), so
- *   "is anything ordered of this aggregate pending?" is "is my predecessor pending?" — one
- *   primary-key probe. Before, the trigger asked it of `outbox_chain_idx`, which under a held
+ *   cannot read the old row before PostgreSQL 18). A message is dispatched only after everything
+ *   ordered before it left its chain, so "is anything ordered of this aggregate pending?" is "is
+ *   my predecessor, or one before it that left the chain while pending, still pending?" — one
+ *   primary-key probe, or a few past messages skipped ({@link blockedByPredecessorSql}). Before, the trigger asked it of `outbox_chain_idx`, which under a held
  *   snapshot walked every dead entry of the aggregate: a hot aggregate's inserts got slower with
  *   every message dispatched since the snapshot.
  * - `available_at`: a ready row enters the lane (see the module comment), after the counter
  *   upsert gave the transaction its xid.
  *
- * `enable_seqscan = off` as since migration 009: the plan PL/pgSQL caches stays a probe.
+ * `enable_seqscan = off` as since migration 009: the plan PL/pgSQL caches stays a probe; `jit =
+ * off` because a plan with a disabled node costs over `jit_above_cost` (see claim.ts).
  */
 export const insertTriggerFunctionSql = (s: string) => `
 CREATE OR REPLACE FUNCTION ${s}.outbox_before_insert() RETURNS trigger
 LANGUAGE plpgsql
 SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
   v_prev bigint;
@@ -98,9 +148,7 @@ BEGIN
     NEW.prev_id := v_prev;
     -- The head of its aggregate when its predecessor is not pending (this statement runs with a
     -- fresh snapshot, after the counter row was locked: see settle.ts).
-    NEW.ready := v_prev IS NULL OR NOT EXISTS (
-      SELECT 1 FROM ${s}.outbox p
-      WHERE p.id = v_prev AND p.dispatched_at IS NULL AND p.ordered);
+    NEW.ready := v_prev IS NULL OR NOT ${blockedByPredecessorSql(s, 'v_prev')};
   ELSE
     NEW.prev_id := NULL;
     NEW.ready := true;
@@ -139,13 +187,20 @@ CREATE TRIGGER outbox_lane_enter BEFORE UPDATE ON ${s}.outbox
   EXECUTE FUNCTION ${s}.outbox_lane_enter()`,
 ];
 
+/** How far back a starting dispatcher moves the floor: 10 minutes, in microseconds. */
+const CLOCK_STEP_COVERED_US = 600_000_000;
+
 /**
- * Puts the floor back to the start: a dispatcher runs it once when it starts, so a server clock
- * that stepped back (see the module comment) costs one long walk, not a lost message. The next
- * claims move the floor up again.
+ * Moves the floor ten minutes back: a dispatcher runs it once when it starts, so a server clock
+ * that stepped back by up to that much (see the module comment) costs one longer claim, not a
+ * lost message; the next claims move the floor up again. Not to the start: under a held
+ * snapshot, the first claim of every dispatcher that starts would walk everything dispatched
+ * since the snapshot (1,000,000 messages: about a second).
  */
-export const resetLaneFloorSql = (s: string) =>
-  `SELECT setval('${s}.outbox_lane_floor', 0, true) AS floor`;
+export const resetLaneFloorSql = (s: string) => `
+SELECT setval('${s}.outbox_lane_floor',
+              greatest(last_value - ${CLOCK_STEP_COVERED_US}, 0), true) AS floor
+FROM ${s}.outbox_lane_floor`;
 
 /** Where the floor stands (tests and `outbox status`): the time below which claims do not read. */
 export const laneFloorSql = (s: string) => `

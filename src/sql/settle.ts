@@ -140,6 +140,7 @@ CREATE OR REPLACE FUNCTION ${schema}.outbox_settle_advance(
 RETURNS TABLE (id text, state text)
 LANGUAGE plpgsql
 SET enable_seqscan = off
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 BEGIN

@@ -57,7 +57,13 @@ describe('kill -9 of a dispatcher in the middle of a batch', () => {
     slow = false;
 
     const survivor = startCli(args);
-    await expect.poll(() => receiver.distinct(), { timeout: 60_000 }).toBe(200);
+    try {
+      await expect.poll(() => receiver.distinct(), { timeout: 60_000 }).toBe(200);
+    } catch (error) {
+      // What the survivor printed is what a failure here needs.
+      process.stderr.write(`the survivor said:\n${survivor.output().slice(-4_000)}\n`);
+      throw error;
+    }
     survivor.child.kill('SIGTERM');
     expect(await survivor.exited).toBe(0);
 

@@ -1,0 +1,223 @@
+import pg from 'pg';
+import {
+  createDispatcher,
+  createOutbox,
+  fromPg,
+  PgOutboxStore,
+  pruneOutbox,
+} from '../../src/index.js';
+import type { BenchDatabase } from '../lib/database.js';
+import { log, percentiles, round, timed, type Percentiles } from '../lib/measure.js';
+import { noopPublisher } from './enqueue.js';
+import { graphileRate, pgBossRate } from './peers.js';
+
+/**
+ * Issue 25: the outbox beside a snapshot held open (a report, pg_dump, an idle-in-transaction
+ * session, a standby's feedback). Two databases created for the case; in one, a REPEATABLE READ
+ * transaction on another connection takes its snapshot first and keeps it to the end.
+ *
+ * - `held_snapshot_claim_ratio`: p50 of `PgOutboxStore.claim` (batch 200, client wall time with
+ *   its commit) after `history` messages were dispatched under the held snapshot, over the same
+ *   claim after the same history without one.
+ * - `held_snapshot_drain_ratio`: a `backlog` of fresh messages drained by our dispatcher (no-op
+ *   publisher, batch 200, one loop) after that history, held over plain.
+ * - `held_snapshot_vs_graphile_worker` / `held_snapshot_vs_pg_boss`: our held drain over each
+ *   peer's drain of the same backlog in the same held database, after a history of its own of
+ *   `peerHistory` jobs run under the same snapshot (tuned as in peers.ts; pg-boss with 4 loops).
+ *   A smaller history than ours, so these ratios favour the peers.
+ *
+ * Messages: one per aggregate, on an ordered topic (every one a head: the claim's common case).
+ */
+const HISTORY_CHUNK = 50_000;
+const TOPIC = 'payment.charge';
+
+async function insertMessages(db: BenchDatabase, count: number): Promise<void> {
+  await db.pool.query(
+    `INSERT INTO outbox (aggregate_id, topic, payload)
+     SELECT 'agg-' || g || '-' || md5(random()::text), $2, jsonb_build_object('n', g)
+     FROM generate_series(1, $1::int) g`,
+    [count, TOPIC],
+  );
+}
+
+async function drainRate(db: BenchDatabase, count: number): Promise<number> {
+  const dispatcher = createDispatcher({
+    executor: fromPg(db.pool),
+    publisher: noopPublisher,
+    batchSize: 200,
+  });
+  let published = 0;
+  const ms = await timed(async () => {
+    published = (await dispatcher.drain()).published;
+  });
+  if (published !== count) throw new Error(`bench: drained ${published} of ${count}`);
+  return (count / ms) * 1000;
+}
+
+/** Dispatches `history` messages in chunks: what happened since the snapshot was taken. */
+async function dispatchHistory(db: BenchDatabase, history: number, label: string) {
+  for (let done = 0; done < history; done += HISTORY_CHUNK) {
+    const n = Math.min(HISTORY_CHUNK, history - done);
+    await insertMessages(db, n);
+    await drainRate(db, n);
+    if ((done + n) % 200_000 === 0 || done + n === history)
+      log(`held snapshot: ${label} ${(done + n).toLocaleString('en-US')} dispatched`);
+  }
+}
+
+/** `samples` claims of 200, each settled before the next (as the dispatcher does). */
+async function claimLatency(db: BenchDatabase, samples: number): Promise<Percentiles> {
+  await insertMessages(db, samples * 200);
+  const store = new PgOutboxStore(fromPg(db.pool));
+  const ms: number[] = [];
+  for (let i = 0; i < samples; i++) {
+    const owner = `bench-claim#${i}`;
+    const started = performance.now();
+    const claimed = await store.claim({ owner, batchSize: 200, leaseMs: 30_000 });
+    ms.push(performance.now() - started);
+    if (claimed.length !== 200) throw new Error(`bench: claimed ${claimed.length} of 200`);
+    await store.settle(
+      owner,
+      claimed.map((m) => ({ rowId: m.rowId!, kind: 'published' as const })),
+      { deadLettersBlock: true, leaseMs: 30_000 },
+    );
+  }
+  return percentiles(ms);
+}
+
+export async function heldSnapshot(
+  held: BenchDatabase,
+  plain: BenchDatabase,
+  size: { history: number; samples: number; backlog: number; peerHistory: number },
+) {
+  const holder = new pg.Client({ connectionString: held.url });
+  await holder.connect();
+  try {
+    await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+    await holder.query('SELECT count(*) FROM outbox');
+    const result = { held: {} as Record<string, unknown>, plain: {} as Record<string, unknown> };
+    const claim: Record<'held' | 'plain', Percentiles> = {} as never;
+    const drain: Record<'held' | 'plain', number> = {} as never;
+    for (const [label, db] of [
+      ['held', held],
+      ['plain', plain],
+    ] as const) {
+      await dispatchHistory(db, size.history, label);
+      claim[label] = await claimLatency(db, size.samples);
+      await insertMessages(db, size.backlog);
+      drain[label] = await drainRate(db, size.backlog);
+      log(
+        `held snapshot: ${label} claim p50 ${round(claim[label].p50)} ms, drain ${Math.round(drain[label])} msg/s`,
+      );
+    }
+    // The peers, in the held database, under the same snapshot.
+    await graphileRate(held, size.peerHistory);
+    const graphileWorker = await graphileRate(held, size.backlog, { truncate: false });
+    const queue = 'held_snapshot_noop';
+    await pgBossRate(held, size.peerHistory, 4, queue);
+    const pgBoss = await pgBossRate(held, size.backlog, 4, queue);
+    const stillHeld = await holder.query<{ xmin: string }>(
+      `SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
+    );
+    if (!stillHeld.rows[0]?.xmin) throw new Error('bench: the held snapshot was not held');
+    result.held = { claimMs: claim.held, drainPerSecond: Math.round(drain.held) };
+    result.plain = { claimMs: claim.plain, drainPerSecond: Math.round(drain.plain) };
+    return {
+      claimRatio: round(claim.held.p50 / claim.plain.p50),
+      drainRatio: round(drain.held / drain.plain),
+      vsGraphileWorker: round(drain.held / graphileWorker),
+      vsPgBoss: round(drain.held / pgBoss),
+      perSecond: {
+        ours: Math.round(drain.held),
+        oursWithoutSnapshot: Math.round(drain.plain),
+        graphileWorker: Math.round(graphileWorker),
+        pgBoss: Math.round(pgBoss),
+      },
+      ...result,
+      size,
+    };
+  } finally {
+    await holder.query('ROLLBACK').catch(() => undefined);
+    await holder.end();
+  }
+}
+
+/**
+ * WAL of this database's relations and of its transactions' commits between two positions,
+ * read with pg_walinspect: the server is shared (other databases write WAL at the same time), so
+ * a plain LSN difference would count their writes too.
+ */
+async function walBytes(db: BenchDatabase, from: string, to: string) {
+  const { rows } = await db.pool.query<{ bytes: string | null; fpi: string | null }>(
+    `WITH r AS (SELECT * FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)),
+          mine AS (
+            SELECT * FROM r
+            WHERE block_ref LIKE '%/' || (SELECT oid FROM pg_database
+                                         WHERE datname = current_database()) || '/%'
+          )
+     SELECT (coalesce((SELECT sum(record_length) FROM mine), 0)
+           + coalesce((SELECT sum(record_length) FROM r
+                       WHERE resource_manager = 'Transaction'
+                         AND xid IN (SELECT xid FROM mine WHERE xid <> '0')), 0))::text AS bytes,
+            coalesce((SELECT sum(fpi_length) FROM mine), 0)::text AS fpi`,
+    [from, to],
+  );
+  return { bytes: Number(rows[0]!.bytes ?? 0), fpi: Number(rows[0]!.fpi ?? 0) };
+}
+
+const lsn = async (db: BenchDatabase) =>
+  (await db.pool.query<{ lsn: string }>(`SELECT pg_current_wal_insert_lsn()::text AS lsn`)).rows[0]!
+    .lsn;
+
+/**
+ * `wal_per_message_ratio`: the WAL that dispatch and retention write per message over the WAL of
+ * its enqueue. `count` messages, each enqueued by the writer in a transaction of its own (one per
+ * aggregate, ordered topic); then drained (no-op publisher, batch 200); then pruned. A
+ * CHECKPOINT before the enqueue and before the prune: retention runs days after the rows were
+ * written, long after the checkpoint that followed them, so its first write to each page logs the
+ * whole page (a full-page image) — a prune measured right after the drain would not.
+ */
+export async function walPerMessage(db: BenchDatabase, count: number) {
+  await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+  const outbox = createOutbox();
+  await db.pool.query('CHECKPOINT');
+  const start = await lsn(db);
+  const client = await db.pool.connect();
+  try {
+    for (let i = 0; i < count; i++) {
+      await client.query('BEGIN');
+      await outbox.enqueue(fromPg(client), {
+        topic: TOPIC,
+        aggregateId: `wal-${i}`,
+        payload: { orderId: i, total: 99.5 },
+      });
+      await client.query('COMMIT');
+    }
+  } finally {
+    client.release();
+  }
+  const enqueued = await lsn(db);
+  await drainRate(db, count);
+  const dispatched = await lsn(db);
+  await db.pool.query('CHECKPOINT');
+  const beforePrune = await lsn(db);
+  const pruned = await pruneOutbox(fromPg(db.pool), { olderThanMs: 0 });
+  if (pruned.removed !== count) throw new Error(`bench: pruned ${pruned.removed} of ${count}`);
+  const end = await lsn(db);
+  const enqueue = await walBytes(db, start, enqueued);
+  const dispatch = await walBytes(db, enqueued, dispatched);
+  const retention = await walBytes(db, beforePrune, end);
+  const perMessage = (w: { bytes: number; fpi: number }) => ({
+    bytes: Math.round(w.bytes / count),
+    fullPageImageBytes: Math.round(w.fpi / count),
+  });
+  return {
+    ratio: round((dispatch.bytes + retention.bytes) / enqueue.bytes),
+    perMessage: {
+      enqueue: perMessage(enqueue),
+      dispatch: perMessage(dispatch),
+      retention: perMessage(retention),
+    },
+    count,
+  };
+}
