@@ -180,6 +180,13 @@ const lsn = async (db: BenchDatabase) =>
 export async function walPerMessage(db: BenchDatabase, count: number) {
   await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
   const outbox = createOutbox();
+  // A slot of this session (temporary: gone with the connection) keeps the WAL from here until
+  // it is read: on a shared server, other databases' writes can trigger checkpoints that would
+  // recycle it first.
+  const pin = await db.pool.connect();
+  await pin.query(`SELECT pg_create_physical_replication_slot($1, true, true)`, [
+    `ao_bench_wal_${process.pid}`,
+  ]);
   await db.pool.query('CHECKPOINT');
   const start = await lsn(db);
   const client = await db.pool.connect();
@@ -207,6 +214,7 @@ export async function walPerMessage(db: BenchDatabase, count: number) {
   const enqueue = await walBytes(db, start, enqueued);
   const dispatch = await walBytes(db, enqueued, dispatched);
   const retention = await walBytes(db, beforePrune, end);
+  pin.release(true);
   const perMessage = (w: { bytes: number; fpi: number }) => ({
     bytes: Math.round(w.bytes / count),
     fullPageImageBytes: Math.round(w.fpi / count),
