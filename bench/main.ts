@@ -16,7 +16,7 @@ import { deepBacklog, idleAggregates } from './cases/backlog-shape.js';
 import { blockedClaim } from './cases/blocked-claim.js';
 import { dispatchVsRaw, historyScaling } from './cases/dispatch.js';
 import { enqueueOverhead, notifyCost } from './cases/enqueue.js';
-import { heldSnapshot, walPerMessage } from './cases/held-snapshot.js';
+import { busyDatabaseCases, busyDatabaseRows } from './cases/held-snapshot.js';
 import { hotAggregate, hotAggregateHttp } from './cases/hot-aggregate.js';
 import { latency } from './cases/latency.js';
 import { memory } from './cases/memory.js';
@@ -81,7 +81,7 @@ const size = quick
       heldHistory: 1_000_000,
       heldSamples: 100,
       heldBacklog: 20_000,
-      heldPeerHistory: 200_000,
+      heldPeerHistory: 100_000,
       walMessages: 5_000,
     };
 
@@ -129,36 +129,9 @@ try {
       `latency_ms.cdc and latency_ms.raw_cdc will be n/a: they need wal_level=logical on this server (ALTER SYSTEM SET wal_level = logical, then restart PostgreSQL; .ci/run does this)`,
     );
 
-  /** Issue 25: the outbox beside a held snapshot, and the WAL it writes per message. */
-  const busyDatabase = async (names: Set<string> | null) => {
-    const held =
-      !names || names.has('held_snapshot')
-        ? await onFreshDatabase('held', (heldDb) =>
-            onFreshDatabase('held_none', (plainDb) =>
-              heldSnapshot(heldDb, plainDb, {
-                history: size.heldHistory,
-                samples: size.heldSamples,
-                backlog: size.heldBacklog,
-                peerHistory: size.heldPeerHistory,
-              }),
-            ),
-          )
-        : null;
-    const wal =
-      !names || names.has('wal')
-        ? await onFreshDatabase('wal', (walDb) => walPerMessage(walDb, size.walMessages))
-        : null;
-    return {
-      keys: {
-        held_snapshot_claim_ratio: held?.claimRatio ?? null,
-        held_snapshot_drain_ratio: held?.drainRatio ?? null,
-        held_snapshot_vs_graphile_worker: held?.vsGraphileWorker ?? null,
-        held_snapshot_vs_pg_boss: held?.vsPgBoss ?? null,
-        wal_per_message_ratio: wal?.ratio ?? null,
-      },
-      details: { held, wal },
-    };
-  };
+  /** Issue 25's cases (held-snapshot.ts), each on databases created for it. */
+  const busyDatabase = (names: Set<string> | null) =>
+    busyDatabaseCases(onFreshDatabase, size, names);
   if (only) {
     const busy = await busyDatabase(only);
     const results = {
@@ -471,6 +444,7 @@ function printTable(
       `${d.idle.perSecond.withIdle} vs ${d.idle.perSecond.empty} msg/s, the 500-aggregate drain beside ${n(d.idle.idleAggregates)} idle aggregates vs none`,
       '>= 0.9',
     ),
+    ...busyDatabaseRows(r),
   ];
   process.stdout.write(`${out.join('\n')}\n\nwritten to bench/results/latest.json\n`);
 }

@@ -95,7 +95,6 @@ export async function heldSnapshot(
   try {
     await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
     await holder.query('SELECT count(*) FROM outbox');
-    const result = { held: {} as Record<string, unknown>, plain: {} as Record<string, unknown> };
     const claim: Record<'held' | 'plain', Percentiles> = {} as never;
     const drain: Record<'held' | 'plain', number> = {} as never;
     for (const [label, db] of [
@@ -110,30 +109,42 @@ export async function heldSnapshot(
         `held snapshot: ${label} claim p50 ${round(claim[label].p50)} ms, drain ${Math.round(drain[label])} msg/s`,
       );
     }
-    // The peers, in the held database, under the same snapshot.
-    await graphileRate(held, size.peerHistory);
-    const graphileWorker = await graphileRate(held, size.backlog, { truncate: false });
+    // The peers, in the held database, under the same snapshot. A peer that does not finish
+    // is reported as such (null), not allowed to take the run's other figures with it.
+    const peer = async (name: string, run: () => Promise<number>) => {
+      try {
+        return await run();
+      } catch (error) {
+        log(`held snapshot: ${name} did not finish: ${(error as Error).message}`);
+        return null;
+      }
+    };
+    const graphileWorker = await peer('graphile-worker', async () => {
+      await graphileRate(held, size.peerHistory);
+      return graphileRate(held, size.backlog, { truncate: false });
+    });
     const queue = 'held_snapshot_noop';
-    await pgBossRate(held, size.peerHistory, 4, queue);
-    const pgBoss = await pgBossRate(held, size.backlog, 4, queue);
+    const pgBoss = await peer('pg-boss', async () => {
+      await pgBossRate(held, size.peerHistory, 4, queue);
+      return pgBossRate(held, size.backlog, 4, queue);
+    });
     const stillHeld = await holder.query<{ xmin: string }>(
       `SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
     );
     if (!stillHeld.rows[0]?.xmin) throw new Error('bench: the held snapshot was not held');
-    result.held = { claimMs: claim.held, drainPerSecond: Math.round(drain.held) };
-    result.plain = { claimMs: claim.plain, drainPerSecond: Math.round(drain.plain) };
     return {
       claimRatio: round(claim.held.p50 / claim.plain.p50),
       drainRatio: round(drain.held / drain.plain),
-      vsGraphileWorker: round(drain.held / graphileWorker),
-      vsPgBoss: round(drain.held / pgBoss),
+      vsGraphileWorker: graphileWorker ? round(drain.held / graphileWorker) : null,
+      vsPgBoss: pgBoss ? round(drain.held / pgBoss) : null,
       perSecond: {
         ours: Math.round(drain.held),
         oursWithoutSnapshot: Math.round(drain.plain),
-        graphileWorker: Math.round(graphileWorker),
-        pgBoss: Math.round(pgBoss),
+        graphileWorker: graphileWorker === null ? null : Math.round(graphileWorker),
+        pgBoss: pgBoss === null ? null : Math.round(pgBoss),
       },
-      ...result,
+      held: { claimMs: claim.held, drainPerSecond: Math.round(drain.held) },
+      plain: { claimMs: claim.plain, drainPerSecond: Math.round(drain.plain) },
       size,
     };
   } finally {
@@ -228,4 +239,95 @@ export async function walPerMessage(db: BenchDatabase, count: number) {
     },
     count,
   };
+}
+
+/**
+ * The keys of issue 25, each case on databases created for it (`fresh`, main.ts's
+ * onFreshDatabase); `names` limits them (`--only held_snapshot,wal`).
+ */
+export async function busyDatabaseCases(
+  fresh: <T>(suffix: string, fn: (db: BenchDatabase) => Promise<T>) => Promise<T>,
+  size: {
+    heldHistory: number;
+    heldSamples: number;
+    heldBacklog: number;
+    heldPeerHistory: number;
+    walMessages: number;
+  },
+  names: Set<string> | null,
+) {
+  const held =
+    !names || names.has('held_snapshot')
+      ? await fresh('held', (heldDb) =>
+          fresh('held_none', (plainDb) =>
+            heldSnapshot(heldDb, plainDb, {
+              history: size.heldHistory,
+              samples: size.heldSamples,
+              backlog: size.heldBacklog,
+              peerHistory: size.heldPeerHistory,
+            }),
+          ),
+        )
+      : null;
+  const wal =
+    !names || names.has('wal')
+      ? await fresh('wal', (walDb) => walPerMessage(walDb, size.walMessages))
+      : null;
+  return {
+    keys: {
+      held_snapshot_claim_ratio: held?.claimRatio ?? null,
+      held_snapshot_drain_ratio: held?.drainRatio ?? null,
+      held_snapshot_vs_graphile_worker: held?.vsGraphileWorker ?? null,
+      held_snapshot_vs_pg_boss: held?.vsPgBoss ?? null,
+      wal_per_message_ratio: wal?.ratio ?? null,
+    },
+    details: { held, wal },
+  };
+}
+
+/** The rows of main.ts's table for {@link busyDatabaseCases}' keys. */
+export function busyDatabaseRows(r: Record<string, unknown>): string[] {
+  const d = r.details as {
+    held: Awaited<ReturnType<typeof heldSnapshot>> | null;
+    wal: Awaited<ReturnType<typeof walPerMessage>> | null;
+  };
+  const row = (key: string, baseline: string, target: string) =>
+    `| ${key} | ${r[key] === null || r[key] === undefined ? 'n/a' : String(r[key])} | ${baseline} | ${target} |`;
+  const h = d.held;
+  const w = d.wal?.perMessage;
+  return [
+    row(
+      'held_snapshot_claim_ratio',
+      h
+        ? `claim of 200 p50 ${h.held.claimMs.p50} ms after ${h.size.history.toLocaleString('en-US')} dispatched under a held REPEATABLE READ snapshot vs ${h.plain.claimMs.p50} ms without`
+        : 'not run',
+      '<= 2',
+    ),
+    row(
+      'held_snapshot_drain_ratio',
+      h
+        ? `${h.perSecond.ours} vs ${h.perSecond.oursWithoutSnapshot} msg/s, a ${h.size.backlog.toLocaleString('en-US')} backlog`
+        : 'not run',
+      '>= 0.8',
+    ),
+    row(
+      'held_snapshot_vs_graphile_worker',
+      h
+        ? `${h.perSecond.ours} vs ${h.perSecond.graphileWorker} jobs/s, both under the held snapshot (peer history ${h.size.peerHistory.toLocaleString('en-US')})`
+        : 'not run',
+      'reported',
+    ),
+    row(
+      'held_snapshot_vs_pg_boss',
+      h ? `${h.perSecond.ours} vs ${h.perSecond.pgBoss} jobs/s (pg-boss, 4 loops)` : 'not run',
+      'reported',
+    ),
+    row(
+      'wal_per_message_ratio',
+      w
+        ? `bytes per message: dispatch ${w.dispatch.bytes} + retention ${w.retention.bytes} (full-page images ${w.retention.fullPageImageBytes}) vs enqueue ${w.enqueue.bytes}`
+        : 'not run',
+      '<= 0.5',
+    ),
+  ];
 }

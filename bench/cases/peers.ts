@@ -110,7 +110,7 @@ export async function pgBossRate(
         },
       );
     }
-    await waitFor(() => handled >= count, 120_000);
+    await waitFor(() => handled >= count, Math.max(120_000, count * 2));
     const lastDone = await until(async () => {
       const { rows } = await db.pool.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM ${PG_BOSS_SCHEMA}.job WHERE name = $1 AND state = 'completed'`,
@@ -191,7 +191,7 @@ export async function graphileRate(
   await db.pool.query(`VACUUM ANALYZE ${GRAPHILE_SCHEMA}._private_jobs`);
   const runner = await graphileRunner(options);
   try {
-    await waitFor(() => handled >= count, 120_000);
+    await waitFor(() => handled >= count, Math.max(120_000, count * 2));
     const lastDone = await until(async () => {
       const { rows } = await db.pool.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM ${GRAPHILE_SCHEMA}._private_jobs`,
