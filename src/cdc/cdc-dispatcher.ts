@@ -96,8 +96,6 @@ class PgCdcDispatcher implements CdcDispatcher {
   #dueAt = Infinity;
   /** The cycle about to run was started by #dueTimer: claim even without candidates. */
   #dueWake = false;
-  /** Something failed or was deferred since the last look at when the next message is due. */
-  #probeDue = false;
   #classifiedAt = 0;
   /** Candidates the state query did not find, since when (see #classify). */
   #missingSince = new Map<string, number>();
@@ -121,6 +119,9 @@ class PgCdcDispatcher implements CdcDispatcher {
       }
     };
     this.#store.onError = (error) => this.#onDatabaseError(error);
+    // A retry's due time is known the moment its settle returns: wake then, not after a later
+    // look at the table (see #wakeAtDue).
+    this.#store.onRetried = (delayMs) => this.#wakeAtDue(delayMs);
     const { sweepIntervalMs, executor, ...shared } = options;
     // The worker is never started: each WAL-driven cycle calls its drain(), which runs the polling
     // dispatcher's claim → publish → settle code on the candidate store.
@@ -335,6 +336,18 @@ class PgCdcDispatcher implements CdcDispatcher {
   /**
    * Publish what is due (the polling claim: sql/cdc.ts), then find out where the candidates left
    * stand, so their WAL positions can be confirmed.
+   *
+   * When to claim again without a commit is decided where each due time becomes known, never by
+   * a later look that can come too late: a retry's backoff when its settle returns
+   * (`onRetried`), a deferred candidate's wait in the same statement that found it deferred
+   * (#classify). Earlier, both were read after the cycle with `nextDueSql` ("the next due time
+   * AFTER now"): a retry whose backoff ran out before that read — a slow cycle, a statement
+   * queued behind others on a loaded machine — was found by nothing but the sweeper, and its
+   * aggregate waited behind it (30 s by default) instead of its backoff
+   * (test/integration/latency/cdc.test.ts "retries and dead-letters", 1 run in 3). After a due
+   * wake-up, `nextDueSql` still runs once: it finds the next one (delayed deliveries, other
+   * dispatchers' backoffs), and a wake-up that came before the database's clock reached the due
+   * time (a timer rounds to whole milliseconds) is set again instead of being lost.
    */
   async #runCycle(): Promise<void> {
     let nextInMs: number | undefined;
@@ -343,21 +356,22 @@ class PgCdcDispatcher implements CdcDispatcher {
     try {
       // Without candidates only a due time is worth a claim: the sweeper has the rest.
       if (this.#store.candidates.size === 0 && !dueWake) return;
-      const drained = await this.#worker.drain();
-      if (drained.retried > 0) this.#probeDue = true;
-      // Everything settled (onResolved resolved it): nothing left to classify.
-      if (this.#store.candidates.size > 0) {
-        // New commits arrived meanwhile: publish them first (the next cycle starts right away)
-        // and classify — which only serves confirmation — at most every CLASSIFY_EVERY_MS.
-        if (this.#again && Date.now() - this.#classifiedAt < CLASSIFY_EVERY_MS) return;
+      await this.#worker.drain();
+      // Everything settled (onResolved resolved it): nothing left to classify. New commits
+      // arrived meanwhile: publish them first (the next cycle starts right away) and classify —
+      // which only serves confirmation — at most every CLASSIFY_EVERY_MS.
+      const classify =
+        this.#store.candidates.size > 0 &&
+        !(this.#again && Date.now() - this.#classifiedAt < CLASSIFY_EVERY_MS);
+      if (classify) {
         this.#classifiedAt = Date.now();
         nextInMs = await this.#classify();
       }
-      if (this.#probeDue) {
-        this.#probeDue = false;
+      if (dueWake) {
         const { rows } = await this.#options.executor.query<{ dueInMs: string }>(this.#nextDueSql);
         if (rows[0]) this.#wakeAtDue(Number(rows[0].dueInMs));
       }
+      if (!classify && this.#store.candidates.size > 0) return; // the next cycle runs at once
     } catch (error) {
       this.#events.emit('cdc:cycle:failure', { error: toError(error) });
       nextInMs = this.#options.recheckMs ?? 250;
@@ -430,9 +444,8 @@ class PgCdcDispatcher implements CdcDispatcher {
           maxHoldMs: this.#options.maxHoldMs ?? 60_000,
         },
       );
+      // Deferred (not due, or behind a head that is not due): claim again when it is.
       if (found.dueInMs !== undefined) this.#wakeAtDue(found.dueInMs);
-      // Deferred behind a head that is not due: claim again when that head is.
-      if (found.deferred > 0) this.#probeDue = true;
       if (found.recheckInMs !== undefined)
         recheckInMs = Math.min(recheckInMs ?? Infinity, found.recheckInMs);
       if (slice.some((id) => this.#store.candidates.has(id))) return recheckInMs;
