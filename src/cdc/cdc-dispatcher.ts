@@ -343,8 +343,8 @@ class PgCdcDispatcher implements CdcDispatcher {
    * (#classify). Earlier, both were read after the cycle with `nextDueSql` ("the next due time
    * AFTER now"): a retry whose backoff ran out before that read — a slow cycle, a statement
    * queued behind others on a loaded machine — was found by nothing but the sweeper, and its
-   * aggregate waited behind it (30 s by default) instead of its backoff
-   * (test/integration/latency/cdc.test.ts "retries and dead-letters", 1 run in 3). After a due
+   * aggregate waited behind it (30 s by default) instead of its backoff (cdc.test.ts slows that
+   * read past the backoff: nothing was published after 30 s). After a due
    * wake-up, `nextDueSql` still runs once: it finds the next one (delayed deliveries, other
    * dispatchers' backoffs), and a wake-up that came before the database's clock reached the due
    * time (a timer rounds to whole milliseconds) is set again instead of being lost.
