@@ -5,9 +5,8 @@ import type {
   SettleResult,
   Settlement,
 } from '../dispatcher/outbox-store.js';
-import { PgOutboxStore } from '../dispatcher/pg-outbox-store.js';
+import { PgOutboxStore, type PgOutboxStoreOptions } from '../dispatcher/pg-outbox-store.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
-import type { CommitMode } from '../sql/commit-mode.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
 /**
@@ -24,8 +23,8 @@ export class CandidateStore implements OutboxStore {
   /** Row ids announced by the WAL and not settled yet. Insertion order = commit order. */
   readonly candidates = new Set<string>();
 
-  constructor(executor: SqlExecutor, schema: string, settleCommit: CommitMode = 'sync') {
-    this.#inner = new PgOutboxStore(executor, { schema, settleCommit });
+  constructor(executor: SqlExecutor, options: PgOutboxStoreOptions) {
+    this.#inner = new PgOutboxStore(executor, options);
   }
 
   claim(request: ClaimRequest): Promise<OutgoingMessage[]> {

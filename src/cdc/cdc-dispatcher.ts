@@ -6,7 +6,8 @@ import {
   type DispatcherStats,
 } from '../dispatcher/dispatcher.js';
 import { TypedEmitter } from '../dispatcher/events.js';
-import { settleCommit } from '../dispatcher/options.js';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, settleCommit } from '../dispatcher/options.js';
+import type { QueryOptions } from '../store/sql-executor.js';
 import {
   DEFAULT_RECONNECT_DELAY,
   reconnectDelayMs,
@@ -77,6 +78,8 @@ class PgCdcDispatcher implements CdcDispatcher {
   readonly #statesSql: string;
   readonly #nextDueSql: string;
   readonly #reconnect: ReconnectDelayOptions;
+  readonly #streamTimeoutMs: number;
+  readonly #queryOptions: QueryOptions | undefined;
   #slot: string | undefined;
   #publication = '';
   #tracker = new ConfirmTracker(0n);
@@ -106,11 +109,11 @@ class PgCdcDispatcher implements CdcDispatcher {
     this.#options = options;
     this.#schema = options.schema ?? DEFAULT_SCHEMA;
     quoteIdentifier(this.#schema);
-    this.#store = new CandidateStore(
-      options.executor,
-      this.#schema,
-      settleCommit(options.asyncSettle),
-    );
+    this.#store = new CandidateStore(options.executor, {
+      schema: this.#schema,
+      settleCommit: settleCommit(options.asyncSettle),
+      statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+    });
     this.#store.onResolved = (rowIds) => {
       for (const id of rowIds) {
         this.#store.candidates.delete(id);
@@ -141,6 +144,15 @@ class PgCdcDispatcher implements CdcDispatcher {
     this.#statesSql = candidateStatesSql(quoteIdentifier(this.#schema));
     this.#nextDueSql = nextDueSql(quoteIdentifier(this.#schema));
     this.#reconnect = { ...DEFAULT_RECONNECT_DELAY, ...options.reconnectDelay };
+    this.#streamTimeoutMs = options.streamTimeoutMs ?? 10_000;
+    const confirmMs = options.confirmIntervalMs ?? 1_000;
+    if (!(this.#streamTimeoutMs > confirmMs))
+      throw new OutboxValidationError(
+        'streamTimeoutMs',
+        `must be a number greater than confirmIntervalMs (${confirmMs}), got ${String(options.streamTimeoutMs)}`,
+      );
+    const timeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
+    this.#queryOptions = timeoutMs > 0 ? { timeoutMs } : undefined;
   }
 
   get state(): CdcDispatcherState {
@@ -233,6 +245,7 @@ class PgCdcDispatcher implements CdcDispatcher {
         schema: this.#schema,
         table: 'outbox',
         startLsn,
+        silenceTimeoutMs: this.#streamTimeoutMs,
         handlers: {
           begin: () => {
             this.#open = [];
@@ -368,7 +381,11 @@ class PgCdcDispatcher implements CdcDispatcher {
         nextInMs = await this.#classify();
       }
       if (dueWake) {
-        const { rows } = await this.#options.executor.query<{ dueInMs: string }>(this.#nextDueSql);
+        const { rows } = await this.#options.executor.query<{ dueInMs: string }>(
+          this.#nextDueSql,
+          [],
+          this.#queryOptions,
+        );
         if (rows[0]) this.#wakeAtDue(Number(rows[0].dueInMs));
       }
       if (!classify && this.#store.candidates.size > 0) return; // the next cycle runs at once
@@ -430,7 +447,11 @@ class PgCdcDispatcher implements CdcDispatcher {
         slice.push(id);
       }
       if (slice.length === 0) return recheckInMs;
-      const { rows } = await this.#options.executor.query<CandidateState>(this.#statesSql, [slice]);
+      const { rows } = await this.#options.executor.query<CandidateState>(
+        this.#statesSql,
+        [slice],
+        this.#queryOptions,
+      );
       const found = classifyCandidates(
         rows,
         {
