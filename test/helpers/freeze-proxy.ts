@@ -17,6 +17,11 @@ export interface FreezeProxy {
   url(url: string): string;
   freeze(): void;
   heal(): void;
+  /**
+   * New connections go to `port` from now on (an endpoint moved to a promoted replica); open
+   * ones stay where they are.
+   */
+  retarget(port: number): void;
   /** Connections accepted so far, and how many of them are frozen. */
   counts(): { accepted: number; frozen: number };
   /** Closes everything, frozen connections included (frees the server's backends). */
@@ -36,9 +41,10 @@ export async function startFreezeProxy(
   const links = new Set<Link>();
   let frozen = false;
   let accepted = 0;
+  let target = targetPort;
   const server = net.createServer((client) => {
     accepted++;
-    const upstream = net.connect({ host: targetHost, port: targetPort });
+    const upstream = net.connect({ host: targetHost, port: target });
     const link: Link = { client, upstream, frozen };
     links.add(link);
     const forward = (from: net.Socket, to: net.Socket) => {
@@ -73,6 +79,9 @@ export async function startFreezeProxy(
     },
     heal() {
       frozen = false;
+    },
+    retarget(next) {
+      target = next;
     },
     counts: () => ({ accepted, frozen: [...links].filter((l) => l.frozen).length }),
     async close() {
