@@ -37,7 +37,7 @@ export {
   type PrismaTransactional,
   type PrismaTransactionOptions,
 } from './store/from-prisma.js';
-export type { SqlExecutor } from './store/sql-executor.js';
+export type { QueryOptions, SqlExecutor } from './store/sql-executor.js';
 export {
   createOutbox,
   type EnqueueOptions,

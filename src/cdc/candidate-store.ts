@@ -5,9 +5,8 @@ import type {
   SettleResult,
   Settlement,
 } from '../dispatcher/outbox-store.js';
-import { PgOutboxStore } from '../dispatcher/pg-outbox-store.js';
+import { PgOutboxStore, type PgOutboxStoreOptions } from '../dispatcher/pg-outbox-store.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
-import type { CommitMode } from '../sql/commit-mode.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
 /**
@@ -24,8 +23,8 @@ export class CandidateStore implements OutboxStore {
   /** Row ids announced by the WAL and not settled yet. Insertion order = commit order. */
   readonly candidates = new Set<string>();
 
-  constructor(executor: SqlExecutor, schema: string, settleCommit: CommitMode = 'sync') {
-    this.#inner = new PgOutboxStore(executor, { schema, settleCommit });
+  constructor(executor: SqlExecutor, options: PgOutboxStoreOptions) {
+    this.#inner = new PgOutboxStore(executor, options);
   }
 
   claim(request: ClaimRequest): Promise<OutgoingMessage[]> {
@@ -57,6 +56,14 @@ export class CandidateStore implements OutboxStore {
    */
   onResolved: (rowIds: string[]) => void = () => undefined;
 
+  /**
+   * Called after a settle that recorded retries, with the shortest of their backoffs: each row
+   * is due that long after the settle ran, which is before it returned here. The dispatcher
+   * claims again then. Reported by the settle itself because any later look at the table ("what
+   * falls due next?") can come after the backoff ran out, and then finds nothing.
+   */
+  onRetried: (delayMs: number) => void = () => undefined;
+
   async settle(
     owner: string,
     settlements: readonly Settlement[],
@@ -68,6 +75,10 @@ export class CandidateStore implements OutboxStore {
       .filter((s) => s.kind !== 'release' && done.has(s.rowId))
       .map((s) => s.rowId);
     if (resolved.length > 0) this.onResolved(resolved);
+    let retryInMs = Infinity;
+    for (const s of settlements)
+      if (s.kind === 'retry' && done.has(s.rowId)) retryInMs = Math.min(retryInMs, s.delayMs);
+    if (retryInMs < Infinity) this.onRetried(retryInMs);
     return result;
   }
 

@@ -6,7 +6,8 @@ import {
   type DispatcherStats,
 } from '../dispatcher/dispatcher.js';
 import { TypedEmitter } from '../dispatcher/events.js';
-import { settleCommit } from '../dispatcher/options.js';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, settleCommit } from '../dispatcher/options.js';
+import type { QueryOptions } from '../store/sql-executor.js';
 import {
   DEFAULT_RECONNECT_DELAY,
   reconnectDelayMs,
@@ -77,6 +78,8 @@ class PgCdcDispatcher implements CdcDispatcher {
   readonly #statesSql: string;
   readonly #nextDueSql: string;
   readonly #reconnect: ReconnectDelayOptions;
+  readonly #streamTimeoutMs: number;
+  readonly #queryOptions: QueryOptions | undefined;
   #slot: string | undefined;
   #publication = '';
   #tracker = new ConfirmTracker(0n);
@@ -96,8 +99,6 @@ class PgCdcDispatcher implements CdcDispatcher {
   #dueAt = Infinity;
   /** The cycle about to run was started by #dueTimer: claim even without candidates. */
   #dueWake = false;
-  /** Something failed or was deferred since the last look at when the next message is due. */
-  #probeDue = false;
   #classifiedAt = 0;
   /** Candidates the state query did not find, since when (see #classify). */
   #missingSince = new Map<string, number>();
@@ -108,11 +109,11 @@ class PgCdcDispatcher implements CdcDispatcher {
     this.#options = options;
     this.#schema = options.schema ?? DEFAULT_SCHEMA;
     quoteIdentifier(this.#schema);
-    this.#store = new CandidateStore(
-      options.executor,
-      this.#schema,
-      settleCommit(options.asyncSettle),
-    );
+    this.#store = new CandidateStore(options.executor, {
+      schema: this.#schema,
+      settleCommit: settleCommit(options.asyncSettle),
+      statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+    });
     this.#store.onResolved = (rowIds) => {
       for (const id of rowIds) {
         this.#store.candidates.delete(id);
@@ -121,6 +122,9 @@ class PgCdcDispatcher implements CdcDispatcher {
       }
     };
     this.#store.onError = (error) => this.#onDatabaseError(error);
+    // A retry's due time is known the moment its settle returns: wake then, not after a later
+    // look at the table (see #wakeAtDue).
+    this.#store.onRetried = (delayMs) => this.#wakeAtDue(delayMs);
     const { sweepIntervalMs, executor, ...shared } = options;
     // The worker is never started: each WAL-driven cycle calls its drain(), which runs the polling
     // dispatcher's claim → publish → settle code on the candidate store.
@@ -140,6 +144,15 @@ class PgCdcDispatcher implements CdcDispatcher {
     this.#statesSql = candidateStatesSql(quoteIdentifier(this.#schema));
     this.#nextDueSql = nextDueSql(quoteIdentifier(this.#schema));
     this.#reconnect = { ...DEFAULT_RECONNECT_DELAY, ...options.reconnectDelay };
+    this.#streamTimeoutMs = options.streamTimeoutMs ?? 10_000;
+    const confirmMs = options.confirmIntervalMs ?? 1_000;
+    if (!(this.#streamTimeoutMs > confirmMs))
+      throw new OutboxValidationError(
+        'streamTimeoutMs',
+        `must be a number greater than confirmIntervalMs (${confirmMs}), got ${String(options.streamTimeoutMs)}`,
+      );
+    const timeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
+    this.#queryOptions = timeoutMs > 0 ? { timeoutMs } : undefined;
   }
 
   get state(): CdcDispatcherState {
@@ -232,6 +245,7 @@ class PgCdcDispatcher implements CdcDispatcher {
         schema: this.#schema,
         table: 'outbox',
         startLsn,
+        silenceTimeoutMs: this.#streamTimeoutMs,
         handlers: {
           begin: () => {
             this.#open = [];
@@ -335,6 +349,18 @@ class PgCdcDispatcher implements CdcDispatcher {
   /**
    * Publish what is due (the polling claim: sql/cdc.ts), then find out where the candidates left
    * stand, so their WAL positions can be confirmed.
+   *
+   * When to claim again without a commit is decided where each due time becomes known, never by
+   * a later look that can come too late: a retry's backoff when its settle returns
+   * (`onRetried`), a deferred candidate's wait in the same statement that found it deferred
+   * (#classify). Earlier, both were read after the cycle with `nextDueSql` ("the next due time
+   * AFTER now"): a retry whose backoff ran out before that read — a slow cycle, a statement
+   * queued behind others on a loaded machine — was found by nothing but the sweeper, and its
+   * aggregate waited behind it (30 s by default) instead of its backoff (cdc.test.ts slows that
+   * read past the backoff: nothing was published after 30 s). After a due
+   * wake-up, `nextDueSql` still runs once: it finds the next one (delayed deliveries, other
+   * dispatchers' backoffs), and a wake-up that came before the database's clock reached the due
+   * time (a timer rounds to whole milliseconds) is set again instead of being lost.
    */
   async #runCycle(): Promise<void> {
     let nextInMs: number | undefined;
@@ -343,21 +369,26 @@ class PgCdcDispatcher implements CdcDispatcher {
     try {
       // Without candidates only a due time is worth a claim: the sweeper has the rest.
       if (this.#store.candidates.size === 0 && !dueWake) return;
-      const drained = await this.#worker.drain();
-      if (drained.retried > 0) this.#probeDue = true;
-      // Everything settled (onResolved resolved it): nothing left to classify.
-      if (this.#store.candidates.size > 0) {
-        // New commits arrived meanwhile: publish them first (the next cycle starts right away)
-        // and classify — which only serves confirmation — at most every CLASSIFY_EVERY_MS.
-        if (this.#again && Date.now() - this.#classifiedAt < CLASSIFY_EVERY_MS) return;
+      await this.#worker.drain();
+      // Everything settled (onResolved resolved it): nothing left to classify. New commits
+      // arrived meanwhile: publish them first (the next cycle starts right away) and classify —
+      // which only serves confirmation — at most every CLASSIFY_EVERY_MS.
+      const classify =
+        this.#store.candidates.size > 0 &&
+        !(this.#again && Date.now() - this.#classifiedAt < CLASSIFY_EVERY_MS);
+      if (classify) {
         this.#classifiedAt = Date.now();
         nextInMs = await this.#classify();
       }
-      if (this.#probeDue) {
-        this.#probeDue = false;
-        const { rows } = await this.#options.executor.query<{ dueInMs: string }>(this.#nextDueSql);
+      if (dueWake) {
+        const { rows } = await this.#options.executor.query<{ dueInMs: string }>(
+          this.#nextDueSql,
+          [],
+          this.#queryOptions,
+        );
         if (rows[0]) this.#wakeAtDue(Number(rows[0].dueInMs));
       }
+      if (!classify && this.#store.candidates.size > 0) return; // the next cycle runs at once
     } catch (error) {
       this.#events.emit('cdc:cycle:failure', { error: toError(error) });
       nextInMs = this.#options.recheckMs ?? 250;
@@ -416,7 +447,11 @@ class PgCdcDispatcher implements CdcDispatcher {
         slice.push(id);
       }
       if (slice.length === 0) return recheckInMs;
-      const { rows } = await this.#options.executor.query<CandidateState>(this.#statesSql, [slice]);
+      const { rows } = await this.#options.executor.query<CandidateState>(
+        this.#statesSql,
+        [slice],
+        this.#queryOptions,
+      );
       const found = classifyCandidates(
         rows,
         {
@@ -430,9 +465,8 @@ class PgCdcDispatcher implements CdcDispatcher {
           maxHoldMs: this.#options.maxHoldMs ?? 60_000,
         },
       );
+      // Deferred (not due, or behind a head that is not due): claim again when it is.
       if (found.dueInMs !== undefined) this.#wakeAtDue(found.dueInMs);
-      // Deferred behind a head that is not due: claim again when that head is.
-      if (found.deferred > 0) this.#probeDue = true;
       if (found.recheckInMs !== undefined)
         recheckInMs = Math.min(recheckInMs ?? Infinity, found.recheckInMs);
       if (slice.some((id) => this.#store.candidates.has(id))) return recheckInMs;

@@ -7,7 +7,12 @@ const MISSING_FOR_GOOD_MS = 10_000;
 export interface CandidateState {
   id: string;
   state: 'gone' | 'done' | 'deferred' | 'leased' | 'blocked';
-  availableAtMs: number | null;
+  /**
+   * For a deferred row: in how many ms what it waits for falls due (its own time or its head's),
+   * measured on the server's clock by the statement that read the state; null when nothing is
+   * due in time (a dead-lettered head, a held message). The driver may hand it over as a string.
+   */
+  dueInMs: number | string | null;
 }
 
 /** What classifying reads and changes: the dispatcher's candidate set and WAL position tracker. */
@@ -24,8 +29,8 @@ export interface Classification {
   /** Look at the remaining candidates again in this many ms (leased, blocked, not visible yet). */
   recheckInMs: number | undefined;
   /**
-   * The earliest own due time among the deferred rows, in ms from now, if within `maxHoldMs`:
-   * the dispatcher claims again then.
+   * The earliest due time among the deferred rows (their own or their heads'), in ms from now,
+   * if within `maxHoldMs`: the dispatcher claims again then.
    */
   dueInMs: number | undefined;
   /** Rows found deferred (resolved and dropped from the candidates). */
@@ -65,7 +70,7 @@ export function classifyCandidates(
     target.resolve(row.id);
     if (row.state !== 'deferred') continue;
     result.deferred++;
-    const dueInMs = Number(row.availableAtMs ?? now) - now;
+    const dueInMs = row.dueInMs === null ? NaN : Number(row.dueInMs);
     if (dueInMs > 0 && dueInMs <= maxHoldMs)
       result.dueInMs = Math.min(result.dueInMs ?? dueInMs, dueInMs);
   }

@@ -70,6 +70,16 @@ export interface CdcDispatcherOptions extends Omit<
    */
   maxHoldMs?: number;
   reconnectDelay?: Partial<ReconnectDelayOptions>;
+  /**
+   * The replication stream counts as lost when nothing arrived on it (no change, no keepalive)
+   * for this long, and is reopened from the confirmed position; connecting and starting it have
+   * the same bound. The dispatcher asks the server for a keepalive every `confirmIntervalMs`, so
+   * a live stream is never silent for long; a connection that a network partition froze
+   * (nothing closed, no error) is otherwise noticed by nothing. The replication connection also
+   * gets TCP keepalive (first probe after 10 s idle) unless `replicationConnection` says
+   * otherwise. Must exceed `confirmIntervalMs`. Default 10 000.
+   */
+  streamTimeoutMs?: number;
 }
 
 /** Connection-level failures: SQLSTATE classes 08 (connection) and 57 (operator intervention). */

@@ -26,6 +26,12 @@ export interface WalStreamOptions {
   /** Resume from here (the slot's confirmed position, or ours). */
   startLsn: Lsn;
   handlers: WalStreamHandlers;
+  /**
+   * Nothing received (no data, no keepalive) for this long: the stream is lost. The caller pings
+   * (`confirm(lsn, true)`) more often than this, and the server answers every ping. The same
+   * bound applies to connecting and starting the stream. Default 0: no such bound.
+   */
+  silenceTimeoutMs?: number;
 }
 
 /** A running replication stream. */
@@ -56,10 +62,27 @@ export async function openWalStream(options: WalStreamOptions): Promise<WalStrea
     'the CDC dispatcher',
     () => import('pg-logical-replication'),
   );
-  const service: LogicalReplicationService = new lib.LogicalReplicationService(options.connection, {
+  // Keepalive and a connect timeout unless the caller chose otherwise: a replication connection
+  // that a partition froze is otherwise noticed by nothing (see silenceTimeoutMs for the rest).
+  const connection = {
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+    connectionTimeoutMillis: options.silenceTimeoutMs ?? 0,
+    ...options.connection,
+  };
+  const service: LogicalReplicationService = new lib.LogicalReplicationService(connection, {
     acknowledge: { auto: false, timeoutSeconds: 0 },
     flowControl: { enabled: false },
   });
+  // The library's stop() awaits the client's end(), which waits for the server's answer — for
+  // good on a frozen connection. Destroying the socket first lets it finish at once.
+  const socket = () =>
+    (service as unknown as { _connection?: { stream?: { destroy(): void } } })._connection?.stream;
+  const destroy = async () => {
+    socket()?.destroy();
+    await service.destroy().catch(() => undefined);
+  };
+  let heardAt = Date.now();
   const plugin = new lib.PgoutputPlugin({
     protoVersion: 1,
     publicationNames: [options.publication],
@@ -71,10 +94,29 @@ export async function openWalStream(options: WalStreamOptions): Promise<WalStrea
   const end = (error: Error) => {
     if (ended) return;
     ended = true;
+    clearInterval(watchdog);
     if (running) handlers.lost(error);
   };
+  const silenceTimeoutMs = options.silenceTimeoutMs || Infinity;
+  const watchdog = setInterval(
+    () => {
+      const silentMs = Date.now() - heardAt;
+      if (silentMs < silenceTimeoutMs) return;
+      const error = new Error(
+        running
+          ? `replication stream silent for ${silentMs} ms (no data, no keepalive)`
+          : `replication stream not started within ${silentMs} ms`,
+      );
+      // Before the stream runs, `started` rejects through subscribe() once the socket is gone.
+      end(error);
+      void destroy();
+    },
+    Math.max(100, Math.min(1_000, silenceTimeoutMs / 4)),
+  );
+  watchdog.unref();
   service.on('error', (error: Error) => end(error));
   service.on('data', (_lsn: string, message: Pgoutput.Message) => {
+    heardAt = Date.now();
     if (ended) return;
     switch (message.tag) {
       case 'begin':
@@ -92,12 +134,14 @@ export async function openWalStream(options: WalStreamOptions): Promise<WalStrea
     }
   });
   service.on('heartbeat', (lsn: string, _timestamp: number, shouldRespond: boolean) => {
+    heardAt = Date.now();
     if (!ended) handlers.keepalive(parseLsn(lsn), shouldRespond);
   });
   // subscribe() resolves only when the stream ends; a rejection is a failed or lost stream.
   const started = new Promise<void>((resolve, reject) => {
     service.once('start', () => {
       running = true;
+      heardAt = Date.now();
       resolve();
     });
     service
@@ -116,7 +160,9 @@ export async function openWalStream(options: WalStreamOptions): Promise<WalStrea
   try {
     await started;
   } catch (error) {
-    await service.destroy().catch(() => undefined);
+    ended = true;
+    clearInterval(watchdog);
+    await destroy();
     throw error;
   }
   return {
@@ -126,7 +172,8 @@ export async function openWalStream(options: WalStreamOptions): Promise<WalStrea
     },
     async close() {
       ended = true;
-      await service.destroy().catch(() => undefined);
+      clearInterval(watchdog);
+      await destroy();
     },
   };
 }

@@ -46,6 +46,7 @@ export {
   pgTransactions,
   type PgliteLike,
   type PgPoolLike,
+  type PgTransactionsOptions,
   type TransactionRunner,
 } from './transaction-runner.js';
 export {

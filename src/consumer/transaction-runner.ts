@@ -1,6 +1,7 @@
 import { fromPg, type FromPgOptions, type PgQueryable } from '../store/from-pg.js';
 import { fromPglite, type PgliteQueryable } from '../store/from-pglite.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
+import { OutboxValidationError } from '../core/errors.js';
 
 /**
  * Opens transactions for the consumer runtime. `transaction(fn)` commits when `fn` resolves and
@@ -25,6 +26,21 @@ export interface PgPoolLike extends PgQueryable {
   connect(): Promise<PgQueryable & { release(destroy?: boolean | Error): void }>;
 }
 
+/** Options of {@link pgTransactions}: `fromPg`'s, and a timeout. */
+export interface PgTransactionsOptions extends FromPgOptions {
+  /**
+   * The ledger's single statements (the claim-first claim, renewal, completion, release) and a
+   * ROLLBACK fail after this many ms, and their connection is dropped rather than returned to
+   * the pool: a connection that a network partition froze (nothing closed, no error) would
+   * otherwise hold a delivery for as long as the operating system keeps the socket. A failed
+   * delivery is redelivered by the broker. Statements inside a transaction (the handler's, the
+   * transactional ledger row, COMMIT) are not bounded: they may wait for locks by design.
+   * Default 10 000; `0` turns it off. Give the pool `keepAlive: true` and a
+   * `connectionTimeoutMillis` too (docs/failure-handling.md).
+   */
+  statementTimeoutMs?: number;
+}
+
 /**
  * Transactions on a `pg` Pool: one checked-out client per transaction, `BEGIN`/`COMMIT`/`ROLLBACK`.
  * `options` go to `fromPg` (`preparedStatements: false` behind PgBouncer in transaction mode
@@ -32,31 +48,45 @@ export interface PgPoolLike extends PgQueryable {
  *
  * @example
  * ```ts
- * const runner = pgTransactions(new pg.Pool({ connectionString: process.env.DATABASE_URL }));
+ * const pool = new pg.Pool({
+ *   connectionString: process.env.DATABASE_URL,
+ *   keepAlive: true,
+ *   connectionTimeoutMillis: 10_000,
+ * });
+ * const runner = pgTransactions(pool, { statementTimeoutMs: 5_000 });
  * ```
  */
 export function pgTransactions(
   pool: PgPoolLike,
-  options: FromPgOptions = {},
+  options: PgTransactionsOptions = {},
 ): TransactionRunner<PgQueryable> {
-  const direct = fromPg(pool, options);
+  const { statementTimeoutMs = 10_000, ...pgOptions } = options;
+  if (!Number.isFinite(statementTimeoutMs) || statementTimeoutMs < 0)
+    throw new OutboxValidationError(
+      'statementTimeoutMs',
+      `must be a number >= 0, got ${String(statementTimeoutMs)}`,
+    );
+  const bounded = statementTimeoutMs > 0 ? { timeoutMs: statementTimeoutMs } : undefined;
+  const direct = fromPg(pool, pgOptions);
   return {
-    query: (text, values) => direct.query(text, values),
+    query: (text, values, queryOptions) => direct.query(text, values, queryOptions ?? bounded),
     async transaction<T>(fn: (tx: SqlExecutor, trx: PgQueryable) => Promise<T>): Promise<T> {
       const client = await pool.connect();
       let broken: Error | undefined;
       try {
         await client.query('BEGIN');
         try {
-          const result = await fn(fromPg(client, options), client);
+          const result = await fn(fromPg(client, pgOptions), client);
           await client.query('COMMIT');
           return result;
         } catch (error) {
           // A failed ROLLBACK means the connection is unusable: destroy it instead of returning
           // it to the pool with a transaction still open.
-          await client.query('ROLLBACK').catch((rollbackError: Error) => {
-            broken = rollbackError;
-          });
+          await fromPg(client)
+            .query('ROLLBACK', undefined, bounded)
+            .catch((rollbackError: Error) => {
+              broken = rollbackError;
+            });
           throw error;
         }
       } finally {

@@ -147,6 +147,7 @@ class PollingDispatcher implements Dispatcher {
       this.#store = new PgOutboxStore(options.executor, {
         schema: this.#options.schema,
         settleCommit: this.#options.settleCommit,
+        statementTimeoutMs: this.#options.statementTimeoutMs,
       });
     else
       throw new OutboxValidationError(

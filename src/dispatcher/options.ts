@@ -58,7 +58,26 @@ export interface DispatcherOptions {
    * affected. No measurable effect where a flush takes ~0.35 ms (docs/latency.md, "Commit mode").
    */
   asyncSettle?: boolean;
+  /**
+   * A claim, settle or release not answered within this many ms fails (the executor gives up on
+   * it and drops its connection: `fromPg` on a pool does). Without it a statement on a
+   * connection that a network partition froze — nothing closed, no error — waits for as long as
+   * the operating system keeps the socket, and the dispatcher with it. A timed-out claim is
+   * retried with backoff; a timed-out settle is retried while the lease lasts and is then like
+   * any failed settle: the lease expires and the message goes out again, same message id.
+   * Default 10 000; `0` turns it off. Keep it well under `leaseMs`, and above the slowest claim
+   * you expect (they take milliseconds).
+   *
+   * @example
+   * ```ts
+   * createDispatcher({ executor: fromPg(pool), publisher, statementTimeoutMs: 5_000 });
+   * ```
+   */
+  statementTimeoutMs?: number;
 }
+
+/** Default of {@link DispatcherOptions.statementTimeoutMs}. */
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
 
 /** Options after defaults, checked. */
 export interface ResolvedDispatcherOptions {
@@ -73,6 +92,8 @@ export interface ResolvedDispatcherOptions {
   concurrency: number;
   /** How settles and releases commit (sql/commit-mode.ts). */
   settleCommit: CommitMode;
+  /** 0: no timeout. */
+  statementTimeoutMs: number;
 }
 
 function positiveInteger(name: string, value: number | undefined, fallback: number): number {
@@ -122,5 +143,10 @@ export function resolveDispatcherOptions(options: DispatcherOptions): ResolvedDi
     deadLetterPolicy: policy,
     concurrency: positiveInteger('concurrency', options.concurrency, 1),
     settleCommit: settleCommit(options.asyncSettle),
+    statementTimeoutMs: nonNegative(
+      'statementTimeoutMs',
+      options.statementTimeoutMs,
+      DEFAULT_STATEMENT_TIMEOUT_MS,
+    ),
   };
 }

@@ -5,7 +5,7 @@ import { expireSql } from '../sql/approvals.js';
 import { claimSql } from '../sql/claim.js';
 import type { CommitMode } from '../sql/commit-mode.js';
 import { releaseSql, settleAdvanceSql, settleFailedSql } from '../sql/settle.js';
-import type { SqlExecutor } from '../store/sql-executor.js';
+import type { QueryOptions, SqlExecutor } from '../store/sql-executor.js';
 import type {
   ClaimRequest,
   OutboxStore,
@@ -42,6 +42,11 @@ export interface PgOutboxStoreOptions {
    * Default 30 000. See {@link PgOutboxStore}.
    */
   approvalSweepIntervalMs?: number;
+  /**
+   * Passed to the executor with every statement (`QueryOptions.timeoutMs`): see
+   * `DispatcherOptions.statementTimeoutMs`. Default none (`0`).
+   */
+  statementTimeoutMs?: number;
 }
 
 /** Most held messages one expiry sweep decides. */
@@ -66,6 +71,7 @@ export class PgOutboxStore implements OutboxStore {
   readonly #releaseSql: string;
   readonly #expireSql: string;
   readonly #approvalSweepMs: number;
+  readonly #queryOptions: QueryOptions | undefined;
   #nextSweepAt = 0;
 
   constructor(executor: SqlExecutor, options: PgOutboxStoreOptions = {}) {
@@ -80,15 +86,18 @@ export class PgOutboxStore implements OutboxStore {
     this.#releaseSql = releaseSql(schema, commit);
     this.#expireSql = expireSql(schema);
     this.#approvalSweepMs = options.approvalSweepIntervalMs ?? 30_000;
+    this.#queryOptions = options.statementTimeoutMs
+      ? { timeoutMs: options.statementTimeoutMs }
+      : undefined;
   }
 
   async claim(request: ClaimRequest): Promise<OutgoingMessage[]> {
     if (Date.now() >= this.#nextSweepAt) await this.#expireApprovals(request);
-    const { rows } = await this.#executor.query<ClaimedRow>(this.#claimSql, [
-      request.owner,
-      request.batchSize,
-      request.leaseMs,
-    ]);
+    const { rows } = await this.#executor.query<ClaimedRow>(
+      this.#claimSql,
+      [request.owner, request.batchSize, request.leaseMs],
+      this.#queryOptions,
+    );
     return rows.map((row) => ({
       id: row.id,
       rowId: String(row.rowId),
@@ -133,26 +142,28 @@ export class PgOutboxStore implements OutboxStore {
         error: s.error,
         delayMs: s.kind === 'retry' ? s.delayMs : null,
       }));
-      const { rows } = await this.#executor.query<{ id: string }>(this.#settleFailedSql, [
-        owner,
-        JSON.stringify(records),
-        records.map((r) => r.id),
-      ]);
+      const { rows } = await this.#executor.query<{ id: string }>(
+        this.#settleFailedSql,
+        [owner, JSON.stringify(records), records.map((r) => r.id)],
+        this.#queryOptions,
+      );
       for (const row of rows) result.settled.push(String(row.id));
     }
     if (advance.length > 0 || skipped.length > 0) {
       const { rows } = await this.#executor.query<{ id: string; state: string }>(
         this.#settleAdvanceSql,
         [owner, advance, skipped.map((s) => s.id), skipped.map((s) => s.error), request.leaseMs],
+        this.#queryOptions,
       );
       for (const row of rows)
         (row.state === 'deferred' ? result.deferred : result.settled).push(String(row.id));
     }
     if (released.length > 0) {
-      const { rows } = await this.#executor.query<{ id: string }>(this.#releaseSql, [
-        owner,
-        released,
-      ]);
+      const { rows } = await this.#executor.query<{ id: string }>(
+        this.#releaseSql,
+        [owner, released],
+        this.#queryOptions,
+      );
       for (const row of rows) result.settled.push(String(row.id));
     }
     return result;
@@ -161,10 +172,11 @@ export class PgOutboxStore implements OutboxStore {
   async #expireApprovals(request: ClaimRequest): Promise<void> {
     this.#nextSweepAt = Date.now() + this.#approvalSweepMs;
     try {
-      const { rows } = await this.#executor.query(this.#expireSql, [
-        EXPIRY_BATCH,
-        request.deadLettersBlock === false,
-      ]);
+      const { rows } = await this.#executor.query(
+        this.#expireSql,
+        [EXPIRY_BATCH, request.deadLettersBlock === false],
+        this.#queryOptions,
+      );
       if (rows.length === EXPIRY_BATCH) this.#nextSweepAt = 0;
     } catch {
       // The claim matters more; the next interval sweeps again.
@@ -173,6 +185,6 @@ export class PgOutboxStore implements OutboxStore {
 
   async release(owner: string, rowIds: readonly string[]): Promise<void> {
     if (rowIds.length === 0) return;
-    await this.#executor.query(this.#releaseSql, [owner, rowIds]);
+    await this.#executor.query(this.#releaseSql, [owner, rowIds], this.#queryOptions);
   }
 }

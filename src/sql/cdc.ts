@@ -81,15 +81,29 @@ SELECT c.id::text AS id,
          WHEN h.available_at > now() OR h.dead_lettered_at IS NOT NULL THEN 'deferred'
          ELSE 'blocked'
        END AS state,
-       extract(epoch FROM o.available_at) * 1000 AS "availableAtMs"
+       -- What a deferred row waits for, in ms from this statement's now(): its own due time or
+       -- its head's, whichever comes first (waking at the head's is what lets it move). Relative,
+       -- so the dispatcher's clock need not agree with the server's. NULL: nothing in time
+       -- (a dead-lettered head; a held row, whose 'infinity' gives Infinity).
+       (extract(epoch FROM least(
+          CASE WHEN o.available_at > now() THEN o.available_at END,
+          CASE WHEN h.dead_lettered_at IS NULL AND h.available_at > now() THEN h.available_at END))
+        - extract(epoch FROM now())) * 1000 AS "dueInMs"
 FROM unnest($1::bigint[]) AS c(id)
 LEFT JOIN o ON o.id = c.id
 LEFT JOIN heads h ON o.ordered AND h.aggregate_id = o.aggregate_id`;
 
 /**
  * When the next ready message falls due, in ms from now (no row: none is waiting for its time):
- * after a failure (backoff) or a deferred candidate, the CDC dispatcher claims again then
- * instead of waiting for a WAL commit or the sweeper. The first entry past `now()` of
+ * after a wake-up at a due time, the CDC dispatcher looks for the next one (a delayed delivery,
+ * another dispatcher's backoff) and claims again then instead of waiting for a WAL commit or the
+ * sweeper — and if the wake-up came a moment before the server's clock reached the due time
+ * (its claim found nothing), it finds the same row again and wakes once more. Only rows still
+ * AHEAD of `now()`: a row already due that the claim just before did not take is leased, or not
+ * claimable, and waking for it at once would spin. The due times a retry or a deferred candidate
+ * set are not read here: the settle and the candidate-state statement report them (cdc-dispatcher
+ * `#runCycle`), because a look after the fact misses a due time that passed meanwhile.
+ * The first entry past `now()` of
  * `outbox_ready_idx`, the claim's own index: one probe, however many heads are backing off
  * (written as `ORDER BY ... LIMIT 1`: as `min()` it was planned as an aggregate over every entry
  * past `now()`). Heads only — what waits behind a head becomes ready when the head is settled,

@@ -1,4 +1,4 @@
-import type { SqlExecutor } from './sql-executor.js';
+import type { QueryOptions, SqlExecutor } from './sql-executor.js';
 import { statementName } from './statement-name.js';
 
 /**
@@ -7,7 +7,9 @@ import { statementName } from './statement-name.js';
  */
 export interface PgQueryable {
   query(
-    config: string | { name?: string; text: string; values?: unknown[] },
+    config:
+      | string
+      | { name?: string; text: string; values?: unknown[] | undefined; query_timeout?: number },
     values?: unknown[],
   ): Promise<{ rows: unknown[] }>;
 }
@@ -45,16 +47,27 @@ export interface FromPgOptions {
 export function fromPg(client: PgQueryable, options: FromPgOptions = {}): SqlExecutor {
   const prepare = options.preparedStatements ?? true;
   return {
-    async query<Row>(text: string, values?: readonly unknown[]) {
+    async query<Row>(text: string, values?: readonly unknown[], queryOptions?: QueryOptions) {
       // Only statements with parameters: those already go through the extended protocol (one
       // statement per string), so naming them changes nothing but the caching. A parameterless
       // string may hold several statements (migrations), which only the simple protocol runs.
       // And only those marked preparable: see statement-name.ts for what a generic plan did.
       const name = prepare && values && values.length > 0 ? statementName(text) : undefined;
+      const copied = values ? [...values] : undefined;
+      // pg's client-side `query_timeout`: the statement is rejected, and a pool whose `query()`
+      // ran it drops the connection (`release(error)` destroys the client) instead of handing
+      // a possibly dead socket to the next statement. Server-side `statement_timeout` would not
+      // help: a frozen network never delivers the statement, nor the server's answer.
+      const timeout = queryOptions?.timeoutMs;
       const result =
-        name === undefined
-          ? await client.query(text, values ? [...values] : undefined)
-          : await client.query({ name, text, values: [...values!] });
+        name === undefined && !timeout
+          ? await client.query(text, copied)
+          : await client.query({
+              ...(name !== undefined && { name }),
+              text,
+              values: copied,
+              ...(timeout ? { query_timeout: timeout } : {}),
+            });
       return { rows: result.rows as Row[] };
     },
   };

@@ -21,7 +21,24 @@ export interface SqlExecutor {
   query<Row = Record<string, unknown>>(
     text: string,
     values?: readonly unknown[],
+    options?: QueryOptions,
   ): Promise<{ rows: Row[] }>;
+}
+
+/**
+ * Per-statement options the dispatcher passes (an executor may ignore them; `fromPg` honours
+ * them).
+ */
+export interface QueryOptions {
+  /**
+   * Give up on the statement after this many ms: reject it, and drop the connection it ran on
+   * (its socket may be dead: a network partition closes nothing, so without this a statement
+   * waits for an answer for as long as the operating system keeps the socket — ~15 minutes on
+   * Linux, or for good). The statement may still have run on the server; the dispatcher treats
+   * a timed-out claim or settle exactly like a failed one (the lease expires, the message goes
+   * out again with the same id).
+   */
+  timeoutMs?: number;
 }
 
 /** True when `value` already is a {@link SqlExecutor}. */

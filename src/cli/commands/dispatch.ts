@@ -6,6 +6,7 @@ import {
   type Dispatcher,
   type DispatcherStats,
 } from '../../dispatcher/dispatcher.js';
+import { DEFAULT_STATEMENT_TIMEOUT_MS } from '../../dispatcher/options.js';
 import { assertSchemaCurrent } from '../../migrations/migrate.js';
 import { createPublisherFromUrl } from '../../publishers/from-url.js';
 import {
@@ -34,6 +35,8 @@ import {
 } from '../dispatch/webhook-secrets.js';
 import {
   cdcRunner,
+  connectionSettings,
+  DEFAULT_CONNECT_TIMEOUT_MS,
   listenWakeSource,
   pollRunner,
   type DispatchRunner,
@@ -64,6 +67,8 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       'poll-interval-ms': { type: 'string' },
       concurrency: { type: 'string' },
       'async-settle': { type: 'boolean', default: false },
+      'statement-timeout-ms': { type: 'string' },
+      'connect-timeout-ms': { type: 'string' },
       'backoff-base-ms': { type: 'string' },
       'backoff-max-ms': { type: 'string' },
       'backoff-jitter-ms': { type: 'string' },
@@ -136,7 +141,13 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       .map((v) => v.trim())
       .filter(Boolean),
     deadLetterPolicy: policy as 'hold' | 'skip',
+    statementTimeoutMs:
+      nonNegative('statement-timeout-ms', values['statement-timeout-ms']) ??
+      DEFAULT_STATEMENT_TIMEOUT_MS,
   };
+  const connection = connectionSettings(
+    positiveInt('connect-timeout-ms', values['connect-timeout-ms'], DEFAULT_CONNECT_TIMEOUT_MS),
+  );
   const httpTimeoutMs =
     values['http-timeout-ms'] === undefined
       ? undefined
@@ -176,6 +187,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
 
   const pool = new pg.Pool({
     connectionString: url,
+    ...connection,
     // +1 each for the metrics gauges and the retention session (held for a whole run).
     max:
       options.concurrency +
@@ -206,6 +218,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
             publisher,
             options,
             url,
+            connection,
             slot: values.slot,
             publication: values.publication,
             sweepIntervalMs,
@@ -216,7 +229,9 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
               executor: fromPg(pool),
               publisher,
               ...options,
-              ...(useListen && { wakeSource: listenWakeSource(url, values.schema, log) }),
+              ...(useListen && {
+                wakeSource: listenWakeSource(url, connection, values.schema, log),
+              }),
             }),
           );
     if (metricsPort !== undefined) {

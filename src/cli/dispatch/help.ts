@@ -39,6 +39,14 @@ Options:
                              Postgres crash may then lose the last ~0.6 s of settles: those
                              messages are published again, same message id (claims always
                              wait; see docs/latency.md, "Commit mode")
+  --statement-timeout-ms N   give up on a claim, settle or release after N ms and drop its
+                             connection (a network partition closes nothing: without it a
+                             statement on a frozen connection waits for good); a timed-out
+                             settle is like a failed one: the lease expires, the message goes
+                             out again, same id. 0 = off (default 10000)
+  --connect-timeout-ms N     give up on opening a database connection after N ms (pool,
+                             LISTEN and replication connections; default 10000). Every
+                             connection also has TCP keepalive on (first probe after 10 s idle)
   --backoff-base-ms N        delay after the first failure, doubling (default 30000)
   --backoff-max-ms N         cap of the doubling delay (default 900000)
   --backoff-jitter-ms N      random extra delay, up to (default 5000)

@@ -40,13 +40,44 @@ export function pollRunner(dispatcher: Dispatcher): DispatchRunner {
   };
 }
 
-export function listenWakeSource(url: string, schema: string, log: Log): WakeSource {
+/** Default of `--connect-timeout-ms`. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+/** Connection settings of every connection `outbox dispatch` opens. */
+export interface ConnectionSettings {
+  keepAlive: true;
+  keepAliveInitialDelayMillis: number;
+  connectionTimeoutMillis: number;
+}
+
+/**
+ * TCP keepalive on every connection, first probe after 10 s idle: a connection a network
+ * partition froze (nothing closed) is then dropped by the operating system within about a
+ * minute even while idle, instead of never (Linux's default waits two hours before the first
+ * probe). And a connect that gets no answer fails after `connectTimeoutMs` instead of waiting
+ * for good. Statement timeouts are the dispatcher's (`--statement-timeout-ms`).
+ */
+export function connectionSettings(connectTimeoutMs: number): ConnectionSettings {
+  return {
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+    connectionTimeoutMillis: connectTimeoutMs,
+  };
+}
+
+export function listenWakeSource(
+  url: string,
+  connection: ConnectionSettings,
+  schema: string,
+  log: Log,
+): WakeSource {
   const source = createListenNotifyWakeSource({
     schema,
+    connectTimeoutMs: connection.connectionTimeoutMillis,
     connect: async () => {
       const client = new pg.Client({
         connectionString: url,
-        keepAlive: true,
+        ...connection,
         application_name: 'agent-outbox-listen',
       });
       client.on('error', () => undefined); // the wake source attaches its own handlers
@@ -68,6 +99,7 @@ export async function cdcRunner(args: {
   publisher: Publisher;
   options: Omit<DispatcherOptions, 'publisher' | 'executor'>;
   url: string;
+  connection: ConnectionSettings;
   slot: string | undefined;
   publication: string | undefined;
   sweepIntervalMs: number;
@@ -84,7 +116,11 @@ export async function cdcRunner(args: {
     executor: args.executor,
     publisher: args.publisher,
     ...options,
-    replicationConnection: { connectionString: args.url, application_name: 'agent-outbox-cdc' },
+    replicationConnection: {
+      connectionString: args.url,
+      ...args.connection,
+      application_name: 'agent-outbox-cdc',
+    },
     ...(args.slot && { slotName: args.slot }),
     ...(args.publication && { publicationName: args.publication }),
     sweepIntervalMs: args.sweepIntervalMs,

@@ -54,8 +54,19 @@ export interface ListenNotifyOptions {
    * expiry while armed). Default 5 000.
    */
   heartbeatMs?: number;
-  /** A heartbeat not answered within this is a dead connection: reconnect. Default 5 000. */
+  /**
+   * A heartbeat (or LISTEN, or a waiter-row write) not answered within this is a dead
+   * connection: it is dropped and the source reconnects. Default 5 000.
+   */
   heartbeatTimeoutMs?: number;
+  /**
+   * A `connect()` that has not resolved within this counts as failed (its client, if it
+   * connects later, is dropped) and is retried with `reconnectDelay`. Without it, a connect
+   * into a network partition — no answer, no error — can wait for good, and the source never
+   * listens again. Give your client a connect timeout too (`connectionTimeoutMillis`).
+   * Default 10 000.
+   */
+  connectTimeoutMs?: number;
   /**
    * Lifetime of the waiter row without a heartbeat. After a crash, producers keep notifying
    * (uselessly) for at most this long. Must exceed `heartbeatMs`. Default 20 000.
@@ -92,6 +103,7 @@ class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
   readonly #sql: { listen: string; upsert: string; remove: string; heartbeat: string };
   readonly #heartbeatMs: number;
   readonly #heartbeatTimeoutMs: number;
+  readonly #connectTimeoutMs: number;
   readonly #waiterTtlMs: number;
   readonly #reconnect: ReconnectDelayOptions;
   readonly #events = new TypedEmitter<ListenNotifyEventMap>();
@@ -120,6 +132,7 @@ class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
     };
     this.#heartbeatMs = positive('heartbeatMs', options.heartbeatMs, 5_000);
     this.#heartbeatTimeoutMs = positive('heartbeatTimeoutMs', options.heartbeatTimeoutMs, 5_000);
+    this.#connectTimeoutMs = positive('connectTimeoutMs', options.connectTimeoutMs, 10_000);
     this.#waiterTtlMs = positive('waiterTtlMs', options.waiterTtlMs, 20_000);
     if (this.#waiterTtlMs <= this.#heartbeatMs)
       throw new OutboxValidationError('waiterTtlMs', 'must be greater than heartbeatMs');
@@ -145,13 +158,27 @@ class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
   async idle(): Promise<void> {
     this.#armed = true;
     // Not connected: the reconnect re-arms and wakes (catch-up), so nothing is lost by waiting.
-    if (this.#state === 'listening')
-      await this.#client?.query(this.#sql.upsert, this.#upsertArgs());
+    if (this.#state === 'listening') await this.#bounded(this.#sql.upsert, this.#upsertArgs());
   }
 
   async busy(): Promise<void> {
     this.#armed = false;
-    if (this.#state === 'listening') await this.#client?.query(this.#sql.remove, [this.id]);
+    if (this.#state === 'listening') await this.#bounded(this.#sql.remove, [this.id]);
+  }
+
+  /**
+   * A statement on the listening connection, given up after `heartbeatTimeoutMs`: the dispatcher
+   * awaits idle(), and a connection that stopped answering must not hold its loop.
+   */
+  async #bounded(sql: string, args: unknown[]): Promise<void> {
+    const client = this.#client;
+    if (!client) return;
+    try {
+      await withTimeout(client.query(sql, args), this.#heartbeatTimeoutMs);
+    } catch (error) {
+      this.#lost(client, toError(error));
+      throw error;
+    }
   }
 
   async stop(): Promise<void> {
@@ -177,7 +204,12 @@ class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
     this.#state = 'connecting';
     let client: ListenClient | undefined;
     try {
-      client = await this.#connect();
+      const connecting = this.#connect();
+      client = await withTimeout(connecting, this.#connectTimeoutMs).catch((error: unknown) => {
+        // It may still connect: drop it then.
+        connecting.then(destroy, () => undefined);
+        throw error;
+      });
       const opened = client;
       opened.on('error', (error) => this.#lost(opened, error));
       opened.on('end', () => this.#lost(opened, new Error('LISTEN connection ended')));
@@ -186,8 +218,12 @@ class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
         this.#events.emit('listen:notification:receive');
         this.#wake();
       });
-      await opened.query(this.#sql.listen);
-      if (this.#armed) await opened.query(this.#sql.upsert, this.#upsertArgs());
+      await withTimeout(opened.query(this.#sql.listen), this.#heartbeatTimeoutMs);
+      if (this.#armed)
+        await withTimeout(
+          opened.query(this.#sql.upsert, this.#upsertArgs()),
+          this.#heartbeatTimeoutMs,
+        );
       if ((this.#state as State) === 'stopped') {
         await opened.end().catch(() => undefined);
         return;

@@ -137,7 +137,10 @@ describe('dispatcher commit mode', () => {
     const store = new PgOutboxStore(fromPg(pool), { settleCommit: 'async' });
     const claimed = await store.claim(request);
     await store.release('t#1', [claimed[0]!.rowId]);
-    const candidates = new CandidateStore(fromPg(pool), 'public', 'async');
+    const candidates = new CandidateStore(fromPg(pool), {
+      schema: 'public',
+      settleCommit: 'async',
+    });
     candidates.candidates.add(a!.id);
     const viaWal = await candidates.claim({ ...request, owner: 't#2' });
     expect(viaWal.map((m) => m.rowId)).toEqual([a!.id]);

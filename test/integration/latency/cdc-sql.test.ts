@@ -75,6 +75,49 @@ describe('candidateStatesSql', () => {
   });
 });
 
+describe('candidateStatesSql dueInMs', () => {
+  it("gives a deferred row's wait on the server's clock: its head's backoff, its own delay, whichever ends first; Infinity behind a held head", async () => {
+    const [h1, h2] = await enqueueCommitted(
+      db.pool,
+      [1, 2].map((n) => ({ topic, aggregateId: 'H', payload: n })),
+    );
+    const [held, behindHeld] = await enqueueCommitted(db.pool, [
+      { topic, aggregateId: 'Q', payload: 1, requiresApproval: true },
+      { topic, aggregateId: 'Q', payload: 2 },
+    ]);
+    const store = new PgOutboxStore(fromPg(db.pool));
+    await store.claim({ owner: 'x#1', batchSize: 1, leaseMs: 60_000 });
+    await store.settle('x#1', [{ rowId: h1!.id, kind: 'retry', error: 'down', delayMs: 8_000 }], {
+      deadLettersBlock: true,
+      leaseMs: 60_000,
+    });
+    const due = async () => {
+      const { rows } = await db.pool.query<{ id: string; dueInMs: string | null }>(
+        candidateStatesSql('public'),
+        [[h1!.id, h2!.id, held!.id, behindHeld!.id]],
+      );
+      return Object.fromEntries(rows.map((r) => [r.id, Number(r.dueInMs)]));
+    };
+    let got = await due();
+    // The head and the row behind it both wait for the head's backoff (measured by the
+    // statement's own now(): at most 8 s, less only by the time since the settle).
+    for (const id of [h1!.id, h2!.id]) {
+      expect(got[id]).toBeLessThanOrEqual(8_000);
+      expect(got[id]).toBeGreaterThan(0);
+    }
+    expect(got[held!.id]).toBe(Infinity);
+    expect(got[behindHeld!.id]).toBe(Infinity);
+    // Its own delay, earlier than the head's backoff: the earlier one.
+    await db.pool.query(
+      `UPDATE outbox SET available_at = now() + interval '1 second' WHERE id = $1`,
+      [h2!.id],
+    );
+    got = await due();
+    expect(got[h2!.id]).toBeLessThanOrEqual(1_000);
+    expect(got[h1!.id]).toBeGreaterThan(1_000);
+  });
+});
+
 describe('nextDueSql', () => {
   it('gives the first ready message due later, in ms from now; none when nothing waits for its time', async () => {
     expect(await nextDue()).toBeUndefined();
@@ -108,6 +151,6 @@ describe('nextDueSql', () => {
       candidateStatesSql('public'),
       [[head!.id]],
     );
-    expect(rows).toEqual([{ id: head!.id, state: 'deferred', availableAtMs: expect.any(String) }]);
+    expect(rows).toEqual([{ id: head!.id, state: 'deferred', dueInMs: expect.any(String) }]);
   });
 });

@@ -6,7 +6,12 @@ import {
   type CdcDispatcher,
   type CdcDispatcherOptions,
 } from '../../../src/cdc/index.js';
-import { fromPg, InMemoryPublisher, type OutgoingMessage } from '../../../src/index.js';
+import {
+  fromPg,
+  InMemoryPublisher,
+  type OutgoingMessage,
+  type SqlExecutor,
+} from '../../../src/index.js';
 import type { TestDatabase } from '../../helpers/database.js';
 import { createLogicalTestDatabase } from '../../helpers/logical-database.js';
 import { checkHistory, eventsInOrder, expectedOf } from '../../helpers/history.js';
@@ -69,6 +74,21 @@ async function startAfterSweep(dispatcher: CdcDispatcher): Promise<void> {
   await dispatcher.start();
   await swept;
   off();
+}
+
+/** The CDC dispatcher's "what falls due next?" statement (sql/cdc.ts nextDueSql). */
+const isNextDue = (text: string) =>
+  text.trimStart().startsWith('SELECT extract(epoch FROM o.available_at - now())');
+
+/** `inner`, with the statements `match` picks run `delayMs` late. */
+function slowed(inner: SqlExecutor, match: (text: string) => boolean, delayMs: number) {
+  const executor: SqlExecutor = {
+    query: async (text, values) => {
+      if (match(text)) await new Promise((resolve) => setTimeout(resolve, delayMs));
+      return inner.query(text, values);
+    },
+  };
+  return executor;
 }
 
 describe('CDC dispatcher (logical replication, pgoutput)', () => {
@@ -188,6 +208,70 @@ describe('CDC dispatcher (logical replication, pgoutput)', () => {
     // All by the WAL-driven worker (its own retry timer), none by the sweeper.
     expect(dispatcher.stats().sweeper.published).toBe(0);
     await expect.poll(() => dispatcher.stats().cdc.deadLettered, { timeout: 10_000 }).toBe(1);
+  });
+
+  // The due times of retries and deferred candidates must be known when they are set: a look
+  // afterwards ("what falls due next?") can come after the backoff ran out and find nothing. The
+  // look is slowed here well past the backoff, which a loaded machine does now and then.
+  it('a retry is claimed again at its backoff even when every later look at due times comes after it', async () => {
+    let failures = 0;
+    const publisher = new InMemoryPublisher({
+      inject: (m) =>
+        m.aggregateId === 'flaky' && failures++ < 1
+          ? { status: 'retryable', error: 'broker hiccup' }
+          : undefined,
+    });
+    const dispatcher = cdc({ publisher, executor: slowed(fromPg(db.pool), isNextDue, 600) });
+    await startAfterSweep(dispatcher);
+    await enqueueCommitted(db.pool, [
+      { topic: 'payment.charge', aggregateId: 'flaky', payload: { n: 1 } },
+      { topic: 'payment.charge', aggregateId: 'flaky', payload: { n: 2 } },
+    ]);
+    await expect.poll(() => publisher.published.length, { timeout: 30_000 }).toBe(2);
+    expect(dispatcher.stats().sweeper.published).toBe(0);
+  });
+
+  it('a candidate deferred behind a head backing off (another dispatcher retried it) is claimed when the head is due', async () => {
+    const [head] = await enqueueCommitted(db.pool, [
+      { topic: 'payment.charge', aggregateId: 'A', payload: 1 },
+    ]);
+    // Not due at the sweeper's first claim: as if another dispatcher had retried it.
+    await db.pool.query(`UPDATE outbox SET available_at = now() + interval '1 hour'`);
+    const publisher = new InMemoryPublisher();
+    const dispatcher = cdc({ publisher, executor: slowed(fromPg(db.pool), isNextDue, 600) });
+    await startAfterSweep(dispatcher);
+    await db.pool.query(`UPDATE outbox SET available_at = now() + interval '300 ms'`);
+    const [behind] = await enqueueCommitted(db.pool, [
+      { topic: 'payment.charge', aggregateId: 'A', payload: 2 },
+    ]);
+    await expect
+      .poll(() => publisher.published.map((m) => m.id), { timeout: 30_000 })
+      .toEqual([head!.messageId, behind!.messageId]);
+    expect(dispatcher.stats().sweeper.published).toBe(0);
+  });
+
+  it('a wake-up that comes before the server considers the retry due looks again instead of leaving it to the sweeper', async () => {
+    let failures = 0;
+    const publisher = new InMemoryPublisher({
+      inject: () => (failures++ < 1 ? { status: 'retryable', error: 'broker hiccup' } : undefined),
+    });
+    // After the retry's settle, its due time moves 300 ms later than the settle reported: the
+    // wake-up at the backoff finds nothing due (as when a timer fires a moment early).
+    const pool = fromPg(db.pool);
+    const executor: SqlExecutor = {
+      query: async (text, values) => {
+        const result = await pool.query(text, values);
+        if (text.includes('jsonb_to_recordset'))
+          await pool.query(`UPDATE outbox SET available_at = available_at + interval '300 ms'`);
+        return result as never;
+      },
+    };
+    const dispatcher = cdc({ publisher, executor });
+    await startAfterSweep(dispatcher);
+    await enqueueCommitted(db.pool, [{ topic: 'payment.charge', aggregateId: 'A', payload: 1 }]);
+    await expect.poll(() => publisher.published.length, { timeout: 30_000 }).toBe(1);
+    expect(failures).toBe(2);
+    expect(dispatcher.stats().sweeper.published).toBe(0);
   });
 
   it('a message behind a head awaiting approval is deferred: its position is confirmed, and no cycle fails on the held head', async () => {
