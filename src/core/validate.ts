@@ -31,6 +31,8 @@ export interface ValidMessage {
   ordered: boolean | undefined;
   /** Set when the message is written held for approval (migration 010). */
   approval: { expiresInMs: number | undefined; requestedBy: string | undefined } | undefined;
+  /** The message's `dedupeKey` (migration 013), when it has one. */
+  dedupeKey: string | undefined;
 }
 
 /** Longest time a held message may wait for a decision: about ten years, in ms. */
@@ -362,6 +364,8 @@ export function validateMessage(
     shadow: m.shadow === true,
     ordered: m.ordered,
     approval: checkApproval(prefix, m),
+    dedupeKey:
+      m.dedupeKey === undefined ? undefined : checkName(`${prefix}.dedupeKey`, m.dedupeKey),
   };
 }
 

@@ -11,7 +11,16 @@ describe('tool results', () => {
   it('a commit lists the queued effects', () => {
     const result = committedResult(
       { orderId: 1 },
-      [{ id: '1', messageId: 'm1', sequence: 1, topic: 'payment.charge', aggregateId: 'order:1' }],
+      [
+        {
+          id: '1',
+          messageId: 'm1',
+          sequence: 1,
+          topic: 'payment.charge',
+          aggregateId: 'order:1',
+          deduped: false,
+        },
+      ],
       'Order 1 created.',
     );
     expect(result.isError).toBeUndefined();
