@@ -108,6 +108,8 @@ export interface EnqueuedMessage {
    * they were written: retention may have removed the row since). `false`: written by this call.
    */
   deduped: boolean;
+  /** The message's `dedupeKey`, when it has one. */
+  dedupeKey?: string;
   /** Present (true) when the message was written held: it waits for a person's approval. */
   awaitingApproval?: true;
   /**

@@ -117,6 +117,7 @@ export async function insertKeyed(
         topic: row.topic,
         aggregateId: row.aggregateId,
         deduped: true,
+        dedupeKey: row.dedupeKey,
       });
     }
     const missing = dropped.find((key) => !first.has(key));
@@ -145,6 +146,7 @@ export async function insertKeyed(
       topic: row.topic,
       aggregateId: row.aggregateId,
       deduped: false,
+      dedupeKey: key,
     };
     // The first message of this key in the call was written by it; a later one repeats it.
     if (valid[firstWithKey.get(key)!] !== message) return { ...found, deduped: true };
