@@ -17,9 +17,9 @@ import type { Migration } from './migration.js';
  * - `dedupe_expires_at`: when the key stops deduplicating; default written + 30 days (as
  *   `approval_expires_at` defaults to written + 7 days). The writer sets it from its window.
  *
- * How a duplicate is dropped: `outbox_dedupe_before_insert`, a BEFORE INSERT trigger that runs
- * only for rows with a key (`WHEN`), so every other insert — the writer's keyless statement, a
- * plain INSERT without the column — pays nothing, not even a function call. Per keyed row it
+ * How a duplicate is dropped: `outbox_admit_dedupe_before_insert`, a BEFORE INSERT trigger that
+ * runs only for rows with a key (`WHEN`), so every other insert — the writer's keyless statement,
+ * a plain INSERT without the column — pays nothing, not even a function call. Per keyed row it
  * inserts the key; `ON CONFLICT DO UPDATE ... WHERE k.expires_at <= now()` takes over an expired
  * key, and when the key is live the UPDATE does nothing, nothing is RETURNed, and the trigger
  * returns NULL: the row is silently not inserted (`INSERT 0 0`, no RETURNING row), like
@@ -33,15 +33,17 @@ import type { Migration } from './migration.js';
  * Under REPEATABLE READ or SERIALIZABLE the second fails with serialization_failure (40001)
  * instead, as any ON CONFLICT on a row its snapshot cannot see does; its retry is deduplicated.
  *
- * Trigger order: Postgres fires BEFORE triggers by name. `outbox_before_insert` (sequence,
- * readiness) sorts before `outbox_dedupe_before_insert`, so the key row can record the first
- * message's sequence; a dropped duplicate therefore uses up a sequence number of its aggregate —
- * a gap, which sequences already tolerate (consumer/ordering.ts: they span every topic of an
- * aggregate). `outbox_hold_before_insert` sorts after: a dropped duplicate is never held.
- * Rejected: a name that sorts first (`outbox_a…`), which would spare the gap but then the key
- * row could not hold the sequence; and a CTE in the writer's statement instead of a trigger,
- * whose statement snapshot cannot see a key committed while it waited — a plain INSERT would
- * also have had no deduplication at all.
+ * Trigger order: Postgres fires BEFORE triggers by name, and the key is claimed FIRST —
+ * `outbox_admit…` sorts before `outbox_before_insert` (the sequence counter). A dropped duplicate
+ * therefore never takes its aggregate's counter lock nor a sequence number: no gap, which a
+ * `strict` consumer (consumer/ordering.ts) would wait on forever. The key row learns the first
+ * message's sequence from `outbox_dedupe_sequence_before_insert`, which sorts after the counter
+ * (and before `outbox_hold_before_insert`; a dropped row reaches neither): one HOT update of the
+ * key row, paid by keyed messages only. Rejected: one trigger after the counter, which cost each
+ * duplicate a sequence number (the gap) and, to avoid it, would have had to give the number back
+ * by decrementing `outbox_aggregates` — reaching into the counter's own bookkeeping; and a CTE
+ * in the writer's statement instead of a trigger, whose statement snapshot cannot see a key
+ * committed while it waited — a plain INSERT would also have had no deduplication at all.
  *
  * The CHECK constraints are NOT VALID: every existing row is NULL, and validating would scan
  * the table under an exclusive lock (as migration 010).
@@ -57,7 +59,7 @@ CREATE TABLE ${s}.outbox_dedupe_keys (
   id           bigint      NOT NULL,
   topic        text        NOT NULL,
   aggregate_id text        NOT NULL,
-  sequence     bigint      NOT NULL,
+  sequence     bigint,
   created_at   timestamptz NOT NULL DEFAULT now(),
   expires_at   timestamptz NOT NULL,
   CONSTRAINT outbox_dedupe_keys_key_length CHECK (char_length(dedupe_key) BETWEEN 1 AND 255)
@@ -71,17 +73,17 @@ CREATE INDEX outbox_dedupe_keys_expires_at_idx ON ${s}.outbox_dedupe_keys (expir
 ALTER TABLE ${s}.outbox ADD CONSTRAINT outbox_dedupe_key_length
   CHECK (char_length(dedupe_key) BETWEEN 1 AND 255) NOT VALID`,
     `
-CREATE FUNCTION ${s}.outbox_dedupe_before_insert() RETURNS trigger
+CREATE FUNCTION ${s}.outbox_admit_dedupe() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
   NEW.dedupe_expires_at := coalesce(NEW.dedupe_expires_at, NEW.created_at + interval '30 days');
   INSERT INTO ${s}.outbox_dedupe_keys AS k
-    (dedupe_key, message_id, id, topic, aggregate_id, sequence, expires_at)
-  VALUES (NEW.dedupe_key, NEW.message_id, NEW.id, NEW.topic, NEW.aggregate_id, NEW.sequence,
+    (dedupe_key, message_id, id, topic, aggregate_id, expires_at)
+  VALUES (NEW.dedupe_key, NEW.message_id, NEW.id, NEW.topic, NEW.aggregate_id,
           NEW.dedupe_expires_at)
   ON CONFLICT (dedupe_key) DO UPDATE
     SET message_id = EXCLUDED.message_id, id = EXCLUDED.id, topic = EXCLUDED.topic,
-        aggregate_id = EXCLUDED.aggregate_id, sequence = EXCLUDED.sequence,
+        aggregate_id = EXCLUDED.aggregate_id, sequence = NULL,
         created_at = now(), expires_at = EXCLUDED.expires_at
     WHERE k.expires_at <= now();
   IF FOUND THEN
@@ -92,8 +94,21 @@ BEGIN
 END
 $$`,
     `
-CREATE TRIGGER outbox_dedupe_before_insert BEFORE INSERT ON ${s}.outbox
+CREATE TRIGGER outbox_admit_dedupe_before_insert BEFORE INSERT ON ${s}.outbox
   FOR EACH ROW WHEN (NEW.dedupe_key IS NOT NULL)
-  EXECUTE FUNCTION ${s}.outbox_dedupe_before_insert()`,
+  EXECUTE FUNCTION ${s}.outbox_admit_dedupe()`,
+    `
+CREATE FUNCTION ${s}.outbox_dedupe_sequence() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  -- Runs after outbox_before_insert assigned the sequence; the key row is this row's (admitted).
+  UPDATE ${s}.outbox_dedupe_keys SET sequence = NEW.sequence WHERE dedupe_key = NEW.dedupe_key;
+  RETURN NEW;
+END
+$$`,
+    `
+CREATE TRIGGER outbox_dedupe_sequence_before_insert BEFORE INSERT ON ${s}.outbox
+  FOR EACH ROW WHEN (NEW.dedupe_key IS NOT NULL)
+  EXECUTE FUNCTION ${s}.outbox_dedupe_sequence()`,
   ],
 };

@@ -71,6 +71,22 @@ describe('dedupeKey', () => {
     expect(await rowsWithKey('charge:seq')).toEqual([{ message_id: first.messageId }]);
   });
 
+  it('a duplicate takes no sequence number: its aggregate has no gap', async () => {
+    const gap = (key: string) => charge(key, { aggregateId: 'order:gap' });
+    const first = await inTransaction((c) => outbox.enqueue(fromPg(c), gap('gap:1')));
+    const [again, next] = await inTransaction((c) =>
+      outbox.enqueue(fromPg(c), [gap('gap:1'), gap('gap:2')]),
+    );
+    const plain = await db.pool.query(
+      `INSERT INTO outbox (aggregate_id, topic, payload, dedupe_key)
+       VALUES ('order:gap', 'payment.charge', '{}', 'gap:1')`,
+    );
+    const last = await inTransaction((c) => outbox.enqueue(fromPg(c), gap('gap:3')));
+    expect(plain.rowCount).toBe(0);
+    expect([first.sequence, again!.sequence, next!.sequence, last.sequence]).toEqual([1, 1, 2, 3]);
+    expect(again!.deduped).toBe(true);
+  });
+
   it('a message without a key is never deduplicated, and answers deduped: false', async () => {
     const message = { topic: 'mail.send', aggregateId: 'order:7', payload: {} };
     const a = await inTransaction((c) => outbox.enqueue(fromPg(c), message));
