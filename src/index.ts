@@ -134,6 +134,18 @@ export {
   type RejectOptions,
 } from './admin/approvals.js';
 export {
+  approvalLink,
+  ApprovalTokenError,
+  verifyApprovalToken,
+  type ApprovalLinkOptions,
+  type ApprovalToken,
+} from './admin/approval-links.js';
+export {
+  createApprovalHandler,
+  type ApprovalHandler,
+  type ApprovalHandlerOptions,
+} from './admin/approval-handler.js';
+export {
   readEffectStatus,
   type EffectState,
   type EffectStatus,
