@@ -64,6 +64,13 @@ export interface OutboxMessage {
    */
   approvalRequestedBy?: string;
   /**
+   * With `requiresApproval`: what happens when no one decides before the expiry. `'reject'`
+   * (default): it expires, treated as rejected, never published. `'approve'`: the dispatcher
+   * approves it at the deadline — for effects a person may stop but need not start. Either way
+   * the decision is recorded as made by `expiry`.
+   */
+  approvalOnExpiry?: 'reject' | 'approve';
+  /**
    * What the effect means, as a key (`'charge:order-42'`): while a message with the same key was
    * written within the dedupe window (the writer's `dedupeWindowMs`, default 30 days), this one
    * is not written and `enqueue` returns that first message (`deduped: true`). Remembered in
@@ -89,6 +96,7 @@ export const MESSAGE_FIELDS: readonly (keyof OutboxMessage)[] = [
   'requiresApproval',
   'approvalExpiresInMs',
   'approvalRequestedBy',
+  'approvalOnExpiry',
   'dedupeKey',
 ];
 

@@ -45,6 +45,11 @@ import type { Migration } from './migration.js';
  * in the writer's statement instead of a trigger, whose statement snapshot cannot see a key
  * committed while it waited — a plain INSERT would also have had no deduplication at all.
  *
+ * Also here (issue 28, approvals with a deadline): `approval_on_expiry`, what the expiry sweep
+ * does with a held message no one decided in time — NULL or `reject`: expired, as before;
+ * `approve`: approved, decided by `expiry` (sql/approvals.ts `expireSql`). A plain INSERT may set
+ * it next to `approval_state = 'awaiting'`.
+ *
  * The CHECK constraints are NOT VALID: every existing row is NULL, and validating would scan
  * the table under an exclusive lock (as migration 010).
  */
@@ -97,6 +102,10 @@ $$`,
 CREATE TRIGGER outbox_admit_dedupe_before_insert BEFORE INSERT ON ${s}.outbox
   FOR EACH ROW WHEN (NEW.dedupe_key IS NOT NULL)
   EXECUTE FUNCTION ${s}.outbox_admit_dedupe()`,
+    `ALTER TABLE ${s}.outbox ADD COLUMN approval_on_expiry text`,
+    `
+ALTER TABLE ${s}.outbox ADD CONSTRAINT outbox_approval_on_expiry
+  CHECK (approval_on_expiry IN ('reject', 'approve')) NOT VALID`,
     `
 CREATE FUNCTION ${s}.outbox_dedupe_sequence() RETURNS trigger
 LANGUAGE plpgsql AS $$

@@ -43,8 +43,8 @@ RETURNING id::text AS id,
           aggregate_id AS "aggregateId"`;
 
 /**
- * The same INSERT for a batch in which at least one message has a `dedupeKey` (migration 013):
- * two more columns, and the key in RETURNING so the writer can tell which keyed messages were
+ * The same INSERT for a batch in which at least one message has a `dedupeKey` or is held with
+ * `approvalOnExpiry: 'approve'` (migration 013): three more columns, and the key in RETURNING so the writer can tell which keyed messages were
  * written — `outbox_dedupe_before_insert` drops a duplicate row, so it returns no row at all.
  * A separate text rather than the two columns always: a batch without keys (almost every
  * batch) runs the statement above, unchanged, at its measured cost (bench/ enqueue_overhead).
@@ -54,7 +54,7 @@ RETURNING id::text AS id,
 export const insertKeyedMessagesSql = (schema: string) => `
 INSERT INTO ${schema}.outbox (aggregate_id, topic, payload, headers, available_at, shadow, ordered,
                              approval_state, approval_expires_at, approval_requested_by,
-                             dedupe_key, dedupe_expires_at)
+                             dedupe_key, dedupe_expires_at, approval_on_expiry)
 SELECT m.value->>'a',
        m.value->>'t',
        m.value->'p',
@@ -67,7 +67,8 @@ SELECT m.value->>'a',
        now() + (m.value->>'ae')::float8 * interval '1 millisecond',
        m.value->>'ar',
        m.value->>'k',
-       CASE WHEN m.value ? 'k' THEN now() + $2::float8 * interval '1 millisecond' END
+       CASE WHEN m.value ? 'k' THEN now() + $2::float8 * interval '1 millisecond' END,
+       m.value->>'ax'
 FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS m(value, position)
 ORDER BY m.position
 RETURNING id::text AS id,

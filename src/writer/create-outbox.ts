@@ -170,7 +170,10 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
     const valid = validateMessages(messages, limits);
     const json = (message: ValidMessage, index: number) =>
       rowJson(message, messages[index] as OutboxMessage, traceHeaders, defaultSchemaVersion);
-    const enqueued = valid.some((m) => m.dedupeKey !== undefined)
+    // Messages using the columns of migration 013 take the longer statement; the others the usual.
+    const enqueued = valid.some(
+      (m) => m.dedupeKey !== undefined || m.approval?.onExpiry === 'approve',
+    )
       ? await insertKeyed(executor, valid, json, { schema: schemaName, dedupeWindowMs, reject })
       : await insertPlain(executor, valid, json);
     return requestApprovals(executor, enqueued);
@@ -309,6 +312,7 @@ function approvalJson({ approval }: ValidMessage): string {
   return (
     `,"ap":"awaiting"` +
     `${approval.expiresInMs === undefined ? '' : `,"ae":${approval.expiresInMs}`}` +
-    `${approval.requestedBy === undefined ? '' : `,"ar":${JSON.stringify(approval.requestedBy)}`}`
+    `${approval.requestedBy === undefined ? '' : `,"ar":${JSON.stringify(approval.requestedBy)}`}` +
+    `${approval.onExpiry === 'approve' ? ',"ax":"approve"' : ''}`
   );
 }
