@@ -139,7 +139,7 @@ export {
   verifyApprovalToken,
   type ApprovalLinkOptions,
   type ApprovalToken,
-} from './admin/approval-links.js';
+} from './core/approval-links.js';
 export {
   createApprovalHandler,
   type ApprovalHandler,

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { OutboxValidationError } from '../core/errors.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
-import { ApprovalTokenError, checkSecret, verifyApprovalToken } from './approval-links.js';
+import { ApprovalTokenError, checkSecret, verifyApprovalToken } from '../core/approval-links.js';
 import {
   approveMessages,
   OutboxApprovalError,

@@ -11,6 +11,7 @@ import {
   type ValidationLimits,
   type ValidMessage,
 } from '../core/validate.js';
+import { approvalLink, type ApprovalLinkOptions } from '../core/approval-links.js';
 import { insertApprovalRequestsSql } from '../sql/approval-requests.js';
 import { insertMessagesSql } from '../sql/insert-messages.js';
 import { isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
@@ -42,9 +43,16 @@ export interface OutboxOptions {
    * so a person hears of it (sql/approval-requests.ts). Never held, never ordered behind the
    * message it asks about. `includePayload: false` leaves the held payload out. Default: none.
    *
+   * With `links`, each request also carries `approvalLink`: a signed link (see `approvalLink`)
+   * a person opens to approve or reject — served by `createApprovalHandler` at `links.url`.
+   *
    * @example createOutbox({ approvalRequests: { topic: 'approvals.requested' } })
    */
-  approvalRequests?: { topic: string; includePayload?: boolean };
+  approvalRequests?: {
+    topic: string;
+    includePayload?: boolean;
+    links?: Omit<ApprovalLinkOptions, 'now'>;
+  };
   /**
    * How long a message's `dedupeKey` keeps deduplicating, in milliseconds from the transaction's
    * start: a message with the same key written within it is not written (`deduped: true`). The
@@ -213,7 +221,16 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
     if (held.length === 0) return enqueued;
     const { rows: written } = await executor.query<{ messageId: string; heldMessageId: string }>(
       requestSql,
-      [held.map((m) => m.id), requests.topic, requests.includePayload],
+      [
+        held.map((m) => m.id),
+        requests.topic,
+        requests.includePayload,
+        requests.links
+          ? JSON.stringify(
+              Object.fromEntries(held.map((m) => [m.messageId, approvalLink(m, requests.links!)])),
+            )
+          : null,
+      ],
     );
     const requestOf = new Map(written.map((r) => [r.heldMessageId, r.messageId]));
     return enqueued.map((m) => {
@@ -249,7 +266,11 @@ function approvalRequestsOf(option: OutboxOptions['approvalRequests']) {
   const topic = checkName('approvalRequests.topic', option.topic);
   if (option.includePayload !== undefined && typeof option.includePayload !== 'boolean')
     throw new OutboxValidationError('approvalRequests.includePayload', 'must be a boolean');
-  return { topic, includePayload: option.includePayload ?? true };
+  if (option.links !== undefined) {
+    // Checked now, with a stand-in id, rather than at the first held message.
+    approvalLink({ messageId: '00000000-0000-7000-8000-000000000000' }, option.links);
+  }
+  return { topic, includePayload: option.includePayload ?? true, links: option.links };
 }
 
 /**

@@ -9,6 +9,7 @@ import {
   approvalLink,
   approveMessages,
   createApprovalHandler,
+  createOutbox,
   fromPg,
   OutboxValidationError,
 } from '../../../src/index.js';
@@ -187,6 +188,42 @@ describe('approval links', () => {
     );
     expect(decided.status).toBe(200);
     expect((await stateOf(message.messageId)).approval_decided_by).toBe('approval link');
+  });
+
+  it('the approval request message carries the link, and the link decides', async () => {
+    const writer = createOutbox({
+      approvalRequests: {
+        topic: 'approvals.requested',
+        links: { url: base, secret, ttlMs: 3_600_000, by: 'payments-oncall' },
+      },
+    });
+    const client = await db.pool.connect();
+    let heldId: string;
+    try {
+      await client.query('BEGIN');
+      const message = await writer.enqueue(fromPg(client), {
+        topic: 'payment.refund',
+        aggregateId: 'order:link-8',
+        payload: { amount: 70_000 },
+        requiresApproval: true,
+      });
+      await client.query('COMMIT');
+      heldId = message.messageId;
+    } finally {
+      client.release();
+    }
+    const { rows } = await db.pool.query<{ payload: { approvalLink: string; onExpiry: string } }>(
+      `SELECT payload FROM outbox WHERE topic = 'approvals.requested' AND payload->>'messageId' = $1`,
+      [heldId],
+    );
+    expect(rows[0]!.payload.onExpiry).toBe('reject');
+    const link = rows[0]!.payload.approvalLink;
+    expect(link.startsWith(`${base}?token=`)).toBe(true);
+    expect((await post(link, { decision: 'approve' })).status).toBe(200);
+    expect((await stateOf(heldId)).approval_decided_by).toBe('payments-oncall (approval link)');
+    expect(() =>
+      createOutbox({ approvalRequests: { topic: 'a', links: { url: base, secret: 'short' } } }),
+    ).toThrow(/at least 32 characters/);
   });
 
   it('bad options are refused with what to do', () => {

@@ -1,5 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { OutboxValidationError } from '../core/errors.js';
+import { OutboxValidationError } from './errors.js';
 
 /**
  * Signed, expiring approval links: a person decides from a link in Slack or an email. The token
