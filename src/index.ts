@@ -2,7 +2,12 @@
  * agent-outbox — the stable public API. Anything not exported here is internal.
  * @packageDocumentation
  */
-export { OutboxError, OutboxSchemaError, OutboxValidationError } from './core/errors.js';
+export {
+  OutboxDuplicateError,
+  OutboxError,
+  OutboxSchemaError,
+  OutboxValidationError,
+} from './core/errors.js';
 export { DEFAULT_SCHEMA, quoteIdentifier } from './core/identifier.js';
 export {
   HEADER,
@@ -128,6 +133,18 @@ export {
   type DecisionProblem,
   type RejectOptions,
 } from './admin/approvals.js';
+export {
+  approvalLink,
+  ApprovalTokenError,
+  verifyApprovalToken,
+  type ApprovalLinkOptions,
+  type ApprovalToken,
+} from './core/approval-links.js';
+export {
+  createApprovalHandler,
+  type ApprovalHandler,
+  type ApprovalHandlerOptions,
+} from './admin/approval-handler.js';
 export {
   readEffectStatus,
   type EffectState,

@@ -4,7 +4,13 @@
  */
 
 /** Functions whose function arguments (or function-valued option properties) are tool handlers. */
-export const TOOL_FUNCTIONS = ['tool', 'outboxTool'];
+export const TOOL_FUNCTIONS = [
+  'tool',
+  'outboxTool',
+  'aiSdkTool',
+  'openAiAgentsTool',
+  'langChainTool',
+];
 
 /**
  * Modules whose use inside a handler is a side effect: network, processes, and clients of

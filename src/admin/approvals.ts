@@ -351,22 +351,25 @@ function checkPolicy(policy: unknown): DeadLetterPolicy {
 
 /**
  * Expires up to `batchSize` (default 100) held messages whose expiry has passed, applying
- * `deadLetterPolicy` as a rejection does; returns them. Dispatchers run it themselves (see
+ * `deadLetterPolicy` as a rejection does — or approves those written with
+ * `approvalOnExpiry: 'approve'` (`state: 'approved'`); returns them. Dispatchers run it themselves (see
  * `PgOutboxStore`); call it from a scheduled job if none runs.
  */
 export async function expireApprovals(
   executor: SqlExecutor,
   options: { schema?: string; deadLetterPolicy?: DeadLetterPolicy; batchSize?: number } = {},
-): Promise<{ id: string; messageId: string; topic: string }[]> {
+): Promise<{ id: string; messageId: string; topic: string; state: 'expired' | 'approved' }[]> {
   const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
   const policy = checkPolicy(options.deadLetterPolicy);
   const batchSize = options.batchSize ?? 100;
   if (!Number.isInteger(batchSize) || batchSize <= 0)
     throw new OutboxValidationError('batchSize', `must be a positive integer, got ${batchSize}`);
-  const { rows } = await executor.query<{ id: string; messageId: string; topic: string }>(
-    expireSql(schema),
-    [batchSize, policy === 'skip'],
-  );
+  const { rows } = await executor.query<{
+    id: string;
+    messageId: string;
+    topic: string;
+    state: 'expired' | 'approved';
+  }>(expireSql(schema), [batchSize, policy === 'skip']);
   return rows.map((r) => ({ ...r, id: String(r.id) }));
 }
 

@@ -75,6 +75,8 @@ interface StatusRow {
   aggregateId: string;
   approvalState: string | null;
   expiresAt: Date | string | null;
+  /** `approve`: the expiry sweep approves it (migration 013); else it expires. */
+  onExpiry: string | null;
   decidedBy: string | null;
   decidedAt: Date | string | null;
   note: string | null;
@@ -154,7 +156,9 @@ function statusOf(row: StatusRow, performedBy: EffectStatus['performedBy']): Eff
   };
   const now = new Date(row.now).getTime();
   if (row.approvalState === 'awaiting') {
+    // Overdue but not swept yet: as the sweep will decide it (approved: pending until then).
     const expired = row.expiresAt !== null && new Date(row.expiresAt).getTime() <= now;
+    if (expired && row.onExpiry === 'approve') return { ...base, state: 'pending' };
     return expired
       ? { ...base, state: 'expired', expiresAt: iso(row.expiresAt) }
       : { ...base, state: 'awaiting approval', expiresAt: iso(row.expiresAt) };

@@ -4,10 +4,33 @@ import type { EnqueuedMessage } from '../core/message.js';
 import { errorText } from '../publishers/publisher.js';
 
 /**
- * The answers a tool gives the model. Each has two text blocks: JSON first (for programs and for
- * the model to quote ids from), then one plain sentence saying what happened and whether calling
- * again is useful — the model decides its next step from that sentence.
+ * The answers a tool gives the model, whatever the framework: JSON (for programs and for the
+ * model to quote ids from) and one plain sentence saying what happened and whether calling again
+ * is useful — the model decides its next step from that sentence. The Claude helper sends them as
+ * two MCP text blocks ({@link toCallToolResult}); the AI SDK, OpenAI Agents and LangChain
+ * adapters as one JSON object with the sentence under `summary` ({@link toJsonAnswer}).
  */
+export interface ToolAnswer {
+  json: Record<string, unknown>;
+  words: string;
+  isError: boolean;
+}
+
+/** An answer as the MCP result the Claude Agent SDK expects. */
+export function toCallToolResult(answer: ToolAnswer): CallToolResult {
+  return {
+    content: [
+      { type: 'text', text: JSON.stringify(answer.json) },
+      { type: 'text', text: answer.words },
+    ],
+    ...(answer.isError ? { isError: true } : {}),
+  };
+}
+
+/** An answer as one JSON object: the JSON's fields plus `summary`, the sentence. */
+export function toJsonAnswer(answer: ToolAnswer): Record<string, unknown> {
+  return { ...answer.json, summary: answer.words };
+}
 
 /** A queued side effect as reported to the model. */
 export interface QueuedEffect {
@@ -17,14 +40,8 @@ export interface QueuedEffect {
   awaitingApproval?: true;
 }
 
-function result(json: Record<string, unknown>, words: string, isError = false): CallToolResult {
-  return {
-    content: [
-      { type: 'text', text: JSON.stringify(json) },
-      { type: 'text', text: words },
-    ],
-    ...(isError ? { isError: true } : {}),
-  };
+function result(json: Record<string, unknown>, words: string, isError = false): ToolAnswer {
+  return { json, words, isError };
 }
 
 /** The call committed. */
@@ -32,7 +49,7 @@ export function committedResult(
   value: unknown,
   enqueued: readonly EnqueuedMessage[],
   summary: string | undefined,
-): CallToolResult {
+): ToolAnswer {
   const queued: QueuedEffect[] = enqueued.map((m) => ({
     topic: m.topic,
     messageId: m.messageId,
@@ -55,7 +72,7 @@ export function committedResult(
 }
 
 /** The key was used by a committed call: nothing written. */
-export function dedupedResult(prior: unknown): CallToolResult {
+export function dedupedResult(prior: unknown): ToolAnswer {
   return result(
     {
       ok: true,
@@ -71,7 +88,7 @@ export function dedupedResult(prior: unknown): CallToolResult {
  * connection dropped), so the transaction may or may not have committed — the idempotency key
  * makes "call again" the safe answer either way.
  */
-export function failedResult(error: unknown, commitUnknown: boolean): CallToolResult {
+export function failedResult(error: unknown, commitUnknown: boolean): ToolAnswer {
   const message = redactSecrets(errorText(error));
   const words = commitUnknown
     ? `The outcome is unknown: the commit was not confirmed (${message}). Call again with the same idempotency_key: if the first call was saved, the answer is "deduped" and nothing is done twice.`
@@ -80,5 +97,21 @@ export function failedResult(error: unknown, commitUnknown: boolean): CallToolRe
     { ok: false, error: message, ...(commitUnknown ? { commitUnknown } : {}) },
     words,
     true,
+  );
+}
+
+/**
+ * The call's effect was already queued: the tool's `dedupeKey` was taken within the window by an
+ * earlier message (`first`), so everything the call wrote was rolled back.
+ */
+export function duplicateEffectResult(dedupeKey: string, first: EnqueuedMessage): ToolAnswer {
+  return result(
+    {
+      ok: true,
+      deduped: true,
+      dedupeKey,
+      queued: [{ topic: first.topic, messageId: first.messageId }],
+    },
+    `Already done: this effect (${dedupeKey}) was queued earlier as message ${first.messageId}, so this call wrote nothing and queued nothing again. Do not call again to make it happen; the effect status tool reports it.`,
   );
 }

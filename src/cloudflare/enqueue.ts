@@ -82,6 +82,12 @@ export function enqueue(
         `messages[${index}].requiresApproval`,
         'approval holds are not supported by the D1 outbox; the message would be sent unapproved',
       );
+    // Ignoring the key would send the effect twice, which is what the caller wrote it to prevent.
+    if (message.dedupeKey !== undefined)
+      throw new OutboxValidationError(
+        `messages[${index}].dedupeKey`,
+        'dedupe keys are not supported by the D1 outbox; deduplicate in the consumer (by message id) instead',
+      );
   });
   const now = (options.now ?? Date.now)();
   const statements: D1Statement[] = [];

@@ -35,3 +35,24 @@ export class OutboxSchemaError extends OutboxError {
     this.name = 'OutboxSchemaError';
   }
 }
+
+/**
+ * `enqueue(…, { onDuplicate: 'reject' })` met a message whose `dedupeKey` was already written
+ * within the dedupe window. Nothing of that call was written; the transaction is still usable.
+ */
+export class OutboxDuplicateError extends OutboxError {
+  /** The key that was already taken. */
+  readonly dedupeKey: string;
+  /** The message id of the message written first with that key. */
+  readonly messageId: string;
+
+  constructor(dedupeKey: string, messageId: string) {
+    super(
+      'OUTBOX_DUPLICATE',
+      `dedupeKey ${JSON.stringify(dedupeKey)} was already written within the dedupe window, as message ${messageId}; nothing was written. Drop onDuplicate: 'reject' to be answered with that message (deduped: true) instead`,
+    );
+    this.name = 'OutboxDuplicateError';
+    this.dedupeKey = dedupeKey;
+    this.messageId = messageId;
+  }
+}

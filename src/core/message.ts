@@ -63,6 +63,22 @@ export interface OutboxMessage {
    * (`outbox approvals`). The agent helper fills in the tool call. 1-255 characters.
    */
   approvalRequestedBy?: string;
+  /**
+   * With `requiresApproval`: what happens when no one decides before the expiry. `'reject'`
+   * (default): it expires, treated as rejected, never published. `'approve'`: the dispatcher
+   * approves it at the deadline — for effects a person may stop but need not start. Either way
+   * the decision is recorded as made by `expiry`.
+   */
+  approvalOnExpiry?: 'reject' | 'approve';
+  /**
+   * What the effect means, as a key (`'charge:order-42'`): while a message with the same key was
+   * written within the dedupe window (the writer's `dedupeWindowMs`, default 30 days), this one
+   * is not written and `enqueue` returns that first message (`deduped: true`). Remembered in
+   * `outbox_dedupe_keys` for the whole window, even after retention removed the first message's
+   * row. Unlike an idempotency key, which guards one request, it guards one effect however many
+   * requests ask for it. 1-255 characters. Default: none (never deduplicated).
+   */
+  dedupeKey?: string;
 }
 
 /** Every field of {@link OutboxMessage}; anything else in a message is rejected (a typo). */
@@ -80,6 +96,8 @@ export const MESSAGE_FIELDS: readonly (keyof OutboxMessage)[] = [
   'requiresApproval',
   'approvalExpiresInMs',
   'approvalRequestedBy',
+  'approvalOnExpiry',
+  'dedupeKey',
 ];
 
 /** What `enqueue` returns for each message, in the order the messages were given. */
@@ -92,6 +110,14 @@ export interface EnqueuedMessage {
   sequence: number;
   topic: string;
   aggregateId: string;
+  /**
+   * `true`: a message with the same `dedupeKey` was written within the dedupe window, so nothing
+   * was written and every other field here is that first message's (its row id and sequence as
+   * they were written: retention may have removed the row since). `false`: written by this call.
+   */
+  deduped: boolean;
+  /** The message's `dedupeKey`, when it has one. */
+  dedupeKey?: string;
   /** Present (true) when the message was written held: it waits for a person's approval. */
   awaitingApproval?: true;
   /**

@@ -30,7 +30,16 @@ export interface ValidMessage {
   /** `undefined`: decided by `outbox_unordered_topics` when written (migration 009). */
   ordered: boolean | undefined;
   /** Set when the message is written held for approval (migration 010). */
-  approval: { expiresInMs: number | undefined; requestedBy: string | undefined } | undefined;
+  approval:
+    | {
+        expiresInMs: number | undefined;
+        requestedBy: string | undefined;
+        /** `'approve'`: approved by the expiry sweep (migration 013); else expired. */
+        onExpiry: 'reject' | 'approve';
+      }
+    | undefined;
+  /** The message's `dedupeKey` (migration 013), when it has one. */
+  dedupeKey: string | undefined;
 }
 
 /** Longest time a held message may wait for a decision: about ten years, in ms. */
@@ -243,7 +252,7 @@ function checkApproval(prefix: string, m: Partial<OutboxMessage>): ValidMessage[
     );
   }
   const held = m.requiresApproval === true;
-  for (const field of ['approvalExpiresInMs', 'approvalRequestedBy'] as const) {
+  for (const field of ['approvalExpiresInMs', 'approvalRequestedBy', 'approvalOnExpiry'] as const) {
     if (m[field] !== undefined && !held)
       throw new OutboxValidationError(
         `${prefix}.${field}`,
@@ -268,7 +277,13 @@ function checkApproval(prefix: string, m: Partial<OutboxMessage>): ValidMessage[
     m.approvalRequestedBy === undefined
       ? undefined
       : checkName(`${prefix}.approvalRequestedBy`, m.approvalRequestedBy);
-  return { expiresInMs, requestedBy };
+  const onExpiry = m.approvalOnExpiry ?? 'reject';
+  if (onExpiry !== 'reject' && onExpiry !== 'approve')
+    throw new OutboxValidationError(
+      `${prefix}.approvalOnExpiry`,
+      `must be 'reject' or 'approve', got ${JSON.stringify(m.approvalOnExpiry)}`,
+    );
+  return { expiresInMs, requestedBy, onExpiry };
 }
 
 /**
@@ -362,6 +377,8 @@ export function validateMessage(
     shadow: m.shadow === true,
     ordered: m.ordered,
     approval: checkApproval(prefix, m),
+    dedupeKey:
+      m.dedupeKey === undefined ? undefined : checkName(`${prefix}.dedupeKey`, m.dedupeKey),
   };
 }
 

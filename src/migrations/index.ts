@@ -10,6 +10,7 @@ import { orderedChains } from './009-ordered-chains.js';
 import { approvals } from './010-approvals.js';
 import { cachedPlans } from './011-cached-plans.js';
 import { laneFloor } from './012-lane-floor.js';
+import { dedupeKeys } from './013-dedupe-keys.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -26,6 +27,7 @@ export const MIGRATIONS: readonly Migration[] = [
   approvals,
   cachedPlans,
   laneFloor,
+  dedupeKeys,
 ];
 
 /** The schema version this build of agent-outbox expects. */

@@ -12,6 +12,7 @@ export {
   type PruneProgress,
   type PrunePreview,
 } from './prune-outbox.js';
+export { pruneDedupeKeys, type PruneDedupeKeysResult } from './prune-dedupe-keys.js';
 export {
   createRetentionJob,
   poolSessions,

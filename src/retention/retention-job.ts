@@ -8,6 +8,7 @@ import {
 import { TypedEmitter } from '../dispatcher/events.js';
 import { retentionUnlockSql, tryRetentionLockSql } from '../sql/retention.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
+import { pruneDedupeKeys, type PruneDedupeKeysResult } from './prune-dedupe-keys.js';
 import { pruneOutbox, resolvePruneOptions, type PruneOutboxResult } from './prune-outbox.js';
 
 /**
@@ -67,7 +68,14 @@ export interface RetentionJobOptions {
 
 /** What one run did. `ran: false` when another runner held the lock. */
 export type RetentionRunResult =
-  { ran: false } | { ran: true; outbox: PruneOutboxResult; ledger: PruneLedgerResult | null };
+  | { ran: false }
+  | {
+      ran: true;
+      outbox: PruneOutboxResult;
+      ledger: PruneLedgerResult | null;
+      /** Expired dedupe keys (`outbox_dedupe_keys`); null when the run stopped before them. */
+      dedupeKeys: PruneDedupeKeysResult | null;
+    };
 
 /** Events of a {@link RetentionJob}. */
 export interface RetentionEventMap {
@@ -147,7 +155,14 @@ export function createRetentionJob(options: RetentionJobOptions): RetentionJob {
                 maxBatches,
                 schema: schemaName,
               });
-        return { ran: true, outbox, ledger };
+        const dedupeKeys = stopped
+          ? null
+          : await pruneDedupeKeys(session.executor, {
+              batchSize: prune.batchSize,
+              maxBatches,
+              schema: schemaName,
+            });
+        return { ran: true, outbox, ledger, dedupeKeys };
       } finally {
         // A connection back in the pool still holding the lock would block every later run.
         await session.executor.query(retentionUnlockSql, [schemaName]).catch(() => {

@@ -17,8 +17,12 @@
  *   has to see what they approve. `jsonb_build_object` and `||`, not `jsonb_strip_nulls`, which
  *   would also strip the nulls inside that payload.
  * - Headers: the held message's trace context (the request joins its trace) and tenant.
+ * - `onExpiry` says what the deadline does (migration 013); `approvalLink`, when the writer signs
+ *   links (`$4`, held message id → URL, computed in JS: the HMAC secret never reaches SQL), is the
+ *   link a person opens to decide (core/approval-links.ts).
  *
- * $1 ids of the held rows (bigint[]), $2 the requests' topic, $3 include the held payload.
+ * $1 ids of the held rows (bigint[]), $2 the requests' topic, $3 include the held payload,
+ * $4 links (jsonb object) or NULL.
  */
 export const insertApprovalRequestsSql = (schema: string) => `
 INSERT INTO ${schema}.outbox (aggregate_id, topic, payload, headers, ordered)
@@ -30,8 +34,12 @@ SELECT left('approval:' || o.aggregate_id, 255),
          'aggregateId', o.aggregate_id,
          'sequence', o.sequence,
          'requestedBy', o.approval_requested_by,
-         'expiresAt', o.approval_expires_at)
-         || CASE WHEN $3::boolean THEN jsonb_build_object('payload', o.payload) ELSE '{}' END,
+         'expiresAt', o.approval_expires_at,
+         'onExpiry', coalesce(o.approval_on_expiry, 'reject'))
+         || CASE WHEN $3::boolean THEN jsonb_build_object('payload', o.payload) ELSE '{}' END
+         || CASE WHEN $4::jsonb ? o.message_id::text
+                 THEN jsonb_build_object('approvalLink', $4::jsonb -> o.message_id::text)
+                 ELSE '{}' END,
        jsonb_strip_nulls(jsonb_build_object(
          'schema_version', '1',
          'traceparent', o.headers ->> 'traceparent',

@@ -242,11 +242,17 @@ ORDER BY w.id`;
  * Until swept, an overdue message is already expired for everyone else: it cannot be approved,
  * and status, metrics and the effect status count it as expired.
  *
- * $1 batch size, $2 skip (boolean). Returns the expired rows.
+ * A message written with `approvalOnExpiry: 'approve'` (`approval_on_expiry`, migration 013) is
+ * approved instead, by `expiry`, exactly as {@link approveSql} approves: `available_at` back,
+ * `ready` where it is a head. It never leaves its chain, so it takes no part in `leaving`.
+ * In the same statement, under the same locks, as the expiries: one sweep, one batch limit.
+ *
+ * $1 batch size, $2 skip (boolean). Returns the rows decided (expired or approved).
  */
 export const expireSql = (s: string) => `
 WITH wanted AS MATERIALIZED (
-  SELECT o.id, o.aggregate_id, o.sequence, o.ordered, o.ready
+  SELECT o.id, o.aggregate_id, o.sequence, o.ordered, o.ready,
+         o.approval_on_expiry IS NOT DISTINCT FROM 'approve' AS approve
   FROM ${s}.outbox o
   WHERE o.approval_state = 'awaiting' AND o.approval_expires_at <= now()
   ORDER BY o.approval_expires_at
@@ -254,7 +260,7 @@ WITH wanted AS MATERIALIZED (
   FOR NO KEY UPDATE SKIP LOCKED
 ),
 leaving AS MATERIALIZED (
-  SELECT id, aggregate_id, sequence, ready FROM wanted WHERE $2::boolean AND ordered
+  SELECT id, aggregate_id, sequence, ready FROM wanted WHERE $2::boolean AND ordered AND NOT approve
 ),${leaveChainCtes(s)},
 bumped AS (
   UPDATE ${s}.outbox_aggregates a
@@ -269,7 +275,26 @@ readied AS (
     SELECT next_id FROM moving
     WHERE next_id IS NOT NULL AND aggregate_id <> ALL (ARRAY(SELECT aggregate_id FROM deferred))))
     AND NOT o.ready
-)
+),
+approved AS (
+  UPDATE ${s}.outbox o
+  SET approval_state      = 'approved',
+      approval_decided_by = 'expiry',
+      approval_decided_at = now(),
+      approval_note       = 'approved on expiry: no decision before ' ||
+                            to_char(o.approval_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+      available_at        = greatest(coalesce(o.approval_available_at, now()), now()),
+      ready               = o.ready OR o.ordered IS NOT TRUE OR NOT EXISTS (
+                              SELECT 1 FROM ${s}.outbox p
+                              WHERE p.aggregate_id = o.aggregate_id
+                                AND p.sequence < o.sequence
+                                AND p.dispatched_at IS NULL
+                                AND p.ordered)
+  WHERE o.id = ANY (ARRAY(SELECT id FROM wanted WHERE approve))
+    AND o.approval_state = 'awaiting'
+  RETURNING o.id::text AS id, o.message_id::text AS "messageId", o.topic, o.approval_state AS state
+),
+expired AS (
 UPDATE ${s}.outbox o
 SET approval_state      = 'expired',
     approval_decided_by = 'expiry',
@@ -279,9 +304,14 @@ SET approval_state      = 'expired',
     dead_lettered_at    = now(),
     ordered             = CASE WHEN $2::boolean THEN false ELSE o.ordered END
 WHERE o.id = ANY (ARRAY(
-    SELECT id FROM wanted WHERE aggregate_id <> ALL (ARRAY(SELECT aggregate_id FROM deferred))))
+    SELECT id FROM wanted
+    WHERE NOT approve AND aggregate_id <> ALL (ARRAY(SELECT aggregate_id FROM deferred))))
   AND o.approval_state = 'awaiting'
-RETURNING o.id::text AS id, o.message_id::text AS "messageId", o.topic`;
+RETURNING o.id::text AS id, o.message_id::text AS "messageId", o.topic, o.approval_state AS state
+)
+SELECT * FROM expired
+UNION ALL
+SELECT * FROM approved`;
 
 /**
  * Messages waiting for a decision, oldest first, from `outbox_awaiting_approval_idx` (it holds

@@ -41,3 +41,39 @@ RETURNING id::text AS id,
           sequence::text AS sequence,
           topic,
           aggregate_id AS "aggregateId"`;
+
+/**
+ * The same INSERT for a batch in which at least one message has a `dedupeKey` or is held with
+ * `approvalOnExpiry: 'approve'` (migration 013): three more columns, and the key in RETURNING so the writer can tell which keyed messages were
+ * written — `outbox_dedupe_before_insert` drops a duplicate row, so it returns no row at all.
+ * A separate text rather than the two columns always: a batch without keys (almost every
+ * batch) runs the statement above, unchanged, at its measured cost (bench/ enqueue_overhead).
+ * `dedupe_expires_at` is the writer's window ($2, ms) from `now()`, the transaction's start, as
+ * `delayMs` counts; NULL on a message without a key.
+ */
+export const insertKeyedMessagesSql = (schema: string) => `
+INSERT INTO ${schema}.outbox (aggregate_id, topic, payload, headers, available_at, shadow, ordered,
+                             approval_state, approval_expires_at, approval_requested_by,
+                             dedupe_key, dedupe_expires_at, approval_on_expiry)
+SELECT m.value->>'a',
+       m.value->>'t',
+       m.value->'p',
+       m.value->'h',
+       coalesce((m.value->>'at')::timestamptz,
+                now() + (m.value->>'d')::float8 * interval '1 millisecond'),
+       coalesce((m.value->>'s')::boolean, false),
+       (m.value->>'o')::boolean,
+       m.value->>'ap',
+       now() + (m.value->>'ae')::float8 * interval '1 millisecond',
+       m.value->>'ar',
+       m.value->>'k',
+       CASE WHEN m.value ? 'k' THEN now() + $2::float8 * interval '1 millisecond' END,
+       m.value->>'ax'
+FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS m(value, position)
+ORDER BY m.position
+RETURNING id::text AS id,
+          message_id::text AS "messageId",
+          sequence::text AS sequence,
+          topic,
+          aggregate_id AS "aggregateId",
+          dedupe_key AS "dedupeKey"`;

@@ -11,10 +11,13 @@ import {
   type ValidationLimits,
   type ValidMessage,
 } from '../core/validate.js';
+import { approvalLink, type ApprovalLinkOptions } from '../core/approval-links.js';
 import { insertApprovalRequestsSql } from '../sql/approval-requests.js';
 import { insertMessagesSql } from '../sql/insert-messages.js';
 import { isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
 import { preparable } from '../store/statement-name.js';
+import { insertKeyed, resolveDedupeWindowMs } from './keyed-insert.js';
+import { byAggregate, inInputOrder, type InsertedRow } from './inserted-rows.js';
 
 /** Options of {@link createOutbox}. */
 export interface OutboxOptions {
@@ -40,9 +43,26 @@ export interface OutboxOptions {
    * so a person hears of it (sql/approval-requests.ts). Never held, never ordered behind the
    * message it asks about. `includePayload: false` leaves the held payload out. Default: none.
    *
+   * With `links`, each request also carries `approvalLink`: a signed link (see `approvalLink`)
+   * a person opens to approve or reject — served by `createApprovalHandler` at `links.url`.
+   *
    * @example createOutbox({ approvalRequests: { topic: 'approvals.requested' } })
    */
-  approvalRequests?: { topic: string; includePayload?: boolean };
+  approvalRequests?: {
+    topic: string;
+    includePayload?: boolean;
+    links?: Omit<ApprovalLinkOptions, 'now'>;
+  };
+  /**
+   * How long a message's `dedupeKey` keeps deduplicating, in milliseconds from the transaction's
+   * start: a message with the same key written within it is not written (`deduped: true`). The
+   * window is fixed when the key is written (its `dedupe_expires_at`), and the key is kept in
+   * `outbox_dedupe_keys` until then even if retention removes the message's row sooner; the
+   * retention job prunes expired keys. Default 30 days.
+   *
+   * @example createOutbox({ dedupeWindowMs: 24 * 60 * 60 * 1000 }) // one day
+   */
+  dedupeWindowMs?: number;
 }
 
 /** Per-call options of {@link OutboxWriter.enqueue}. */
@@ -53,6 +73,13 @@ export interface EnqueueOptions {
    * tool-call span this way, so the trace holds even when no SDK is installed.
    */
   context?: Context;
+  /**
+   * What a message whose `dedupeKey` was already written within the window does: `'return'`
+   * (default) writes nothing for it and returns the first message with `deduped: true`;
+   * `'reject'` throws `OutboxDuplicateError` (key and first message id) and writes nothing
+   * of the whole call — the transaction stays usable. Messages without a key are never affected.
+   */
+  onDuplicate?: 'return' | 'reject';
 }
 
 /** Writes messages on the caller's transaction. Create one with {@link createOutbox}. */
@@ -102,12 +129,19 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
   const captureTrace = options.captureTraceContext ?? true;
   const requests = approvalRequestsOf(options.approvalRequests);
   const requestSql = requests && insertApprovalRequestsSql(quoteIdentifier(schemaName));
+  const dedupeWindowMs = resolveDedupeWindowMs(options.dedupeWindowMs);
 
   async function enqueueMany(
     executor: SqlExecutor,
     messages: readonly OutboxMessage[],
     parent: Context,
+    onDuplicate: EnqueueOptions['onDuplicate'],
   ): Promise<EnqueuedMessage[]> {
+    if (onDuplicate !== undefined && onDuplicate !== 'return' && onDuplicate !== 'reject')
+      throw new OutboxValidationError(
+        'onDuplicate',
+        `must be 'return' or 'reject', got ${JSON.stringify(onDuplicate)}`,
+      );
     if (!isSqlExecutor(executor)) {
       throw new OutboxValidationError(
         'executor',
@@ -123,6 +157,7 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
         executor,
         messages,
         captureTrace ? traceHeadersOf(span.spanContext()) : {},
+        onDuplicate === 'reject',
       );
       if (enqueued.length === 1) span.setAttribute(ATTR.messagingMessageId, enqueued[0]!.messageId);
       return enqueued;
@@ -138,37 +173,64 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
     executor: SqlExecutor,
     messages: readonly OutboxMessage[],
     traceHeaders: Record<string, string>,
+    reject: boolean,
   ): Promise<EnqueuedMessage[]> {
     const valid = validateMessages(messages, limits);
+    const json = (message: ValidMessage, index: number) =>
+      rowJson(message, messages[index] as OutboxMessage, traceHeaders, defaultSchemaVersion);
+    // Messages using the columns of migration 013 take the longer statement; the others the usual.
+    const enqueued = valid.some(
+      (m) => m.dedupeKey !== undefined || m.approval?.onExpiry === 'approve',
+    )
+      ? await insertKeyed(executor, valid, json, { schema: schemaName, dedupeWindowMs, reject })
+      : await insertPlain(executor, valid, json);
+    return requestApprovals(executor, enqueued);
+  }
+
+  /** A batch without dedupe keys: one statement, exactly as before keys existed. */
+  async function insertPlain(
+    executor: SqlExecutor,
+    valid: readonly ValidMessage[],
+    json: (message: ValidMessage, index: number) => string,
+  ): Promise<EnqueuedMessage[]> {
     const batch = valid.map((message, index) => ({
       aggregateId: message.aggregateId,
-      json: rowJson(message, messages[index] as OutboxMessage, traceHeaders, defaultSchemaVersion),
+      json: json(message, index),
     }));
     // One global lock order for the aggregates' sequence counters (see insert-messages.ts).
     // Array.prototype.sort is stable: positions within an aggregate keep the caller's order.
-    if (batch.length > 1)
-      batch.sort((x, y) =>
-        x.aggregateId < y.aggregateId ? -1 : x.aggregateId > y.aggregateId ? 1 : 0,
-      );
-    const { rows } = await executor.query<{
-      id: string;
-      messageId: string;
-      sequence: string;
-      topic: string;
-      aggregateId: string;
-    }>(sql, [`[${batch.map((row) => row.json).join(',')}]`]);
+    if (batch.length > 1) batch.sort(byAggregate);
+    const { rows } = await executor.query<InsertedRow>(sql, [
+      `[${batch.map((row) => row.json).join(',')}]`,
+    ]);
     if (rows.length !== valid.length) {
       throw new Error(
         `agent-outbox: inserted ${rows.length} rows for ${valid.length} messages; is a trigger or rule on the outbox table dropping rows?`,
       );
     }
-    const enqueued = inInputOrder(valid, rows);
+    return inInputOrder(valid, rows);
+  }
+
+  /** Writes the approval requests of the held messages just written (`approvalRequests`). */
+  async function requestApprovals(
+    executor: SqlExecutor,
+    enqueued: EnqueuedMessage[],
+  ): Promise<EnqueuedMessage[]> {
     if (!requests || !requestSql) return enqueued;
     const held = enqueued.filter((m) => m.awaitingApproval);
     if (held.length === 0) return enqueued;
     const { rows: written } = await executor.query<{ messageId: string; heldMessageId: string }>(
       requestSql,
-      [held.map((m) => m.id), requests.topic, requests.includePayload],
+      [
+        held.map((m) => m.id),
+        requests.topic,
+        requests.includePayload,
+        requests.links
+          ? JSON.stringify(
+              Object.fromEntries(held.map((m) => [m.messageId, approvalLink(m, requests.links!)])),
+            )
+          : null,
+      ],
     );
     const requestOf = new Map(written.map((r) => [r.heldMessageId, r.messageId]));
     return enqueued.map((m) => {
@@ -185,8 +247,9 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
       callOptions?: EnqueueOptions,
     ) => {
       const parent = callOptions?.context ?? context.active();
-      if (Array.isArray(input)) return enqueueMany(executor, input, parent);
-      const [one] = await enqueueMany(executor, [input as OutboxMessage], parent);
+      const onDuplicate = callOptions?.onDuplicate;
+      if (Array.isArray(input)) return enqueueMany(executor, input, parent, onDuplicate);
+      const [one] = await enqueueMany(executor, [input as OutboxMessage], parent, onDuplicate);
       return one;
     }) as OutboxWriter['enqueue'],
   };
@@ -203,7 +266,11 @@ function approvalRequestsOf(option: OutboxOptions['approvalRequests']) {
   const topic = checkName('approvalRequests.topic', option.topic);
   if (option.includePayload !== undefined && typeof option.includePayload !== 'boolean')
     throw new OutboxValidationError('approvalRequests.includePayload', 'must be a boolean');
-  return { topic, includePayload: option.includePayload ?? true };
+  if (option.links !== undefined) {
+    // Checked now, with a stand-in id, rather than at the first held message.
+    approvalLink({ messageId: '00000000-0000-7000-8000-000000000000' }, option.links);
+  }
+  return { topic, includePayload: option.includePayload ?? true, links: option.links };
 }
 
 /**
@@ -255,7 +322,8 @@ function rowJson(
     `,"p":${message.payloadJson},"h":${JSON.stringify(headers)}` +
     `,"at":${message.availableAt ? JSON.stringify(message.availableAt.toISOString()) : 'null'}` +
     `,"d":${JSON.stringify(message.delayMs)}${message.shadow ? ',"s":true' : ''}` +
-    `${message.ordered === undefined ? '' : `,"o":${message.ordered}`}${approvalJson(message)}}`
+    `${message.ordered === undefined ? '' : `,"o":${message.ordered}`}${approvalJson(message)}` +
+    `${message.dedupeKey === undefined ? '' : `,"k":${JSON.stringify(message.dedupeKey)}`}}`
   );
 }
 
@@ -265,47 +333,7 @@ function approvalJson({ approval }: ValidMessage): string {
   return (
     `,"ap":"awaiting"` +
     `${approval.expiresInMs === undefined ? '' : `,"ae":${approval.expiresInMs}`}` +
-    `${approval.requestedBy === undefined ? '' : `,"ar":${JSON.stringify(approval.requestedBy)}`}`
+    `${approval.requestedBy === undefined ? '' : `,"ar":${JSON.stringify(approval.requestedBy)}`}` +
+    `${approval.onExpiry === 'approve' ? ',"ax":"approve"' : ''}`
   );
-}
-
-/**
- * The statement returns rows grouped by aggregate (see insert-messages.ts). Within an aggregate
- * sequences follow input positions, so the k-th input message of an aggregate is its k-th
- * returned row by sequence.
- */
-function inInputOrder(
-  valid: readonly ValidMessage[],
-  rows: readonly {
-    id: string;
-    messageId: string;
-    sequence: string;
-    topic: string;
-    aggregateId: string;
-  }[],
-): EnqueuedMessage[] {
-  const byAggregate = new Map<string, EnqueuedMessage[]>();
-  for (const row of rows) {
-    const list = byAggregate.get(row.aggregateId) ?? [];
-    list.push({
-      id: String(row.id),
-      messageId: row.messageId,
-      sequence: Number(row.sequence),
-      topic: row.topic,
-      aggregateId: row.aggregateId,
-    });
-    byAggregate.set(row.aggregateId, list);
-  }
-  for (const list of byAggregate.values()) list.sort((a, b) => a.sequence - b.sequence);
-  const cursor = new Map<string, number>();
-  return valid.map((message) => {
-    const index = cursor.get(message.aggregateId) ?? 0;
-    cursor.set(message.aggregateId, index + 1);
-    const row = byAggregate.get(message.aggregateId)?.[index];
-    if (!row)
-      throw new Error(
-        `agent-outbox: no inserted row returned for aggregate ${message.aggregateId}`,
-      );
-    return message.approval ? { ...row, awaitingApproval: true } : row;
-  });
 }

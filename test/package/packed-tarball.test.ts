@@ -28,6 +28,9 @@ import { packPackage, repositoryRoot, run } from '../../scripts/pack-package.js'
  */
 const PEER_TYPES: Record<string, readonly string[]> = {
   './agent': ['@anthropic-ai/claude-agent-sdk', '@modelcontextprotocol/sdk', 'zod'],
+  './ai-sdk': ['ai', 'zod'],
+  './openai-agents': ['@openai/agents', 'zod'],
+  './langchain': ['@langchain/core', 'zod'],
   './metrics': ['prom-client'],
   './eslint-plugin': ['eslint'],
 };

@@ -88,6 +88,7 @@ describe('approval requests (createOutbox({ approvalRequests }))', () => {
       sequence: held!.sequence,
       requestedBy: 'tool refund_order',
       expiresAt: expect.any(String),
+      onExpiry: 'reject',
       // The held payload as written, its null included.
       payload: { amount: 50_000, note: null },
     });

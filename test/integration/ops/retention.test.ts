@@ -181,6 +181,7 @@ describe('RetentionJob', () => {
         ran: true,
         outbox: { removed: generated.oldDispatched, batches: expect.any(Number), archived: false },
         ledger: { deleted: 250, batches: 1 },
+        dedupeKeys: { removed: 0, batches: 1 },
       });
       // The job released its lock: another session can take it now.
       const { rows } = await holder.query<{ locked: boolean }>(

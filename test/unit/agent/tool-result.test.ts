@@ -1,20 +1,33 @@
 import { z } from 'zod';
 import { describe, expect, it } from 'vitest';
 import { outboxTool, type TransactionRunner } from '../../../src/agent/index.js';
-import { committedResult, dedupedResult, failedResult } from '../../../src/agent/tool-result.js';
+import {
+  committedResult,
+  dedupedResult,
+  failedResult,
+  type ToolAnswer,
+} from '../../../src/agent/tool-result.js';
 
-const json = (result: { content: unknown[] }) =>
-  JSON.parse((result.content[0] as { text: string }).text) as Record<string, unknown>;
-const words = (result: { content: unknown[] }) => (result.content[1] as { text: string }).text;
+const json = (result: ToolAnswer) => result.json;
+const words = (result: ToolAnswer) => result.words;
 
 describe('tool results', () => {
   it('a commit lists the queued effects', () => {
     const result = committedResult(
       { orderId: 1 },
-      [{ id: '1', messageId: 'm1', sequence: 1, topic: 'payment.charge', aggregateId: 'order:1' }],
+      [
+        {
+          id: '1',
+          messageId: 'm1',
+          sequence: 1,
+          topic: 'payment.charge',
+          aggregateId: 'order:1',
+          deduped: false,
+        },
+      ],
       'Order 1 created.',
     );
-    expect(result.isError).toBeUndefined();
+    expect(result.isError).toBe(false);
     expect(json(result)).toEqual({
       ok: true,
       deduped: false,

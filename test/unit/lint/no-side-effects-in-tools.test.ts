@@ -86,6 +86,11 @@ tester.run('no-side-effects-in-tools', rule, {
       code: ours + `outboxTool({ handler: async () => { navigator.sendBeacon('/x', ''); } });`,
       errors: [sideEffect],
     },
+    // The framework adapters' builders take the same definition.
+    ...['aiSdkTool', 'openAiAgentsTool', 'langChainTool'].map((builder) => ({
+      code: `${builder}({ name: 't', handler: async () => { await fetch('/charge'); } });`,
+      errors: [sideEffect],
+    })),
     // Aliased helper import.
     {
       code: `import { tool as defineTool } from '@anthropic-ai/claude-agent-sdk';\ndefineTool('t', 'd', {}, async () => { await fetch('/x'); return { content: [] }; });`,

@@ -1,0 +1,276 @@
+import { context } from '@opentelemetry/api';
+import { z } from 'zod';
+import { quoteIdentifier } from '../core/identifier.js';
+import type { EnqueuedMessage, OutboxMessage } from '../core/message.js';
+import { claimKeySql, priorResultSql, saveResultSql } from '../sql/tool-calls.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
+import { createOutbox, type OutboxWriter } from '../writer/create-outbox.js';
+import { withApprovalPolicy, type ApprovalPolicy } from './approval-policy.js';
+import { bindOutbox, type BoundOutbox } from './bound-outbox.js';
+import {
+  committedResult,
+  dedupedResult,
+  duplicateEffectResult,
+  failedResult,
+  type ToolAnswer,
+} from './tool-result.js';
+import { startToolSpan } from './tool-span.js';
+import type { TraceContext } from './trace-context.js';
+import type { TransactionRunner } from './transaction-runner.js';
+
+/**
+ * One outbox tool, whatever the agent framework: what `outboxTool` (Claude Agent SDK),
+ * `aiSdkTool`, `openAiAgentsTool` and `langChainTool` share. This module imports no framework.
+ */
+
+/** Name of the input field carrying the caller's idempotency key. */
+export const IDEMPOTENCY_KEY_FIELD = 'idempotency_key';
+
+/** Who called, for what, under which trace. */
+export interface ToolCallContext extends TraceContext {
+  /** The tool's name. */
+  tool: string;
+  /** The caller's idempotency key for this call. */
+  idempotencyKey: string;
+}
+
+/**
+ * What a handler gets. Deliberately no network client, no request object: a handler writes
+ * rows and outbox messages, and consumers perform the effects later (the lint rule
+ * `agent-outbox/no-side-effects-in-tools` checks the rest).
+ */
+export interface ToolScope<Trx> {
+  /** The transaction as a {@link SqlExecutor}. */
+  tx: SqlExecutor;
+  /** The same transaction as your client's own object (Kysely `Transaction`, pg client, ...). */
+  trx: Trx;
+  /** The writer bound to this transaction and stamped with the call's trace context. */
+  outbox: BoundOutbox;
+  ctx: ToolCallContext;
+}
+
+/** The handler's input: the tool's fields, parsed by zod (the idempotency key is in `ctx`). */
+export type ToolInput<Shape extends z.ZodRawShape> = z.output<z.ZodObject<Shape>>;
+
+/** Input shape the model sees: yours plus the idempotency key. */
+export type WithIdempotencyKey<Shape extends z.ZodRawShape> = Shape & {
+  idempotency_key: z.ZodString;
+};
+
+/**
+ * One tool definition, for every framework adapter: pass the same object to `outboxTool`,
+ * `aiSdkTool`, `openAiAgentsTool` or `langChainTool`.
+ */
+export interface OutboxToolDefinition<Shape extends z.ZodRawShape, Trx, Result> {
+  /** Tool name the model calls, e.g. `create_order`. Also the key namespace in `outbox_tool_calls`. */
+  name: string;
+  /** What the tool does, for the model. */
+  description: string;
+  /** zod 4 fields of the input; `idempotency_key` is added and must not be among them. */
+  input: Shape;
+  /** Opens the transaction: {@link kyselyTransactions}, {@link pgPoolTransactions}, ... */
+  transactions: TransactionRunner<Trx>;
+  /** Writer to use; its schema must hold `outbox_tool_calls` too. Default `createOutbox()`. */
+  outbox?: OutboxWriter;
+  /**
+   * Runs inside the transaction. Resolve to commit (the value, JSON-serialisable, is returned to
+   * the model and stored for duplicates); throw to roll everything back.
+   */
+  handler: (input: ToolInput<Shape>, scope: ToolScope<Trx>) => Promise<Result>;
+  /** One plain sentence about a committed result for the model, e.g. "Order 42 created." */
+  summarize?: (result: Result) => string;
+  /**
+   * Which of the messages the handler enqueues must wait for a person's approval:
+   * `(message, input) => boolean`, e.g.
+   * `(message, input) => message.topic === 'payment.refund' && input.amount > 10_000`. A held
+   * message is committed with the call but never dispatched until approved (`outbox approve`);
+   * the answer to the model lists it as `awaitingApproval` and says so. The policy wins over the
+   * handler: a message it holds is held even if the handler set `requiresApproval: false`.
+   * Held messages are marked as requested by this call (tool and idempotency key). Default: none
+   * (only messages the handler writes with `requiresApproval: true`).
+   */
+  approval?: ApprovalPolicy<ToolInput<Shape>>;
+  /**
+   * What the call's effect means, from its input: `(input) => \`charge:${input.order_id}\``. The
+   * key is set on the first message the handler enqueues without a `dedupeKey` of its own. When
+   * that message comes back deduplicated — an earlier call (any idempotency key, any turn) queued
+   * the same effect within the writer's `dedupeWindowMs` — the whole call is rolled back (its rows
+   * too) and the model is answered `deduped: true` with the first message. Idempotency keys guard
+   * one request; this guards the effect across requests. Default: none.
+   */
+  dedupeKey?: (input: ToolInput<Shape>) => string;
+}
+
+/** A definition turned into what every adapter needs. */
+export interface OutboxToolCall {
+  name: string;
+  description: string;
+  /** The input fields the model sees (yours plus `idempotency_key`), as a zod object. */
+  schema: z.ZodObject<z.ZodRawShape>;
+  /** The shape behind {@link OutboxToolCall.schema}. */
+  shape: z.ZodRawShape;
+  /**
+   * Runs one call: validated `args` (the framework parsed them with {@link schema}), `meta` an
+   * MCP-style `_meta` (`traceparent`, `tracestate`) or undefined (then the active context).
+   */
+  call(args: Record<string, unknown>, meta?: unknown): Promise<ToolAnswer>;
+}
+
+/** Thrown inside the transaction to roll a duplicate effect back; never leaves {@link call}. */
+class DuplicateEffect extends Error {
+  constructor(
+    readonly dedupeKey: string,
+    readonly first: EnqueuedMessage,
+  ) {
+    super(`duplicate effect ${dedupeKey}`);
+  }
+}
+
+/**
+ * Turns a definition into a framework-neutral call. Per call: BEGIN; claim `(name,
+ * idempotency_key)` in `outbox_tool_calls` (a committed duplicate answers `{ ok: true, deduped:
+ * true }` and writes nothing; a concurrent one waits for the first); run the handler with `{ tx,
+ * trx, outbox, ctx }`; store its result; COMMIT. Any throw rolls back — business rows, messages
+ * and the key — and answers `ok: false` with the error, secrets redacted.
+ */
+export function createToolCall<Shape extends z.ZodRawShape, Trx, Result>(
+  definition: OutboxToolDefinition<Shape, Trx, Result>,
+): OutboxToolCall {
+  if (IDEMPOTENCY_KEY_FIELD in definition.input) {
+    throw new Error(
+      `agent-outbox: tool ${definition.name} declares "${IDEMPOTENCY_KEY_FIELD}" itself; the outbox tool adds it`,
+    );
+  }
+  if (definition.dedupeKey !== undefined && typeof definition.dedupeKey !== 'function')
+    throw new Error(
+      `agent-outbox: tool ${definition.name}: dedupeKey must be a function of the input, e.g. (input) => \`charge:\${input.order_id}\``,
+    );
+  const writer = definition.outbox ?? createOutbox();
+  const schema = quoteIdentifier(writer.schema);
+  const sql = {
+    claim: claimKeySql(schema),
+    prior: priorResultSql(schema),
+    save: saveResultSql(schema),
+  };
+  const shape = {
+    ...definition.input,
+    [IDEMPOTENCY_KEY_FIELD]: z
+      .string()
+      .min(1)
+      .max(255)
+      .describe(
+        'Supplied by the application for this request; repeat it unchanged when retrying the same request.',
+      ),
+  } as WithIdempotencyKey<Shape>;
+
+  // The approval policy, who asked, and the call's dedupe key, applied to what the handler enqueues.
+  const callWriter = (input: ToolInput<Shape>, ctx: ToolCallContext, key: string | undefined) =>
+    withDedupeKey(
+      withApprovalPolicy(
+        writer,
+        definition.approval,
+        input,
+        `tool ${ctx.tool} · idempotency key ${ctx.idempotencyKey}`,
+      ),
+      key,
+    );
+
+  async function call(args: Record<string, unknown>, meta?: unknown): Promise<ToolAnswer> {
+    const { [IDEMPOTENCY_KEY_FIELD]: key, ...rest } = args;
+    const input = rest as ToolInput<Shape>;
+    // The call's span (tool-span.ts): the handler and its enqueue() calls run under it.
+    const span = startToolSpan(definition.name, String(key), meta);
+    const ctx: ToolCallContext = {
+      tool: definition.name,
+      idempotencyKey: String(key),
+      ...span.trace,
+    };
+    let handlerDone = false;
+    try {
+      const dedupeKey = definition.dedupeKey?.(input);
+      const outcome = await context.with(span.context, () =>
+        definition.transactions.run(async (tx, trx) => {
+          const claimed = await tx.query(sql.claim, [ctx.tool, ctx.idempotencyKey]);
+          if (claimed.rows.length === 0) {
+            const prior = await tx.query<{ result: unknown }>(sql.prior, [
+              ctx.tool,
+              ctx.idempotencyKey,
+            ]);
+            return { deduped: true as const, value: prior.rows[0]?.result ?? null };
+          }
+          const outbox = bindOutbox(callWriter(input, ctx, dedupeKey), tx, span.context);
+          try {
+            const value = await definition.handler(input, { tx, trx, outbox, ctx });
+            const repeated = outbox.enqueued.find((m) => m.deduped && m.dedupeKey === dedupeKey);
+            if (dedupeKey !== undefined && repeated) throw new DuplicateEffect(dedupeKey, repeated);
+            await tx.query(sql.save, [
+              ctx.tool,
+              ctx.idempotencyKey,
+              toJsonText(value),
+              outbox.enqueued.map((m) => m.messageId),
+            ]);
+            handlerDone = true;
+            return { deduped: false as const, value, enqueued: [...outbox.enqueued] };
+          } finally {
+            outbox.close();
+          }
+        }),
+      );
+      span.end(outcome.deduped);
+      if (outcome.deduped) return dedupedResult(outcome.value);
+      return committedResult(
+        outcome.value,
+        outcome.enqueued,
+        definition.summarize?.(outcome.value),
+      );
+    } catch (error) {
+      if (error instanceof DuplicateEffect) {
+        span.end(true);
+        return duplicateEffectResult(error.dedupeKey, error.first);
+      }
+      span.fail(error);
+      return failedResult(error, handlerDone);
+    }
+  }
+
+  return {
+    name: definition.name,
+    description: definition.description,
+    shape,
+    schema: z.object(shape),
+    call,
+  };
+}
+
+/**
+ * `writer`, setting `key` as the `dedupeKey` of the first message enqueued through it without
+ * one (once per tool call: build one per call). Non-objects pass through to validation.
+ */
+function withDedupeKey(writer: OutboxWriter, key: string | undefined): OutboxWriter {
+  if (key === undefined) return writer;
+  let used = false;
+  const stamp = (message: OutboxMessage): OutboxMessage => {
+    if (used || typeof message !== 'object' || message === null || Array.isArray(message))
+      return message;
+    if (message.dedupeKey !== undefined) return message;
+    used = true;
+    return { ...message, dedupeKey: key };
+  };
+  const enqueue = (executor: unknown, messages: unknown, ...rest: unknown[]) =>
+    (writer.enqueue as (...args: unknown[]) => Promise<unknown>)(
+      executor,
+      Array.isArray(messages)
+        ? (messages as OutboxMessage[]).map(stamp)
+        : stamp(messages as OutboxMessage),
+      ...rest,
+    );
+  return { schema: writer.schema, enqueue: enqueue as OutboxWriter['enqueue'] };
+}
+
+function toJsonText(value: unknown): string {
+  try {
+    return JSON.stringify(value ?? null);
+  } catch (error) {
+    throw new Error(`the tool's result is not JSON-serialisable: ${(error as Error).message}`);
+  }
+}

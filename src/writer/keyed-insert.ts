@@ -1,0 +1,155 @@
+import { OutboxDuplicateError, OutboxValidationError } from '../core/errors.js';
+import { quoteIdentifier } from '../core/identifier.js';
+import type { EnqueuedMessage } from '../core/message.js';
+import type { ValidMessage } from '../core/validate.js';
+import {
+  dedupeReleaseSql,
+  dedupeRollbackSql,
+  dedupeSavepointSql,
+  firstOfKeysSql,
+} from '../sql/dedupe.js';
+import { insertKeyedMessagesSql } from '../sql/insert-messages.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
+import { preparable } from '../store/statement-name.js';
+import { byAggregate, inInputOrder, type InsertedRow } from './inserted-rows.js';
+
+/** Default `dedupeWindowMs`: 30 days. */
+export const DEFAULT_DEDUPE_WINDOW_MS = 30 * 24 * 60 * 60 * 1000;
+/** Longest window accepted: about ten years (as an approval's expiry). */
+const MAX_DEDUPE_WINDOW_MS = 10 * 366 * 86_400_000;
+
+/** The writer's `dedupeWindowMs`, checked once. */
+export function resolveDedupeWindowMs(value: number | undefined): number {
+  if (value === undefined) return DEFAULT_DEDUPE_WINDOW_MS;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1)
+    throw new OutboxValidationError(
+      'dedupeWindowMs',
+      `must be a positive integer of milliseconds, got ${String(value)}`,
+    );
+  if (value > MAX_DEDUPE_WINDOW_MS)
+    throw new OutboxValidationError('dedupeWindowMs', 'must be at most ten years');
+  return value;
+}
+
+/** What {@link insertKeyed} needs from the writer. */
+export interface KeyedInsertSettings {
+  schema: string;
+  dedupeWindowMs: number;
+  /** `onDuplicate: 'reject'`: throw on a duplicate and write nothing of the call. */
+  reject: boolean;
+}
+
+const statements = new Map<string, { insert: string; firstOf: string }>();
+function sqlOf(schema: string) {
+  let sql = statements.get(schema);
+  if (!sql) {
+    const quoted = quoteIdentifier(schema);
+    sql = { insert: preparable(insertKeyedMessagesSql(quoted)), firstOf: firstOfKeysSql(quoted) };
+    statements.set(schema, sql);
+  }
+  return sql;
+}
+
+/**
+ * Inserts a batch in which some messages have a `dedupeKey` (migration 013). A message repeating
+ * an earlier message's key within the same call is not sent: it is answered with that one. The
+ * trigger drops every row whose key is live; the statement returns the written rows with their
+ * keys, so a keyed message without a returned row was a duplicate, and one more statement (only
+ * then) reads the first messages of those keys.
+ */
+export async function insertKeyed(
+  executor: SqlExecutor,
+  valid: readonly ValidMessage[],
+  json: (message: ValidMessage, index: number) => string,
+  settings: KeyedInsertSettings,
+): Promise<EnqueuedMessage[]> {
+  const sql = sqlOf(settings.schema);
+  // Within the call: the first message with a key stands for the later ones.
+  const firstWithKey = new Map<string, number>();
+  const sent: number[] = [];
+  valid.forEach((message, index) => {
+    const key = message.dedupeKey;
+    if (key === undefined) return sent.push(index);
+    const first = firstWithKey.get(key);
+    if (first === undefined) {
+      firstWithKey.set(key, index);
+      return sent.push(index);
+    }
+    if (settings.reject)
+      throw new OutboxValidationError(
+        `messages[${index}].dedupeKey`,
+        `repeats the key of messages[${first}] in the same call; with onDuplicate: 'reject' every key of a call must differ`,
+      );
+  });
+  const batch = sent.map((index) => ({
+    index,
+    aggregateId: valid[index]!.aggregateId,
+    json: json(valid[index]!, index),
+  }));
+  if (batch.length > 1) batch.sort(byAggregate);
+  const params = [`[${batch.map((row) => row.json).join(',')}]`, settings.dedupeWindowMs];
+
+  if (settings.reject) await executor.query(dedupeSavepointSql);
+  const { rows } = await executor.query<InsertedRow & { dedupeKey: string | null }>(
+    sql.insert,
+    params,
+  );
+  const written = new Map<string, InsertedRow>();
+  const keyless: InsertedRow[] = [];
+  for (const row of rows) {
+    if (row.dedupeKey === null) keyless.push(row);
+    else written.set(row.dedupeKey, row);
+  }
+  const dropped = [...firstWithKey.keys()].filter((key) => !written.has(key));
+  if (settings.reject) {
+    await executor.query(dropped.length > 0 ? dedupeRollbackSql : dedupeReleaseSql);
+  }
+  const first = new Map<string, EnqueuedMessage>();
+  if (dropped.length > 0) {
+    const { rows: found } = await executor.query<InsertedRow & { dedupeKey: string }>(sql.firstOf, [
+      JSON.stringify(dropped),
+    ]);
+    for (const row of found) {
+      first.set(row.dedupeKey, {
+        id: row.id,
+        messageId: row.messageId,
+        sequence: Number(row.sequence),
+        topic: row.topic,
+        aggregateId: row.aggregateId,
+        deduped: true,
+        dedupeKey: row.dedupeKey,
+      });
+    }
+    const missing = dropped.find((key) => !first.has(key));
+    if (missing !== undefined)
+      throw new Error(
+        `agent-outbox: the message with dedupeKey ${JSON.stringify(missing)} was neither written nor found in outbox_dedupe_keys; is a trigger or rule on the outbox table dropping rows?`,
+      );
+    if (settings.reject) {
+      const key = dropped[0]!;
+      throw new OutboxDuplicateError(key, first.get(key)!.messageId);
+    }
+  }
+
+  const keylessValid = sent.filter((i) => valid[i]!.dedupeKey === undefined).map((i) => valid[i]!);
+  const keylessResults = inInputOrder(keylessValid, keyless);
+  let nextKeyless = 0;
+  return valid.map((message) => {
+    const key = message.dedupeKey;
+    if (key === undefined) return keylessResults[nextKeyless++]!;
+    const row = written.get(key);
+    if (!row) return first.get(key)!;
+    const found: EnqueuedMessage = {
+      id: String(row.id),
+      messageId: row.messageId,
+      sequence: Number(row.sequence),
+      topic: row.topic,
+      aggregateId: row.aggregateId,
+      deduped: false,
+      dedupeKey: key,
+    };
+    // The first message of this key in the call was written by it; a later one repeats it.
+    if (valid[firstWithKey.get(key)!] !== message) return { ...found, deduped: true };
+    return message.approval ? { ...found, awaitingApproval: true } : found;
+  });
+}
