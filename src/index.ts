@@ -2,7 +2,12 @@
  * agent-outbox — the stable public API. Anything not exported here is internal.
  * @packageDocumentation
  */
-export { OutboxError, OutboxSchemaError, OutboxValidationError } from './core/errors.js';
+export {
+  OutboxAutocommitError,
+  OutboxError,
+  OutboxSchemaError,
+  OutboxValidationError,
+} from './core/errors.js';
 export { DEFAULT_SCHEMA, quoteIdentifier } from './core/identifier.js';
 export {
   HEADER,
