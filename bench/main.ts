@@ -22,6 +22,7 @@ import { latency } from './cases/latency.js';
 import { memory } from './cases/memory.js';
 import { dispatchVsPeers, graphileLatency } from './cases/peers.js';
 import { tracingOverhead } from './cases/tracing.js';
+import { writeBenchmarkChart } from './lib/chart-svg.js';
 import { createBenchDatabase, type BenchDatabase } from './lib/database.js';
 import { log, medianPercentiles, type Percentiles } from './lib/measure.js';
 
@@ -274,6 +275,7 @@ try {
     `${JSON.stringify(results, null, 2)}\n`,
   );
   printTable(results);
+  log(`chart written to ${writeBenchmarkChart(results).join(', ')}`);
 } finally {
   live.delete(db);
   await db.drop();

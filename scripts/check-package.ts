@@ -5,7 +5,7 @@
  * - publint (`--strict`: warnings fail too): the exports map, `files`, `bin` and the fields
  *   bundlers and Node read point at files that are in the tarball, in the right module format.
  * - arethetypeswrong with `--profile esm-only`: the package is ESM-only on purpose (`"type":
- *   "module"`, `import` conditions, no CommonJS build), so the profile leaves out the two
+ *   "module"`, `default` conditions, no CommonJS build; Node 20.19+ can still `require()` it), so the profile leaves out the two
  *   resolutions that can only fail for such a package — `node10` (no `exports` support: our
  *   subpaths are unreachable) and `node16` from CommonJS (`require` of ESM) — and checks `node16`
  *   from ESM and `bundler` for every entry point. `--ignore-rules cjs-resolves-to-esm` alone

@@ -19,8 +19,8 @@ export interface PackedPackage {
 /**
  * Builds and packs the package as `npm publish` would from a clean checkout of the working tree,
  * writing nothing into the checkout: its files (tracked, and untracked ones git does not ignore)
- * are copied to a temporary directory with `node_modules` linked in, built there with
- * `npm run build` and packed with `npm pack`. Building in place would rewrite `dist/` under
+ * are copied to a temporary directory with `node_modules` linked in and packed there with
+ * `npm pack`, whose `prepack` script builds `dist/`. Building in place would rewrite `dist/` under
  * whoever else uses it (a concurrent lint or test run; `bin/outbox.js` prefers `dist/` to the
  * sources when it exists) and would pack whatever stale files `dist/` held.
  */
@@ -41,7 +41,8 @@ export async function packPackage(destination: string): Promise<PackedPackage> {
       await cp(join(repositoryRoot, file), join(stage, file), { verbatimSymlinks: true });
     }
     await symlink(join(repositoryRoot, 'node_modules'), join(stage, 'node_modules'), 'dir');
-    await run('npm', ['run', 'build', '--silent'], stage);
+    // No build step of ours: `npm pack` runs the `prepack` script (the build), as `npm publish`
+    // and a git dependency's install do, so this proves the published package gets its dist/.
     const packed = await run('npm', ['pack', '--json', '--pack-destination', destination], stage);
     const [result] = JSON.parse(packed) as { filename: string; files: { path: string }[] }[];
     if (!result) throw new Error(`npm pack reported nothing:\n${packed}`);

@@ -4,6 +4,7 @@
  */
 export {
   OutboxDuplicateError,
+  OutboxAutocommitError,
   OutboxError,
   OutboxSchemaError,
   OutboxValidationError,

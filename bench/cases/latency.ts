@@ -93,9 +93,12 @@ export async function latency(
   const sentAt = new Map<string, number>();
   const receivedAt = new Map<string, number>();
   const enqueue = async (client: pg.Client) => {
-    const [m] = await outbox.enqueue(fromPg(client), [
-      { topic: 'payment.charge', aggregateId: randomUUID(), payload: { at: Date.now() } },
-    ]);
+    // A lone message per send, committing by itself, as the peers' producers send theirs.
+    const [m] = await outbox.enqueue(
+      fromPg(client),
+      [{ topic: 'payment.charge', aggregateId: randomUUID(), payload: { at: Date.now() } }],
+      { allowAutocommit: true },
+    );
     return m!.messageId;
   };
   const executor = fromPg(db.pool);

@@ -3,15 +3,49 @@ import { fromPg } from '../store/from-pg.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { UsageError } from './usage-error.js';
 
-/** `--database-url` wins over `DATABASE_URL`; one of them is required. */
+/** The database URL the running command resolved last (for error messages: see errors.ts). */
+let resolvedUrl: string | undefined;
+
+/** The URL of the last {@link resolveDatabaseUrl}, password masked, or undefined. */
+export function currentDatabaseUrl(): string | undefined {
+  return resolvedUrl === undefined ? undefined : redactUrl(resolvedUrl);
+}
+
+/**
+ * `--database-url` wins over `DATABASE_URL`; one of them is required, and it must be a
+ * PostgreSQL URL (`postgres://` or `postgresql://`, or a socket path): a typo such as
+ * `postgress://` or a bare word would otherwise reach `pg`, which reads it as a host name and
+ * answers `getaddrinfo ENOTFOUND base`.
+ */
 export function resolveDatabaseUrl(flag: string | undefined): string {
   const url = flag ?? process.env.DATABASE_URL;
+  const from = flag === undefined ? 'DATABASE_URL' : '--database-url';
   if (!url) {
     throw new UsageError(
       'no database: pass --database-url postgres://user@host:5432/db or set DATABASE_URL',
     );
   }
-  return url;
+  if (url.startsWith('/')) return (resolvedUrl = url);
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new UsageError(
+      `${from} "${url.includes('@') ? '<redacted>' : url}" is not a URL: expected postgres://user:password@host:5432/database`,
+    );
+  }
+  if (
+    parsed.protocol !== 'postgres:' &&
+    parsed.protocol !== 'postgresql:' &&
+    parsed.protocol !== 'socket:'
+  ) {
+    const scheme = parsed.protocol.slice(0, -1);
+    const hint = /^postgre/i.test(scheme) ? ' (a typo?)' : '';
+    throw new UsageError(
+      `${from} ${redactUrl(url)} has the scheme "${scheme}://"${hint}: a PostgreSQL URL starts with postgres:// or postgresql://`,
+    );
+  }
+  return (resolvedUrl = url);
 }
 
 /** A single connection (migrations need BEGIN/COMMIT on one session). */

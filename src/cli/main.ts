@@ -8,6 +8,7 @@ import { migrateCommand } from './commands/migrate.js';
 import { pruneCommand } from './commands/prune.js';
 import { statusCommand } from './commands/status.js';
 import { uiCommand } from './commands/ui.js';
+import { explainDatabaseError } from './errors.js';
 import { EXIT, UsageError } from './usage-error.js';
 
 const help = `Usage: outbox <command> [options]
@@ -94,6 +95,11 @@ function report(command: string, error: unknown): number {
       `outbox ${command}: ${(error as Error).message}\nSee: outbox ${command} --help\n`,
     );
     return EXIT.usage;
+  }
+  const explained = explainDatabaseError(error);
+  if (explained !== undefined) {
+    process.stderr.write(`outbox ${command}: ${explained}\n`);
+    return EXIT.failure;
   }
   if (error instanceof OutboxError) {
     process.stderr.write(`outbox ${command}: ${error.message}\n`);

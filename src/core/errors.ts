@@ -56,3 +56,16 @@ export class OutboxDuplicateError extends OutboxError {
     this.messageId = messageId;
   }
 }
+
+/**
+ * `enqueue()` was handed an executor that is not inside a transaction: a `pg` Pool, a client that
+ * never ran `BEGIN`, an ORM's top-level object instead of the transaction it hands you. Its rows
+ * would commit on their own, apart from the business rows they belong with. Nothing was written;
+ * the message says what to pass instead. A lone message on purpose: `{ allowAutocommit: true }`.
+ */
+export class OutboxAutocommitError extends OutboxError {
+  constructor(message: string) {
+    super('OUTBOX_AUTOCOMMIT', message);
+    this.name = 'OutboxAutocommitError';
+  }
+}

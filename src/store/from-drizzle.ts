@@ -1,5 +1,6 @@
 import type { SqlExecutor } from './sql-executor.js';
 import { statementName } from './statement-name.js';
+import { pgOutsideTransaction, postgresJsOutsideTransaction } from './transaction-state.js';
 
 /**
  * The subset of a Drizzle Postgres database or transaction (`PgDatabase`, `PgTransaction`, on
@@ -35,7 +36,9 @@ export interface FromDrizzleOptions {
 /**
  * Adapts Drizzle: `db.transaction(async (tx) => outbox.enqueue(fromDrizzle(tx), message))`, on the
  * `node-postgres` and `postgres-js` drivers. Pass the `tx` Drizzle hands you, not `db`, whose
- * statements may run on another pooled connection, outside your transaction.
+ * statements may run on another pooled connection, outside your transaction: `enqueue()` refuses
+ * a `db` on a pool, or on a single client not inside `BEGIN` (nothing written;
+ * `{ allowAutocommit: true }` for a lone message on purpose).
  *
  * Why the session and not `tx.execute()`: `execute` takes Drizzle's `sql` template, and a
  * statement text with `$1, $2` placeholders can only become one through `sql.raw`, which takes no
@@ -60,6 +63,7 @@ export interface FromDrizzleOptions {
 export function fromDrizzle(tx: DrizzleQueryable, options: FromDrizzleOptions = {}): SqlExecutor {
   const prepare = options.preparedStatements ?? true;
   return {
+    outsideTransaction: () => drizzleOutsideTransaction(tx),
     async query<Row>(text: string, values?: readonly unknown[]) {
       const params = values ? [...values] : [];
       // Named only with parameters, as in fromPg: a parameterless string may hold several
@@ -73,6 +77,22 @@ export function fromDrizzle(tx: DrizzleQueryable, options: FromDrizzleOptions = 
       return { rows: [...((rows ?? []) as Row[])] };
     },
   };
+}
+
+const DRIZZLE_REASON =
+  'fromDrizzle() was given the Drizzle database, not a transaction, and its driver client is not inside one: each statement commits by itself. Enqueue inside db.transaction(async (tx) => { ... }) on fromDrizzle(tx).';
+
+/**
+ * A `PgTransaction` has `rollback()`, the database does not. For the database, its session's
+ * driver client decides: a `pg` Pool or the postgres.js top-level `sql` autocommit; a single `pg`
+ * client answers from its transaction status (the caller may have run `BEGIN` on it).
+ */
+function drizzleOutsideTransaction(db: DrizzleQueryable): string | undefined {
+  if (typeof (db as { rollback?: unknown }).rollback === 'function') return undefined;
+  const client = (db._.session as { client?: unknown }).client;
+  return (pgOutsideTransaction(client) ?? postgresJsOutsideTransaction(client))
+    ? DRIZZLE_REASON
+    : undefined;
 }
 
 /**

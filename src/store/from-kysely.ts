@@ -6,7 +6,12 @@ import type { SqlExecutor } from './sql-executor.js';
  */
 export interface KyselyQueryable {
   executeQuery<R>(query: KyselyCompiledQuery): Promise<{ rows: R[] }>;
+  /** `false` on a `Kysely` instance, `true` on a `Transaction`: Kysely's own getter. */
+  readonly isTransaction?: boolean;
 }
+
+const KYSELY_REASON =
+  'fromKysely() was given the Kysely instance, not a transaction: each of its queries commits by itself. Enqueue inside db.transaction().execute(async (trx) => { ... }) on fromKysely(trx).';
 
 /** Shape of Kysely's `CompiledQuery` for a raw statement (what `CompiledQuery.raw` builds). */
 export interface KyselyCompiledQuery {
@@ -29,6 +34,8 @@ let queryCounter = 0;
  */
 export function fromKysely(trx: KyselyQueryable): SqlExecutor {
   return {
+    // A Transaction (and a ControlledTransaction) says true; the Kysely instance false.
+    outsideTransaction: () => (trx.isTransaction === false ? KYSELY_REASON : undefined),
     async query<Row>(text: string, values?: readonly unknown[]) {
       const compiled: KyselyCompiledQuery = {
         sql: text,

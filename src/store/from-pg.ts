@@ -1,5 +1,6 @@
 import type { QueryOptions, SqlExecutor } from './sql-executor.js';
 import { statementName } from './statement-name.js';
+import { pgOutsideTransaction } from './transaction-state.js';
 
 /**
  * The subset of `pg`'s `Client` / `PoolClient` / `Pool` we call. Typed structurally so the core
@@ -35,6 +36,11 @@ export interface FromPgOptions {
  * another connection, outside your transaction. (The dispatcher, which runs no transaction of
  * yours, takes `fromPg(pool)`.)
  *
+ * `enqueue()` refuses, with nothing written, `fromPg(pool)` and a client that is not inside
+ * `BEGIN` (its last ReadyForQuery said idle: `client.getTransactionStatus()`, pg 8.21+); pass
+ * `{ allowAutocommit: true }` for a lone message on purpose. A client with queries still in
+ * flight (pipeline mode, calls not awaited) cannot tell, and is let through.
+ *
  * @example
  * ```ts
  * const client = await pool.connect();
@@ -47,6 +53,7 @@ export interface FromPgOptions {
 export function fromPg(client: PgQueryable, options: FromPgOptions = {}): SqlExecutor {
   const prepare = options.preparedStatements ?? true;
   return {
+    outsideTransaction: () => pgOutsideTransaction(client),
     async query<Row>(text: string, values?: readonly unknown[], queryOptions?: QueryOptions) {
       // Only statements with parameters: those already go through the extended protocol (one
       // statement per string), so naming them changes nothing but the caching. A parameterless

@@ -5,8 +5,23 @@ export interface PgliteQueryable {
   query<T>(text: string, params?: unknown[]): Promise<{ rows: T[] }>;
 }
 
+const PGLITE_REASON =
+  "fromPglite() was given a PGlite database that is not inside a transaction: the insert would commit by itself. Enqueue inside db.transaction(async (tx) => { ... }) on fromPglite(tx), or run db.query('BEGIN') first.";
+
 /**
- * Adapts PGlite, or the `tx` handed to `db.transaction(async (tx) => ...)`.
+ * The database itself has `isInTransaction()` (PGlite 0.2+: the status of the last
+ * ReadyForQuery, no query); the `tx` of `db.transaction()` is inside one by construction.
+ */
+function pgliteOutsideTransaction(db: PgliteQueryable): string | undefined {
+  const { isInTransaction } = db as { isInTransaction?: () => boolean };
+  if (typeof isInTransaction !== 'function') return undefined;
+  return isInTransaction.call(db) ? undefined : PGLITE_REASON;
+}
+
+/**
+ * Adapts PGlite, or the `tx` handed to `db.transaction(async (tx) => ...)`. `enqueue()` refuses
+ * the database when it is not inside a transaction (nothing written; `{ allowAutocommit: true }`
+ * for a lone message on purpose).
  *
  * @example
  * ```ts
@@ -18,6 +33,7 @@ export interface PgliteQueryable {
  */
 export function fromPglite(db: PgliteQueryable): SqlExecutor {
   return {
+    outsideTransaction: () => pgliteOutsideTransaction(db),
     async query<Row>(text: string, values?: readonly unknown[]) {
       const result = await db.query<Row>(text, values ? [...values] : undefined);
       return { rows: result.rows };

@@ -1,5 +1,6 @@
 import type { SqlExecutor } from './sql-executor.js';
 import { statementName } from './statement-name.js';
+import { postgresJsOutsideTransaction } from './transaction-state.js';
 
 /**
  * The subset of a postgres.js `Sql` (or the `TransactionSql` that `sql.begin` hands you) we call.
@@ -24,7 +25,8 @@ const JSON_CAST = /\$(\d+)::jsonb?\b/g;
 /**
  * Adapts postgres.js: `sql.begin(async (tx) => outbox.enqueue(fromPostgresJs(tx), message))`.
  * Pass the `tx` of `sql.begin`, not the top-level `sql`, whose queries may run on another
- * connection, outside your transaction. (The consumer runtime's single statements and the
+ * connection, outside your transaction: `enqueue()` refuses the top-level `sql` (nothing written;
+ * `{ allowAutocommit: true }` for a lone message on purpose). (The consumer runtime's single statements and the
  * dispatcher, which run no transaction of yours, take the top-level `sql`.)
  *
  * Results come back as postgres.js parses them, which is what `fromPg` returns for everything
@@ -57,6 +59,7 @@ const JSON_CAST = /\$(\d+)::jsonb?\b/g;
  */
 export function fromPostgresJs(tx: PostgresJsQueryable): SqlExecutor {
   return {
+    outsideTransaction: () => postgresJsOutsideTransaction(tx),
     async query<Row>(text: string, values?: readonly unknown[]) {
       if (!values || values.length === 0) {
         // No parameters: postgres.js uses the simple protocol, which runs several statements in

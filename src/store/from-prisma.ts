@@ -8,10 +8,25 @@ export interface PrismaQueryable {
   $queryRawUnsafe<T = unknown>(query: string, ...values: unknown[]): PromiseLike<T>;
 }
 
+const PRISMA_REASON =
+  'fromPrisma() was given the PrismaClient itself, not the tx of an interactive transaction: each of its queries commits by itself. Enqueue inside prisma.$transaction(async (tx) => { ... }) on fromPrisma(tx).';
+
+/**
+ * The client itself has `$disconnect`; the `tx` of an interactive transaction does not (Prisma
+ * leaves `$connect`, `$disconnect`, `$on`, `$use` and `$extends` off it; `$transaction` stays, for
+ * nested transactions, so it cannot tell).
+ */
+function prismaOutsideTransaction(client: PrismaQueryable): string | undefined {
+  return typeof (client as { $disconnect?: unknown }).$disconnect === 'function'
+    ? PRISMA_REASON
+    : undefined;
+}
+
 /**
  * Adapts Prisma's interactive transactions:
  * `prisma.$transaction(async (tx) => outbox.enqueue(fromPrisma(tx), message))`. Pass the `tx`
- * Prisma hands you, not `prisma`, whose queries run outside your transaction.
+ * Prisma hands you, not `prisma`, whose queries run outside your transaction: `enqueue()` refuses
+ * the client itself (nothing written; `{ allowAutocommit: true }` for a lone message on purpose).
  *
  * Runs every statement through `$queryRawUnsafe`, with the values as bind parameters (never
  * interpolated into the text), one statement per call — which is all agent-outbox sends through
@@ -39,6 +54,7 @@ export interface PrismaQueryable {
  */
 export function fromPrisma(tx: PrismaQueryable): SqlExecutor {
   return {
+    outsideTransaction: () => prismaOutsideTransaction(tx),
     async query<Row>(text: string, values?: readonly unknown[]) {
       const rows = await tx.$queryRawUnsafe<Record<string, unknown>[]>(text, ...(values ?? []));
       return { rows: rows.map(asPgValues) as Row[] };

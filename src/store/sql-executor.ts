@@ -23,6 +23,16 @@ export interface SqlExecutor {
     values?: readonly unknown[],
     options?: QueryOptions,
   ): Promise<{ rows: Row[] }>;
+  /**
+   * Optional. Why a write through this executor would commit on its own, in a sentence that says
+   * what to pass instead — it runs on a pool, on a connection that is not inside `BEGIN`, on an
+   * ORM's top-level object rather than its transaction — or `undefined` when it runs in a
+   * transaction or the client cannot tell. Answered from what the client already knows, with no
+   * round trip. `enqueue()` refuses an executor that gives a reason (`OutboxAutocommitError`,
+   * nothing written) unless called with `{ allowAutocommit: true }`; everything else (the
+   * dispatcher, migrations, admin calls) runs its own statements and ignores it.
+   */
+  outsideTransaction?(): string | undefined;
 }
 
 /**
@@ -40,6 +50,10 @@ export interface QueryOptions {
    */
   timeoutMs?: number;
 }
+
+/** Appended to every {@link SqlExecutor.outsideTransaction} reason by the writer. */
+export const AUTOCOMMIT_OPT_IN =
+  "To write a lone message that commits by itself on purpose, pass { allowAutocommit: true } as enqueue()'s third argument.";
 
 /** True when `value` already is a {@link SqlExecutor}. */
 export function isSqlExecutor(value: unknown): value is SqlExecutor {

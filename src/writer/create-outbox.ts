@@ -1,5 +1,5 @@
 import { context, SpanKind, type Context } from '@opentelemetry/api';
-import { OutboxValidationError } from '../core/errors.js';
+import { OutboxAutocommitError, OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import { HEADER, type EnqueuedMessage, type OutboxMessage } from '../core/message.js';
 import { ATTR, OUTBOX_MESSAGING_SYSTEM, outboxTracer, recordFailure } from '../core/telemetry.js';
@@ -14,7 +14,7 @@ import {
 import { approvalLink, type ApprovalLinkOptions } from '../core/approval-links.js';
 import { insertApprovalRequestsSql } from '../sql/approval-requests.js';
 import { insertMessagesSql } from '../sql/insert-messages.js';
-import { isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
+import { AUTOCOMMIT_OPT_IN, isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
 import { preparable } from '../store/statement-name.js';
 import { insertKeyed, resolveDedupeWindowMs } from './keyed-insert.js';
 import { byAggregate, inInputOrder, type InsertedRow } from './inserted-rows.js';
@@ -80,6 +80,15 @@ export interface EnqueueOptions {
    * of the whole call — the transaction stays usable. Messages without a key are never affected.
    */
   onDuplicate?: 'return' | 'reject';
+  /**
+   * Write even when the executor says it is not inside a transaction (a `pg` Pool, a client that
+   * never ran `BEGIN`, an ORM's top-level object): the messages then commit by themselves, apart
+   * from any business rows — a lone message, on purpose. Without it such a call throws
+   * `OutboxAutocommitError` and writes nothing. Also the way through for a transaction the
+   * adapter cannot see (a Kysely `db.connection()` on which you ran `BEGIN` yourself). Default
+   * false.
+   */
+  allowAutocommit?: boolean;
 }
 
 /** Writes messages on the caller's transaction. Create one with {@link createOutbox}. */
@@ -88,7 +97,10 @@ export interface OutboxWriter {
   readonly schema: string;
   /**
    * Validates and inserts messages on `executor`, which must be the caller's open transaction.
-   * Nothing is written when any message is invalid; an empty array writes nothing. The rows
+   * Nothing is written when any message is invalid; an empty array writes nothing. An executor
+   * its adapter knows to be outside a transaction (`fromPg(pool)`, a client that never ran
+   * `BEGIN`, an ORM's top-level object) is refused with `OutboxAutocommitError`, nothing
+   * written, unless `options.allowAutocommit` is set. The rows
    * become visible to dispatchers only when the caller commits — and vanish if it rolls back.
    */
   enqueue(
@@ -136,6 +148,7 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
     messages: readonly OutboxMessage[],
     parent: Context,
     onDuplicate: EnqueueOptions['onDuplicate'],
+    allowAutocommit: boolean,
   ): Promise<EnqueuedMessage[]> {
     if (onDuplicate !== undefined && onDuplicate !== 'return' && onDuplicate !== 'reject')
       throw new OutboxValidationError(
@@ -150,9 +163,15 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
     }
     if (!Array.isArray(messages))
       throw new OutboxValidationError('messages', 'must be a message object or an array of them');
-    if (messages.length === 0) return [];
+    // Before the empty-batch shortcut: a call on a pool is a mistake whatever the batch holds.
+    const outside = allowAutocommit ? undefined : executor.outsideTransaction?.();
+    if (messages.length === 0 && outside === undefined) return [];
     const span = startCreateSpan(messages, parent);
     try {
+      if (outside !== undefined)
+        throw new OutboxAutocommitError(
+          `agent-outbox: enqueue() refused to write outside a transaction, and wrote nothing. ${outside} ${AUTOCOMMIT_OPT_IN}`,
+        );
       const enqueued = await insert(
         executor,
         messages,
@@ -248,8 +267,15 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
     ) => {
       const parent = callOptions?.context ?? context.active();
       const onDuplicate = callOptions?.onDuplicate;
-      if (Array.isArray(input)) return enqueueMany(executor, input, parent, onDuplicate);
-      const [one] = await enqueueMany(executor, [input as OutboxMessage], parent, onDuplicate);
+      const allow = callOptions?.allowAutocommit === true;
+      if (Array.isArray(input)) return enqueueMany(executor, input, parent, onDuplicate, allow);
+      const [one] = await enqueueMany(
+        executor,
+        [input as OutboxMessage],
+        parent,
+        onDuplicate,
+        allow,
+      );
       return one;
     }) as OutboxWriter['enqueue'],
   };

@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -46,12 +47,16 @@ type Mode = keyof typeof MODES;
 
 let project: string;
 let installed: string;
+let packedFiles: string[];
 
 beforeAll(async () => {
   // Real path: the compiler reports installed packages' files by their real paths.
   project = realpathSync(await mkdtemp(join(tmpdir(), 'agent-outbox-consumer-')));
   installed = join(project, 'node_modules', 'agent-outbox');
-  const { tarball } = await packPackage(project);
+  // From the working tree as it is: packPackage copies it without dist/ (git ignores it), so the
+  // tarball's dist/ is what `npm pack`'s `prepack` built, as for a fresh clone.
+  const { tarball, files } = await packPackage(project);
+  packedFiles = files;
   await writeFile(
     join(project, 'package.json'),
     JSON.stringify({ name: 'consumer', private: true, type: 'module' }),
@@ -77,6 +82,44 @@ test('the project resolves only what it installed, and the import list is the ex
     expect(entries).toContain(entry);
     for (const peer of peers) expect(ours.peerDependencies).toHaveProperty([peer]);
   }
+});
+
+test('the tarball holds the build: dist/ for every entry point and the CLI, no sources', () => {
+  expect(packedFiles).toContain('dist/index.js');
+  expect(packedFiles).toContain('dist/cli/main.js');
+  expect(packedFiles).toContain('bin/outbox.js');
+  expect(packedFiles.filter((file) => file.startsWith('src/'))).toEqual([]);
+});
+
+test('an ESM project imports the package at run time', async () => {
+  const script = join(project, 'import.mjs');
+  writeFileSync(
+    script,
+    "import { createOutbox, fromPg, createDispatcher } from 'agent-outbox';\n" +
+      "import { createConsumer } from 'agent-outbox/consumer';\n" +
+      'console.log([createOutbox, fromPg, createDispatcher, createConsumer].map((f) => typeof f).join());\n',
+  );
+  expect((await node([script], project)).stdout.trim()).toBe('function,function,function,function');
+});
+
+test('a CommonJS project requires it (Node require(esm): the exports use `default`)', async () => {
+  const dir = join(project, 'cjs');
+  await mkdir(dir, { recursive: true });
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'cjs', type: 'commonjs' }));
+  writeFileSync(
+    join(dir, 'main.js'),
+    "const { createOutbox } = require('agent-outbox');\nconsole.log(typeof createOutbox);\n",
+  );
+  expect((await node([join(dir, 'main.js')], dir)).stdout.trim()).toBe('function');
+});
+
+test('`outbox` runs from the installed package without tsx', async () => {
+  expect(existsSync(join(project, 'node_modules', 'tsx'))).toBe(false);
+  const { stdout } = await node(
+    [join(project, 'node_modules', '.bin', 'outbox'), '--help'],
+    project,
+  );
+  expect(stdout).toMatch(/^Usage: outbox <command>/);
 });
 
 test('entry points without peer types compile with no peer installed', () => {
@@ -158,6 +201,16 @@ function compile(entries: readonly string[], mode: Mode): string[] {
       getNewLine: () => '\n',
     }),
   );
+}
+
+/** Runs node with `args` in `cwd`; fails on a non-zero exit. */
+function node(args: readonly string[], cwd: string): Promise<{ stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, args, { cwd }, (error, stdout, stderr) => {
+      if (error) reject(new Error(`node ${args.join(' ')}: ${error.message}\n${stdout}${stderr}`));
+      else resolve({ stdout, stderr });
+    });
+  });
 }
 
 /** Makes `name` (a package of this checkout's node_modules) resolvable in the project. */

@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseFlags } from '../parse-flags.js';
 import {
   approveMessages,
   listAwaitingApproval,
@@ -73,7 +73,7 @@ function printAwaiting(list: readonly AwaitingApproval[]): void {
 
 /** `outbox approvals`: what waits for a decision. */
 export async function approvalsCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseFlags({
     args: argv,
     options: { ...common, limit: { type: 'string' } },
     allowPositionals: true,
@@ -119,7 +119,7 @@ function printDecided(decided: readonly DecidedMessage[], json: boolean, verb: s
 
 /** `outbox approve <id...> --by NAME [--note TEXT]`. */
 export async function approveCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseFlags({
     args: argv,
     options: { ...COMMON_OPTIONS, by: { type: 'string' }, note: { type: 'string' } },
     allowPositionals: true,
@@ -148,7 +148,7 @@ export async function approveCommand(argv: string[]): Promise<number> {
 
 /** `outbox reject <id...> --by NAME --reason TEXT [--dead-letter-policy hold|skip]`. */
 export async function rejectCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseFlags({
     args: argv,
     options: {
       ...COMMON_OPTIONS,

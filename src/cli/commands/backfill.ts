@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
+import { parseFlags } from '../parse-flags.js';
 import pg from 'pg';
 import { pgPoolTransactions } from '../../agent/transaction-runner.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
@@ -44,7 +44,7 @@ more rows than --limit: nothing written) or the database fails, 2 on bad flags.
 
 /** `outbox backfill`: enqueue messages from a SELECT (retrofit). */
 export async function backfillCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseFlags({
     args: argv,
     options: {
       sql: { type: 'string' },

@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseFlags } from '../parse-flags.js';
 import { listDeadLetters, replayDeadLetters } from '../../admin/dead-letters.js';
 import { connect, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
@@ -30,7 +30,7 @@ export async function deadCommand(argv: string[]): Promise<number> {
   }
   if (sub !== 'list')
     throw new UsageError(`unknown subcommand "dead ${sub}"; did you mean "outbox dead list"?`);
-  const { values } = parseArgs({
+  const { values } = parseFlags({
     args: rest,
     options: { ...common, limit: { type: 'string' } },
     strict: true,
@@ -65,7 +65,7 @@ export async function deadCommand(argv: string[]): Promise<number> {
 }
 
 export async function replayCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseFlags({
     args: argv,
     options: { ...common, 'all-dead': { type: 'boolean', default: false } },
     allowPositionals: true,

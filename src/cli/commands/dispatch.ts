@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseFlags } from '../parse-flags.js';
 import pg from 'pg';
 import { spanContextFromHeaders } from '../../core/trace.js';
 import {
@@ -8,7 +8,7 @@ import {
 } from '../../dispatcher/dispatcher.js';
 import { DEFAULT_STATEMENT_TIMEOUT_MS } from '../../dispatcher/options.js';
 import { assertSchemaCurrent } from '../../migrations/migrate.js';
-import { createPublisherFromUrl } from '../../publishers/from-url.js';
+import { createPublisherFromUrl, PUBLISHER_URL_SCHEMES } from '../../publishers/from-url.js';
 import {
   createPublisherFromConfig,
   loadPublisherConfig,
@@ -49,7 +49,7 @@ export { dispatchHelp };
 
 export async function dispatchCommand(argv: string[]): Promise<number> {
   refuseSecretOnCommandLine(argv);
-  const { values } = parseArgs({
+  const { values } = parseFlags({
     args: argv,
     options: {
       ...COMMON_OPTIONS,
@@ -104,6 +104,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     );
   if (values.publisher && values.config)
     throw new UsageError('give --publisher or --config, not both');
+  if (values.publisher) checkPublisherScheme(values.publisher);
   if (values.mode !== 'poll' && values.mode !== 'cdc')
     throw new UsageError(`--mode must be poll or cdc, got "${values.mode}"`);
   if (values.mode === 'cdc' && values.once)
@@ -402,4 +403,16 @@ async function publisherFromConfig(path: string, webhookSecrets: string[] | unde
       throw new UsageError(`--config ${path}: no such file`);
     throw error;
   }
+}
+
+/**
+ * An unknown `--publisher` scheme is a wrong command line (exit 2), found before connecting to
+ * anything; createPublisherFromUrl would refuse it later as a runtime failure (exit 1).
+ */
+function checkPublisherScheme(url: string): void {
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase();
+  if (scheme !== undefined && (PUBLISHER_URL_SCHEMES as readonly string[]).includes(scheme)) return;
+  throw new UsageError(
+    `--publisher ${scheme === undefined ? `"${url}" has no scheme` : `scheme "${scheme}://" is not supported`}: use one of ${PUBLISHER_URL_SCHEMES.map((s) => `${s}://`).join(', ')}`,
+  );
 }

@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseFlags } from '../parse-flags.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
 import { validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { migrate } from '../../migrations/migrate.js';
@@ -18,7 +18,7 @@ Options:
 `;
 
 export async function migrateCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseFlags({
     args: argv,
     options: {
       ...COMMON_OPTIONS,

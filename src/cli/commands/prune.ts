@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseFlags } from '../parse-flags.js';
 import pg from 'pg';
 import { pruneLedger } from '../../consumer/prune-ledger.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
@@ -36,7 +36,7 @@ Progress goes to stderr on long runs. Exit 0 when done, 1 on a database error, 2
 
 /** `outbox prune`: retention of dispatched rows (and optionally the consumer ledger). */
 export async function pruneCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseFlags({
     args: argv,
     options: {
       'older-than': { type: 'string' },

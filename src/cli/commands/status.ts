@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseFlags } from '../parse-flags.js';
 import { readShadowComparison, readStatus } from '../../admin/status.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
 import { connect, resolveDatabaseUrl } from '../database.js';
@@ -31,7 +31,7 @@ Exit code 0 whatever the state (use the JSON for alerting), 1 if the database is
 `;
 
 export async function statusCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseFlags({
     args: argv,
     options: {
       ...COMMON_OPTIONS,

@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseFlags } from '../parse-flags.js';
 import pg from 'pg';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
 import { startDashboard } from '../../dashboard/server.js';
@@ -42,7 +42,7 @@ Stops on SIGINT/SIGTERM.
 
 /** `outbox ui`: the web dashboard. */
 export async function uiCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseFlags({
     args: argv,
     options: {
       port: { type: 'string' },

@@ -37,6 +37,7 @@ export function drizzleHarness<HKT extends PgQueryResultHKT>(
   return {
     transaction: (fn) => db.transaction(fn),
     executor: (trx) => fromDrizzle(trx, options),
+    outsideExecutor: () => fromDrizzle(db, options),
     insertOrder: async (trx, order) => {
       const [row] = await trx.insert(orders).values(order).returning({ id: orders.id });
       return row!.id;

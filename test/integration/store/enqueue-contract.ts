@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { createOutbox, OutboxValidationError, type OutboxMessage } from '../../../src/index.js';
+import {
+  createOutbox,
+  OutboxAutocommitError,
+  OutboxValidationError,
+  type OutboxMessage,
+} from '../../../src/index.js';
 import { count, type OrmContext } from './orm-harness.js';
 
 const outbox = createOutbox();
@@ -72,6 +77,31 @@ export function describeEnqueueContract<Trx>(name: string, context: () => OrmCon
       expect(orderId).toBeGreaterThan(0);
       expect(await count(db, 'orders', 'id = $1', [orderId])).toBe(0);
       expect(await count(db, 'outbox')).toBe(before);
+    });
+
+    it("the ORM's top-level object, outside a transaction, is refused with nothing written", async () => {
+      const { db, orm } = context();
+      const aggregateId = `autocommit:${name}`;
+      const error = await outbox
+        .enqueue(orm.outsideExecutor(), { topic: 'mail.send', aggregateId, payload: {} })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(OutboxAutocommitError);
+      expect((error as OutboxAutocommitError).code).toBe('OUTBOX_AUTOCOMMIT');
+      expect((error as Error).message).toMatch(/wrote nothing.*allowAutocommit/s);
+      // An empty batch on it is the same mistake.
+      await expect(outbox.enqueue(orm.outsideExecutor(), [])).rejects.toThrow(
+        OutboxAutocommitError,
+      );
+      expect(await count(db, 'outbox', 'aggregate_id = $1', [aggregateId])).toBe(0);
+      // The transaction object of the same ORM is not refused (the other tests), and the opt-in
+      // writes a lone message that commits by itself.
+      const [lone] = await outbox.enqueue(
+        orm.outsideExecutor(),
+        [{ topic: 'mail.send', aggregateId, payload: {} }],
+        { allowAutocommit: true },
+      );
+      expect(lone).toMatchObject({ aggregateId, sequence: 1 });
+      expect(await count(db, 'outbox', 'aggregate_id = $1', [aggregateId])).toBe(1);
     });
 
     it('a batch of 1', async () => {

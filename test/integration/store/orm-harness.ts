@@ -14,6 +14,11 @@ export interface OrmHarness<Trx> {
   transaction<T>(fn: (trx: Trx) => Promise<T>): Promise<T>;
   /** The executor under test, built from the ORM's transaction object (`fromX(trx)`). */
   executor(trx: Trx): SqlExecutor;
+  /**
+   * The same adapter built from the ORM's top-level object (its `db`, `sql`, client), outside any
+   * transaction: what a user passes by mistake, and what `enqueue()` must refuse.
+   */
+  outsideExecutor(): SqlExecutor;
   /** Inserts an order through the ORM's own API; returns its id. */
   insertOrder(trx: Trx, order: { userId: string; amount: number }): Promise<number>;
   /** Inserts a note through the ORM's own API; returns its id. */

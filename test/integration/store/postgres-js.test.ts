@@ -31,6 +31,7 @@ function postgresJsHarness(sql: postgres.Sql): OrmHarness<Trx> {
     // begin's type unwraps arrays of queries; an async callback's value comes back as it is.
     transaction: async <T>(fn: (trx: Trx) => Promise<T>) => (await sql.begin(fn)) as T,
     executor: (trx) => fromPostgresJs(trx),
+    outsideExecutor: () => fromPostgresJs(sql),
     insertOrder: async (trx, order) => {
       const [row] =
         await trx`INSERT INTO orders ${trx({ user_id: order.userId, amount: order.amount })} RETURNING id`;

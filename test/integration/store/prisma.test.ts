@@ -54,6 +54,7 @@ function prismaHarness(client: RecordedPrismaClient): OrmHarness<RecordedTransac
   return {
     transaction: (fn) => client.$transaction(fn),
     executor: (trx) => fromPrisma(trx),
+    outsideExecutor: () => fromPrisma(client),
     insertOrder: async (trx, order) => (await trx.order.create({ data: order })).id,
     insertNote: async (trx, note) => (await trx.note.create({ data: note })).id,
     insertCharge: async (trx, charge) => {

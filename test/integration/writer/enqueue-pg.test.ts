@@ -201,7 +201,9 @@ describe('message ids (migration 007)', () => {
     const ids: { messageId: string; at: number }[] = [];
     for (let i = 0; i < 3; i++) {
       const before = Date.now();
-      const written = await outbox.enqueue(fromPg(db.pool), charge(9000 + i));
+      const written = await outbox.enqueue(fromPg(db.pool), charge(9000 + i), {
+        allowAutocommit: true,
+      });
       ids.push({ messageId: written.messageId, at: before });
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
@@ -235,7 +237,9 @@ describe('prepared statements (fromPg)', () => {
         (
           client as unknown as { connection: { parsedStatements: object } }
         ).connection.parsedStatements = {};
-        await outbox.enqueue(fromPg(client, { preparedStatements }), charge(9100));
+        await outbox.enqueue(fromPg(client, { preparedStatements }), charge(9100), {
+          allowAutocommit: true,
+        });
         const { rows } = await client.query<{ n: number }>(
           `SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'agent_outbox_%' AND statement LIKE '%INSERT INTO%outbox%'`,
         );

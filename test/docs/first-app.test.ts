@@ -1,0 +1,72 @@
+import { execFile } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { packagePaths, root, typeScriptBlocks } from './code-blocks.js';
+
+/**
+ * The README's first app (the ```ts first-app block) runs as a user runs it: its text unchanged
+ * except that `agent-outbox` imports point at this checkout's sources, in a child process
+ * (`node --import tsx`) against a fresh database, serving its HTTP consumer on a free port. The
+ * order, its message (dispatched), the receipt (the effect) and the ledger row must all be there.
+ */
+
+const directory = join(root, '.tmp', 'first-app');
+let db: TestDatabase;
+
+beforeAll(async () => {
+  db = await createTestDatabase({ migrated: false });
+});
+afterAll(async () => {
+  rmSync(directory, { recursive: true, force: true });
+  await db?.drop();
+});
+
+test("the README's first app runs: order, message dispatched, receipt once, ledger row", async () => {
+  const [block] = typeScriptBlocks('README.md').filter((b) => b.name === 'first-app');
+  expect(block).toBeDefined();
+  const paths = packagePaths();
+  const code = block!.code.replace(
+    /from '(agent-outbox(?:\/[\w/-]+)?)'/g,
+    (whole, name: string) => {
+      const target = paths[name]?.[0];
+      expect(target, `README imports ${name}, which the exports map does not have`).toBeDefined();
+      return `from '${target}'`;
+    },
+  );
+  expect(code).not.toMatch(/'agent-outbox/);
+  mkdirSync(directory, { recursive: true });
+  const file = join(directory, 'app.ts');
+  writeFileSync(file, code);
+
+  const stdout = await new Promise<string>((resolve, reject) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', file],
+      { cwd: root, env: { ...process.env, DATABASE_URL: db.url, PORT: '0' }, timeout: 60_000 },
+      (error, out, err) =>
+        error
+          ? reject(new Error(`the first app failed: ${error.message}\n${out}${err}`))
+          : resolve(out),
+    );
+  });
+  expect(stdout).toMatch(/receipt recorded: \{ order_id: 1, email: 'ada@example\.com' \}/);
+
+  const { rows } = await db.pool.query<{
+    orders: number;
+    dispatched: number;
+    receipts: number;
+    ledger: number;
+  }>(
+    `SELECT (SELECT count(*)::int FROM orders) AS orders,
+            (SELECT count(*)::int FROM outbox
+              WHERE topic = 'receipt.send' AND aggregate_id = 'order:1'
+                AND dispatched_at IS NOT NULL) AS dispatched,
+            (SELECT count(*)::int FROM receipts WHERE order_id = 1) AS receipts,
+            (SELECT count(*)::int FROM processed_messages p JOIN outbox o
+                 ON o.message_id::text = p.message_id
+              WHERE p.consumer = 'receipts' AND p.state = 'done') AS ledger`,
+  );
+  expect(rows[0]).toEqual({ orders: 1, dispatched: 1, receipts: 1, ledger: 1 });
+}, 120_000);
