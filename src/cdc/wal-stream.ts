@@ -83,6 +83,7 @@ export async function openWalStream(options: WalStreamOptions): Promise<WalStrea
     await service.destroy().catch(() => undefined);
   };
   let heardAt = Date.now();
+  let failStart: (error: Error) => void = () => undefined;
   const plugin = new lib.PgoutputPlugin({
     protoVersion: 1,
     publicationNames: [options.publication],
@@ -107,7 +108,7 @@ export async function openWalStream(options: WalStreamOptions): Promise<WalStrea
           ? `replication stream silent for ${silentMs} ms (no data, no keepalive)`
           : `replication stream not started within ${silentMs} ms`,
       );
-      // Before the stream runs, `started` rejects through subscribe() once the socket is gone.
+      if (!running) failStart(error);
       end(error);
       void destroy();
     },
@@ -139,6 +140,8 @@ export async function openWalStream(options: WalStreamOptions): Promise<WalStrea
   });
   // subscribe() resolves only when the stream ends; a rejection is a failed or lost stream.
   const started = new Promise<void>((resolve, reject) => {
+    // A connect or START_REPLICATION that gets no answer: reject here, whatever subscribe() does.
+    failStart = reject;
     service.once('start', () => {
       running = true;
       heardAt = Date.now();

@@ -45,7 +45,7 @@ RETURNING id::text AS id,
 /**
  * The same INSERT for a batch in which at least one message has a `dedupeKey` or is held with
  * `approvalOnExpiry: 'approve'` (migration 013): three more columns, and the key in RETURNING so the writer can tell which keyed messages were
- * written — `outbox_dedupe_before_insert` drops a duplicate row, so it returns no row at all.
+ * written — `outbox_admit_dedupe_before_insert` drops a duplicate row, so it returns no row at all.
  * A separate text rather than the two columns always: a batch without keys (almost every
  * batch) runs the statement above, unchanged, at its measured cost (bench/ enqueue_overhead).
  * `dedupe_expires_at` is the writer's window ($2, ms) from `now()`, the transaction's start, as
