@@ -52,29 +52,7 @@ export async function explainAnalyze(
     );
     return rows[0]!['QUERY PLAN'][0].Plan;
   }
-  const plans: { 'Query Text': string; Plan: PlanNode }[] = [];
-  const onNotice = (notice: { message?: string }) => {
-    const message = notice.message ?? '';
-    const json = message.indexOf('{');
-    if (json >= 0) plans.push(JSON.parse(message.slice(json)) as (typeof plans)[number]);
-  };
-  const settings = [
-    `auto_explain.log_min_duration = 0`,
-    `auto_explain.log_nested_statements = on`,
-    `auto_explain.log_analyze = on`,
-    `auto_explain.log_buffers = on`,
-    `auto_explain.log_format = json`,
-    `auto_explain.log_level = notice`,
-  ];
-  await client.query(`LOAD 'auto_explain'`);
-  for (const setting of settings) await client.query(`SET ${setting}`);
-  client.on('notice', onNotice);
-  try {
-    await client.query(text, [...values]);
-  } finally {
-    client.off('notice', onNotice);
-    for (const setting of settings) await client.query(`RESET ${setting.split(' ')[0]}`);
-  }
+  const plans = await nestedPlans(client, () => client.query(text, [...values]));
   const nested = plans.filter((p) => p['Query Text'].trim() !== text.trim());
   if (nested.length === 0) throw new Error('expected the plans of the nested statements, got none');
   if (nested.length === 1) return nested[0]!.Plan;
@@ -131,4 +109,45 @@ export function explainingExecutor(
     },
   };
   return { executor, samples };
+}
+
+/** A statement's plan as auto_explain reports it (with its text). */
+export interface LoggedPlan {
+  'Query Text': string;
+  Plan: PlanNode;
+}
+
+/**
+ * Runs `fn` on `client` with auto_explain loaded for the session (analyze, buffers, nested
+ * statements: what PL/pgSQL functions and triggers run, with the plans they cache), and returns
+ * every plan it logged, the outer statement's included.
+ */
+export async function nestedPlans(
+  client: pg.ClientBase,
+  fn: () => Promise<unknown>,
+): Promise<LoggedPlan[]> {
+  const plans: LoggedPlan[] = [];
+  const onNotice = (notice: { message?: string }) => {
+    const message = notice.message ?? '';
+    const json = message.indexOf('{');
+    if (json >= 0) plans.push(JSON.parse(message.slice(json)) as LoggedPlan);
+  };
+  const settings = [
+    `auto_explain.log_min_duration = 0`,
+    `auto_explain.log_nested_statements = on`,
+    `auto_explain.log_analyze = on`,
+    `auto_explain.log_buffers = on`,
+    `auto_explain.log_format = json`,
+    `auto_explain.log_level = notice`,
+  ];
+  await client.query(`LOAD 'auto_explain'`);
+  for (const setting of settings) await client.query(`SET ${setting}`);
+  client.on('notice', onNotice);
+  try {
+    await fn();
+  } finally {
+    client.off('notice', onNotice);
+    for (const setting of settings) await client.query(`RESET ${setting.split(' ')[0]}`);
+  }
+  return plans;
 }

@@ -8,7 +8,13 @@ import {
   type SqlExecutor,
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
+import {
+  explainAnalyze,
+  nestedPlans,
+  rowsRead,
+  type LoggedPlan,
+  type PlanNode,
+} from '../../helpers/explain.js';
 
 /**
  * Issue 25: a snapshot held open (a report, pg_dump, a standby's feedback) keeps every row version
@@ -130,30 +136,15 @@ describe('under a held REPEATABLE READ snapshot', () => {
     /** Buffers of each statement the insert trigger runs, by what it reads (auto_explain). */
     const insertBlocks = async () => {
       const client = await db.pool.connect();
-      const plans: { 'Query Text': string; Plan: PlanNode }[] = [];
-      const onNotice = (notice: { message?: string }) => {
-        const message = notice.message ?? '';
-        const json = message.indexOf('{');
-        if (json >= 0) plans.push(JSON.parse(message.slice(json)) as (typeof plans)[number]);
-      };
+      let plans: LoggedPlan[] = [];
       try {
         await client.query('BEGIN');
-        await client.query(`LOAD 'auto_explain'`);
-        for (const setting of [
-          'auto_explain.log_min_duration = 0',
-          'auto_explain.log_nested_statements = on',
-          'auto_explain.log_analyze = on',
-          'auto_explain.log_buffers = on',
-          'auto_explain.log_format = json',
-          'auto_explain.log_level = notice',
-        ])
-          await client.query(`SET LOCAL ${setting}`);
-        client.on('notice', onNotice);
-        await client.query(
-          `INSERT INTO outbox (aggregate_id, topic, payload) VALUES ('hot', 'payment.charge', '{}')`,
+        plans = await nestedPlans(client, () =>
+          client.query(
+            `INSERT INTO outbox (aggregate_id, topic, payload) VALUES ('hot', 'payment.charge', '{}')`,
+          ),
         );
       } finally {
-        client.off('notice', onNotice);
         await client.query('ROLLBACK');
         client.release();
       }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import type { PlanNode } from '../../helpers/explain.js';
+import { nestedPlans, type LoggedPlan, type PlanNode } from '../../helpers/explain.js';
 
 /**
  * The insert trigger's order check (migration 012: is my predecessor pending?) must stay one
@@ -23,12 +23,7 @@ const nodes = (plan: Node): Node[] => [plan, ...((plan.Plans ?? []) as Node[]).f
 describe('insert trigger plan', () => {
   it("the order check probes the predecessor by primary key, in a cached generic plan, after the aggregate's chain grew", async () => {
     const client = await db.pool.connect();
-    const plans: { 'Query Text': string; Plan: Node }[] = [];
-    const onNotice = (notice: { message?: string }) => {
-      const message = notice.message ?? '';
-      const json = message.indexOf('{');
-      if (json >= 0) plans.push(JSON.parse(message.slice(json)) as (typeof plans)[number]);
-    };
+    let plans: LoggedPlan[] = [];
     try {
       await client.query('SET plan_cache_mode = force_generic_plan');
       await client.query('BEGIN');
@@ -36,26 +31,19 @@ describe('insert trigger plan', () => {
         `INSERT INTO outbox (aggregate_id, topic, payload)
          SELECT 'chain', 'payment.charge', '{}' FROM generate_series(1, 2000)`,
       );
-      await client.query(`LOAD 'auto_explain'`);
-      for (const setting of [
-        'auto_explain.log_min_duration = 0',
-        'auto_explain.log_nested_statements = on',
-        'auto_explain.log_analyze = on',
-        'auto_explain.log_format = json',
-        'auto_explain.log_level = notice',
-      ])
-        await client.query(`SET LOCAL ${setting}`);
-      client.on('notice', onNotice);
-      await client.query(
-        `INSERT INTO outbox (aggregate_id, topic, payload) VALUES ('chain', 'payment.charge', '{}')`,
+      plans = await nestedPlans(client, () =>
+        client.query(
+          `INSERT INTO outbox (aggregate_id, topic, payload) VALUES ('chain', 'payment.charge', '{}')`,
+        ),
       );
     } finally {
-      client.off('notice', onNotice);
       await client.query('ROLLBACK');
       await client.query('RESET plan_cache_mode');
       client.release();
     }
-    const check = plans.find((p) => /num_nulls\(p\.dispatched_at\)/.test(p['Query Text']));
+    const check = (plans as { 'Query Text': string; Plan: Node }[]).find((p) =>
+      /num_nulls\(p\.dispatched_at\)/.test(p['Query Text']),
+    );
     expect(check, plans.map((p) => p['Query Text'].slice(0, 60)).join('\n')).toBeDefined();
     const scans = nodes(check!.Plan).filter((n) => n['Relation Name'] === 'outbox');
     const why = JSON.stringify(scans.map((n) => [n['Node Type'], n['Index Name']]));
