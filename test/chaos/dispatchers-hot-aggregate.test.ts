@@ -78,9 +78,19 @@ describe('dispatcher processes on hot aggregates', () => {
   it('two processes, 2,000 messages on ONE aggregate: in order, never two at once, none lost', async () => {
     const { db, receiver } = await setUp(() => Math.random() * 3);
     const dispatchers = startDispatchers(db, receiver, [50, 7]);
-    // Written while both run, in 20 transactions of 100: every commit wakes both.
+    // Written while both run, in 20 transactions of 100. Before every other commit both are
+    // idle (what was written is delivered), so that commit wakes both and they race for the
+    // head: a process that keeps claiming full batches back to back would otherwise win almost
+    // every hand-over of a busy chain, and "both took turns" below would hold by luck (CI saw
+    // [2000, 0] once). The commits in between land while a run is in flight.
     const written = [];
     for (let t = 0; t < 20; t++) {
+      if (t % 2 === 0) {
+        const delivered = written.length;
+        await expect
+          .poll(() => receiver.distinct(), { timeout: 60_000, interval: 20 })
+          .toBe(delivered);
+      }
       const batch: OutboxMessage[] = Array.from({ length: 100 }, (_, i) => ({
         topic: 'session.effect',
         aggregateId: 'session-1',
