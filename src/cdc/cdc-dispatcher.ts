@@ -357,10 +357,16 @@ class PgCdcDispatcher implements CdcDispatcher {
    * AFTER now"): a retry whose backoff ran out before that read — a slow cycle, a statement
    * queued behind others on a loaded machine — was found by nothing but the sweeper, and its
    * aggregate waited behind it (30 s by default) instead of its backoff (cdc.test.ts slows that
-   * read past the backoff: nothing was published after 30 s). After a due
-   * wake-up, `nextDueSql` still runs once: it finds the next one (delayed deliveries, other
-   * dispatchers' backoffs), and a wake-up that came before the database's clock reached the due
-   * time (a timer rounds to whole milliseconds) is set again instead of being lost.
+   * read past the backoff: nothing was published after 30 s).
+   *
+   * A due wake-up still runs `nextDueSql` once, BEFORE its claim (#lookAhead): it finds the next
+   * due time (delayed deliveries, other dispatchers' backoffs), and a wake-up that came before
+   * the database's clock reached the due time (a timer rounds to whole milliseconds) finds the
+   * same row and is set again. Before the claim, not after: every row is then either due at the
+   * claim (which takes it) or still ahead of the look (which wakes for it). Run after the claim,
+   * the look missed a row that fell due between the two statements — neither claimed nor ahead —
+   * and left it to the sweeper: 300 ms between them on a loaded machine were enough (cdc.test.ts
+   * "a wake-up that comes before the server considers the retry due", 1 failure under load).
    */
   async #runCycle(): Promise<void> {
     let nextInMs: number | undefined;
@@ -369,6 +375,8 @@ class PgCdcDispatcher implements CdcDispatcher {
     try {
       // Without candidates only a due time is worth a claim: the sweeper has the rest.
       if (this.#store.candidates.size === 0 && !dueWake) return;
+      // After a due wake-up, the next due time is read BEFORE the claim (see above).
+      if (dueWake) await this.#lookAhead();
       await this.#worker.drain();
       // Everything settled (onResolved resolved it): nothing left to classify. New commits
       // arrived meanwhile: publish them first (the next cycle starts right away) and classify —
@@ -379,14 +387,6 @@ class PgCdcDispatcher implements CdcDispatcher {
       if (classify) {
         this.#classifiedAt = Date.now();
         nextInMs = await this.#classify();
-      }
-      if (dueWake) {
-        const { rows } = await this.#options.executor.query<{ dueInMs: string }>(
-          this.#nextDueSql,
-          [],
-          this.#queryOptions,
-        );
-        if (rows[0]) this.#wakeAtDue(Number(rows[0].dueInMs));
       }
       if (!classify && this.#store.candidates.size > 0) return; // the next cycle runs at once
     } catch (error) {
@@ -407,6 +407,16 @@ class PgCdcDispatcher implements CdcDispatcher {
       this.#nextCycle = setTimeout(() => this.#kick(), nextInMs);
       this.#nextCycle.unref();
     }
+  }
+
+  /** Wakes at the next due time ahead of now (sql/cdc.ts nextDueSql), if any. */
+  async #lookAhead(): Promise<void> {
+    const { rows } = await this.#options.executor.query<{ dueInMs: string }>(
+      this.#nextDueSql,
+      [],
+      this.#queryOptions,
+    );
+    if (rows[0]) this.#wakeAtDue(Number(rows[0].dueInMs));
   }
 
   /**

@@ -95,12 +95,14 @@ LEFT JOIN heads h ON o.ordered AND h.aggregate_id = o.aggregate_id`;
 
 /**
  * When the next ready message falls due, in ms from now (no row: none is waiting for its time):
- * after a wake-up at a due time, the CDC dispatcher looks for the next one (a delayed delivery,
+ * at a wake-up at a due time, the CDC dispatcher looks for the next one (a delayed delivery,
  * another dispatcher's backoff) and claims again then instead of waiting for a WAL commit or the
- * sweeper — and if the wake-up came a moment before the server's clock reached the due time
- * (its claim found nothing), it finds the same row again and wakes once more. Only rows still
- * AHEAD of `now()`: a row already due that the claim just before did not take is leased, or not
- * claimable, and waking for it at once would spin. The due times a retry or a deferred candidate
+ * sweeper — and if the wake-up came a moment before the server's clock reached the due time, it
+ * finds the same row again and wakes once more. It runs just BEFORE the wake-up's claim
+ * (cdc-dispatcher `#lookAhead`), so every row is either due at the claim, which takes it, or
+ * still ahead of this look; run after the claim, it missed a row that fell due between the two
+ * statements. Only rows still AHEAD of `now()`: a row already due is the claim's right after, and
+ * one the claim does not take is leased, or not claimable, and waking for it at once would spin. The due times a retry or a deferred candidate
  * set are not read here: the settle and the candidate-state statement report them (cdc-dispatcher
  * `#runCycle`), because a look after the fact misses a due time that passed meanwhile.
  * The first entry past `now()` of
