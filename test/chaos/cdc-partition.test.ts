@@ -105,22 +105,23 @@ describe('network partition of a CDC dispatcher (connections frozen, not reset)'
       .poll(() => dispatcher!.output(), { timeout: 30_000 })
       .toMatch(/CDC streaming.*reconnect=true/);
 
-    // A graceful stop finishes (in-flight work settled)... but the process may not exit: pg's
-    // end() of a pooled connection that froze half-closes it and waits for the peer's FIN,
-    // which the partition dropped (here the proxy's kernel even acknowledges keepalive probes).
-    // Known and not fixed yet (docs/failure-handling.md): killed after the stop.
+    // A graceful stop after the partition: the pool holds connections the partition froze,
+    // ended by its idle timeout and still waiting for a FIN the proxy dropped. The process must
+    // exit by itself, exit code 0 (cli/dispatch/pool-shutdown.ts destroys what does not close).
+    const stopAt = performance.now();
     dispatcher.child.kill('SIGTERM');
-    await expect.poll(() => dispatcher!.output(), { timeout: 30_000 }).toMatch(/\bstopped\b/);
     const exit = await Promise.race([
       dispatcher.exited,
-      new Promise((resolve) => setTimeout(() => resolve('lingering'), 5_000)),
+      new Promise((resolve) => setTimeout(() => resolve('lingering'), 60_000)),
     ]);
+    const exitedInMs = Math.round(performance.now() - stopAt);
     if (exit === 'lingering') dispatcher.child.kill('SIGKILL');
-    else expect(exit).toBe(0);
-    await dispatcher.exited;
+    expect(exit, dispatcher.output().slice(-2_000)).toBe(0);
+    expect(dispatcher.output()).toMatch(/\bstopped\b/);
     dispatcher = undefined;
     console.log(
-      `[cdc-partition] first delivery ${resumedInMs} ms after the heal; duplicates ${report.duplicates}`,
+      `[cdc-partition] first delivery ${resumedInMs} ms after the heal; duplicates ${report.duplicates}; ` +
+        `SIGTERM after the heal: exited (code 0) after ${exitedInMs} ms`,
     );
   }, 180_000);
 });

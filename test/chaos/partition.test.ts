@@ -100,23 +100,36 @@ describe('network partition (connections frozen, not reset)', () => {
       )
       .toBe(0);
 
-    // A graceful stop finishes (in-flight work settled)... but the process may not exit: pg's
-    // end() of a pooled connection that froze half-closes it and waits for the peer's FIN,
-    // which the partition dropped (here the proxy's kernel even acknowledges keepalive probes).
-    // Known and not fixed yet (docs/failure-handling.md): killed after the stop.
+    // A graceful stop during a second partition, a batch in flight: the settle cannot go
+    // through, the pool holds connections that froze (and some the first partition froze,
+    // ended by its idle timeout and still waiting for a FIN the proxy dropped). The process must
+    // exit by itself, exit code 0: stop bounded by the lease (the settle is retried while it
+    // lasts), the pool's frozen connections destroyed after a grace (cli/dispatch/pool-shutdown.ts).
+    holdMs = 100;
+    const beforeSecond = receiver.events.length;
+    await enqueueCommitted(db.pool, manyMessages(5, 2, 'push.send'));
+    await expect
+      .poll(() => receiver.events.length, { timeout: 30_000 })
+      .toBeGreaterThan(beforeSecond);
+    proxy.freeze();
+    holdMs = 0;
+    const stopAt = performance.now();
     dispatcher.child.kill('SIGTERM');
-    await expect.poll(() => dispatcher!.output(), { timeout: 30_000 }).toMatch(/\bstopped\b/);
+    // The issue's bound for a stop: lease + connect and statement timeouts + the pool's grace,
+    // with a wide margin for a loaded machine; a process that lingers fails here.
     const exit = await Promise.race([
       dispatcher.exited,
-      new Promise((resolve) => setTimeout(() => resolve('lingering'), 5_000)),
+      new Promise((resolve) => setTimeout(() => resolve('lingering'), 60_000)),
     ]);
+    const exitedInMs = Math.round(performance.now() - stopAt);
     if (exit === 'lingering') dispatcher.child.kill('SIGKILL');
-    else expect(exit).toBe(0);
-    await dispatcher.exited;
+    expect(exit, dispatcher.output().slice(-2_000)).toBe(0);
+    expect(dispatcher.output()).toMatch(/\bstopped\b/);
     dispatcher = undefined;
     console.log(
       `[partition] frozen connections ${frozenAtHeal}; first delivery ${resumedInMs} ms after ` +
-        `the heal, all ${allInMs} ms; duplicates ${report.duplicates} (bound ${rows[0]!.extra})`,
+        `the heal, all ${allInMs} ms; duplicates ${report.duplicates} (bound ${rows[0]!.extra}); ` +
+        `SIGTERM during a second partition: exited (code 0) after ${exitedInMs} ms`,
     );
-  }, 180_000);
+  }, 240_000);
 });

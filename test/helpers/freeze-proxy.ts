@@ -7,6 +7,11 @@ import net from 'node:net';
  * through again while the frozen ones stay dead for good (after a real partition their peers
  * have moved on). Compare test/contract/tcp-proxy.ts, which resets connections instead.
  *
+ * A FIN is forwarded only over a live link, and the proxy never answers one itself (half-open
+ * sockets allowed): a client that ends a frozen connection gracefully (Terminate, half-close)
+ * waits for the server's FIN as over a real partition, where it never comes. Node's default would
+ * answer the client's FIN on the server's behalf at once, and hide that wait.
+ *
  * What it cannot play: the kernel of this host still acknowledges what the client sends to the
  * proxy, TCP keepalive probes included, so only an application-level timeout (a query timeout,
  * a heartbeat) notices a frozen connection here. Over a real network keepalive notices it too.
@@ -42,16 +47,19 @@ export async function startFreezeProxy(
   let frozen = false;
   let accepted = 0;
   let target = targetPort;
-  const server = net.createServer((client) => {
+  const server = net.createServer({ allowHalfOpen: true }, (client) => {
     accepted++;
-    const upstream = net.connect({ host: targetHost, port: target });
+    const upstream = net.connect({ host: targetHost, port: target, allowHalfOpen: true });
     const link: Link = { client, upstream, frozen };
     links.add(link);
     const forward = (from: net.Socket, to: net.Socket) => {
       from.on('data', (chunk) => {
         if (!link.frozen) to.write(chunk);
       });
-      // A close travels only over a live link: the FIN of a frozen one is lost.
+      // A FIN or a close travels only over a live link: over a frozen one it is lost.
+      from.on('end', () => {
+        if (!link.frozen) to.end();
+      });
       from.on('close', () => {
         if (!link.frozen) to.destroy();
       });

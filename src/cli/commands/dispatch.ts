@@ -41,6 +41,7 @@ import {
   pollRunner,
   type DispatchRunner,
 } from '../dispatch/runners.js';
+import { endPoolBounded, trackPoolConnections } from '../dispatch/pool-shutdown.js';
 import { createLogger, LOG_FORMAT_ENV, resolveLogFormat, type Log } from '../log.js';
 import { startTracing } from '../telemetry.js';
 import { packageVersion } from '../version.js';
@@ -198,6 +199,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       (pruneOlderThanMs === undefined ? 0 : 1),
     application_name: 'agent-outbox-dispatcher',
   });
+  const openConnections = trackPoolConnections(pool);
   // Idle clients that lose their connection emit 'error'; the pool replaces them. Never crash.
   pool.on('error', (error) =>
     log('warn', 'idle database connection lost', { error: error.message }),
@@ -351,7 +353,8 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
   } finally {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
     await publisher.close?.().catch(() => undefined);
-    await pool.end().catch(() => undefined);
+    // Bounded: a connection a partition froze never finishes a graceful end (pool-shutdown.ts).
+    await endPoolBounded(pool, openConnections);
     // Last: the spans of the shutdown itself are exported too.
     await tracing?.shutdown();
   }
