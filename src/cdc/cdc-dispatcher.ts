@@ -18,7 +18,7 @@ import { CandidateStore } from './candidate-store.js';
 import { classifyCandidates, type CandidateState } from './classify.js';
 import { ConfirmTracker } from './confirm-tracker.js';
 import type { CdcEventMap } from './events.js';
-import { isConnectionLoss, toError, type CdcDispatcherOptions } from './options.js';
+import { isConnectionLoss, isSlotMissing, toError, type CdcDispatcherOptions } from './options.js';
 import { formatLsn, type Lsn } from './lsn.js';
 import {
   currentDatabase,
@@ -274,7 +274,43 @@ class PgCdcDispatcher implements CdcDispatcher {
       // Candidates kept across a reconnect (and anything the sweeper left) get a cycle now.
       this.#kick();
     } catch (error) {
-      this.#scheduleReopen(toError(error));
+      this.#scheduleReopen(await this.#recreateIfGone(toError(error)));
+    }
+  }
+
+  /**
+   * The slot is gone: a failover to a standby that did not have it (PostgreSQL 16 and older copy
+   * no logical slot to standbys; 17+ can, see docs/failure-handling.md), or dropped by hand.
+   * Create it anew, here, so streaming resumes from now on, and have the sweeper claim at once:
+   * rows committed between the old slot's confirmed position and the new slot's creation are
+   * never streamed, and would otherwise wait for its next interval. Returns the error to report,
+   * saying what happened.
+   */
+  async #recreateIfGone(error: Error): Promise<Error> {
+    if (!isSlotMissing(error) || this.#state !== 'running') return error;
+    try {
+      const { executor } = this.#options;
+      const database = await currentDatabase(executor);
+      await ensurePublication(executor, this.#publication, this.#schema);
+      const slot = await ensureSlot(executor, this.#slot!, database);
+      if (slot.created) {
+        this.#tracker = new ConfirmTracker(slot.confirmedLsn);
+        this.#sentLsn = slot.confirmedLsn;
+        this.#events.emit('cdc:slot:create', {
+          slot: this.#slot!,
+          lsn: formatLsn(slot.confirmedLsn),
+        });
+      }
+      this.#sweeper.wake();
+      return new Error(
+        `replication slot "${this.#slot!}" was gone (a failover to a standby without it, or dropped): recreated at ${formatLsn(slot.confirmedLsn)}; the sweeper publishes what was committed before (${error.message})`,
+        { cause: error },
+      );
+    } catch (recreate) {
+      return new Error(
+        `replication slot "${this.#slot!}" is gone and could not be recreated: ${toError(recreate).message}; retrying (${error.message})`,
+        { cause: error },
+      );
     }
   }
 

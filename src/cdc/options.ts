@@ -94,3 +94,12 @@ export function isConnectionLoss(error: unknown): boolean {
 export function toError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error));
 }
+
+/**
+ * START_REPLICATION's answer when the slot does not exist (SQLSTATE 42704, undefined_object):
+ * after a failover to a standby that had no copy of it, or a manual drop.
+ */
+export function isSlotMissing(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : String(error);
+  return /replication slot .* does not exist/i.test(message);
+}

@@ -336,6 +336,33 @@ describe('CDC dispatcher (logical replication, pgoutput)', () => {
     expect(await second.slotLagBytes()).toEqual(expect.any(Number));
   });
 
+  it('a slot that is gone (a failover to a standby without it) is recreated, and the sweeper publishes what the stream never saw', async () => {
+    const publisher = new InMemoryPublisher();
+    // Slow to reconnect, so the slot can be dropped before the stream comes back for it.
+    const dispatcher = cdc({ publisher, reconnectDelay: { minMs: 2_000, maxMs: 2_000 } });
+    const created: string[] = [];
+    dispatcher.on('cdc:slot:create', ({ lsn }) => created.push(lsn));
+    const lost: string[] = [];
+    dispatcher.on('cdc:stream:lost', ({ error }) => lost.push(error.message));
+    await startAfterSweep(dispatcher);
+    const written = await enqueueCommitted(db.pool, manyMessages(2, 2));
+    await expect.poll(() => publisher.published.length, { timeout: 30_000 }).toBe(4);
+    // What a failover on PostgreSQL 15/16 leaves: the new primary has no such slot.
+    await dropSlots(db.pool, db.name);
+    // Committed while no slot exists: no stream will ever carry these.
+    written.push(...(await enqueueCommitted(db.pool, manyMessages(2, 2, 'mail.send'))));
+    await expect.poll(() => created.length, { timeout: 30_000 }).toBe(2);
+    expect(lost.some((m) => /was gone .*recreated/.test(m))).toBe(true);
+    await expect.poll(() => publisher.published.length, { timeout: 30_000 }).toBe(8);
+    expect(dispatcher.stats().sweeper.published).toBe(4); // woken at once, not after 600 s
+    // Streaming goes on from the new slot.
+    written.push(...(await enqueueCommitted(db.pool, manyMessages(2, 2, 'sms.send'))));
+    await expect.poll(() => publisher.published.length, { timeout: 30_000 }).toBe(12);
+    await expect.poll(() => dispatcher.stats().cdc.published, { timeout: 10_000 }).toBe(8);
+    const report = checkHistory(expectedOf(written), eventsInOrder(publisher.published));
+    expect(report).toMatchObject({ lost: [], orderViolations: [], duplicates: 0 });
+  });
+
   it('the sweeper publishes rows the stream never sees (committed before the slot existed)', async () => {
     const [before] = await enqueueCommitted(db.pool, manyMessages(1, 1));
     const publisher = new InMemoryPublisher();
