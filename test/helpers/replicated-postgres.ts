@@ -49,6 +49,8 @@ export async function startReplicatedPostgres(options: {
    * fall behind): gets the primary's port, returns the port the replica streams from.
    */
   replicationVia?: (primaryPort: number) => Promise<number>;
+  /** `wal_level=logical` on both (CDC); `replica` otherwise. */
+  logical?: boolean;
 }): Promise<ReplicatedPostgres> {
   const dir = mkdtempSync(join(tmpdir(), 'agent-outbox-failover-'));
   const asRoot = process.getuid?.() === 0;
@@ -72,7 +74,7 @@ export async function startReplicatedPostgres(options: {
       `-p ${port}`,
       '-c listen_addresses=127.0.0.1',
       `-c unix_socket_directories=${dir}`,
-      '-c wal_level=replica',
+      `-c wal_level=${options.logical ? 'logical' : 'replica'}`,
       '-c max_wal_senders=5',
       '-c fsync=off',
       ...(options.synchronous && isPrimary
