@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { parseFlags } from '../parse-flags.js';
 import pg from 'pg';
+import { connectionSettings, DEFAULT_CONNECT_TIMEOUT_MS } from '../dispatch/runners.js';
 import { pgPoolTransactions } from '../../agent/transaction-runner.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
 import { assertSchemaCurrent } from '../../migrations/migrate.js';
@@ -79,6 +80,8 @@ export async function backfillCommand(argv: string[]): Promise<number> {
 
   const pool = new pg.Pool({
     connectionString: url,
+    // Keepalive and a connect timeout, as for `outbox dispatch`: a partition fails the run.
+    ...connectionSettings(DEFAULT_CONNECT_TIMEOUT_MS),
     max: 2,
     application_name: 'agent-outbox-backfill',
   });

@@ -41,7 +41,12 @@ import {
   pollRunner,
   type DispatchRunner,
 } from '../dispatch/runners.js';
-import { endPoolBounded, trackPoolConnections } from '../dispatch/pool-shutdown.js';
+import {
+  endPoolBounded,
+  POOL_END_GRACE_MS,
+  settleWithin,
+  trackPoolConnections,
+} from '../dispatch/pool-shutdown.js';
 import { createLogger, LOG_FORMAT_ENV, resolveLogFormat, type Log } from '../log.js';
 import { startTracing } from '../telemetry.js';
 import { packageVersion } from '../version.js';
@@ -351,8 +356,10 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     log('info', 'stopped', progress(dispatcher.stats()));
     return EXIT.ok;
   } finally {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
-    await publisher.close?.().catch(() => undefined);
+    // Each step bounded: a retention run on a frozen connection has no statement timeout.
+    const stepMs = (options.statementTimeoutMs || DEFAULT_STATEMENT_TIMEOUT_MS) + POOL_END_GRACE_MS;
+    for (const cleanup of cleanups.reverse()) await settleWithin(cleanup(), stepMs);
+    await settleWithin(publisher.close?.() ?? Promise.resolve(), stepMs);
     // Bounded: a connection a partition froze never finishes a graceful end (pool-shutdown.ts).
     await endPoolBounded(pool, openConnections);
     // Last: the spans of the shutdown itself are exported too.

@@ -1,5 +1,6 @@
 import { parseFlags } from '../parse-flags.js';
 import pg from 'pg';
+import { connectionSettings, DEFAULT_CONNECT_TIMEOUT_MS } from '../dispatch/runners.js';
 import { pruneLedger } from '../../consumer/prune-ledger.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
 import { assertSchemaCurrent } from '../../migrations/migrate.js';
@@ -75,6 +76,8 @@ export async function pruneCommand(argv: string[]): Promise<number> {
   // A pool: every batch is its own autocommitted statement, never one long transaction.
   const pool = new pg.Pool({
     connectionString: url,
+    // Keepalive and a connect timeout, as for `outbox dispatch`: a partition fails the run.
+    ...connectionSettings(DEFAULT_CONNECT_TIMEOUT_MS),
     max: 1,
     application_name: 'agent-outbox-prune',
   });

@@ -1,5 +1,6 @@
 import { parseFlags } from '../parse-flags.js';
 import pg from 'pg';
+import { connectionSettings, DEFAULT_CONNECT_TIMEOUT_MS } from '../dispatch/runners.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
 import { startDashboard } from '../../dashboard/server.js';
 import { assertSchemaCurrent } from '../../migrations/migrate.js';
@@ -77,7 +78,13 @@ export async function uiCommand(argv: string[]): Promise<number> {
     );
   const url = resolveDatabaseUrl(values['database-url']);
   const tracing = await startTracing(process.env, packageVersion());
-  const pool = new pg.Pool({ connectionString: url, max: 4, application_name: 'agent-outbox-ui' });
+  const pool = new pg.Pool({
+    connectionString: url,
+    // Keepalive and a connect timeout, as for `outbox dispatch`.
+    ...connectionSettings(DEFAULT_CONNECT_TIMEOUT_MS),
+    max: 4,
+    application_name: 'agent-outbox-ui',
+  });
   pool.on('error', () => undefined);
   try {
     await assertSchemaCurrent(fromPg(pool), values.schema);

@@ -55,3 +55,17 @@ export function trackPoolConnections(pool: pg.Pool): ReadonlySet<pg.PoolClient> 
   });
   return open;
 }
+
+/**
+ * Waits for `work` (its outcome ignored) at most `ms`: for a shutdown step whose statements may
+ * sit on a frozen connection with no timeout of their own (a retention run), which
+ * {@link endPoolBounded} then destroys.
+ */
+export async function settleWithin(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    work.catch(() => undefined),
+    new Promise<void>((resolve) => (timer = setTimeout(resolve, ms))),
+  ]);
+  clearTimeout(timer);
+}
