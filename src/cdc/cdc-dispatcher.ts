@@ -445,14 +445,24 @@ class PgCdcDispatcher implements CdcDispatcher {
     }
   }
 
-  /** Wakes at the next due time ahead of now (sql/cdc.ts nextDueSql), if any. */
+  /**
+   * Wakes at the next due time ahead of now (sql/cdc.ts nextDueSql), if any. A failed look does
+   * not stop the claim after it, and is itself due again after `recheckMs`: otherwise the
+   * re-check cycle, which has no due wake-up of its own, would not look again.
+   */
   async #lookAhead(): Promise<void> {
-    const { rows } = await this.#options.executor.query<{ dueInMs: string }>(
-      this.#nextDueSql,
-      [],
-      this.#queryOptions,
-    );
-    if (rows[0]) this.#wakeAtDue(Number(rows[0].dueInMs));
+    try {
+      const { rows } = await this.#options.executor.query<{ dueInMs: string }>(
+        this.#nextDueSql,
+        [],
+        this.#queryOptions,
+      );
+      if (rows[0]) this.#wakeAtDue(Number(rows[0].dueInMs));
+    } catch (error) {
+      this.#events.emit('cdc:cycle:failure', { error: toError(error) });
+      this.#onDatabaseError(error);
+      this.#wakeAtDue(this.#options.recheckMs ?? 250);
+    }
   }
 
   /**

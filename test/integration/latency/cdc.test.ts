@@ -259,8 +259,10 @@ describe('CDC dispatcher (logical replication, pgoutput)', () => {
     // wake-up at the backoff finds nothing due (as when a timer fires a moment early). And the
     // look at "what falls due next?" is slowed past those 300 ms, as a loaded machine does now
     // and then: run after the wake-up's claim, it came when the row was already due — neither
-    // claimed nor ahead — and the row was left to the sweeper (1 failure in 20 under load).
+    // claimed nor ahead — and the row was left to the sweeper (1 failure in 20 under load). The
+    // first look fails outright: the claim after it must still run, and the look come again.
     const pool = fromPg(db.pool);
+    let looks = 0;
     const moved: SqlExecutor = {
       query: async (text, values) => {
         const result = await pool.query(text, values);
@@ -269,7 +271,13 @@ describe('CDC dispatcher (logical replication, pgoutput)', () => {
         return result as never;
       },
     };
-    const executor = slowed(moved, isNextDue, 600);
+    const slow = slowed(moved, isNextDue, 600);
+    const executor: SqlExecutor = {
+      query: (text, values, options) =>
+        isNextDue(text) && looks++ === 0
+          ? Promise.reject(new Error('connection timeout'))
+          : slow.query(text, values, options),
+    };
     const dispatcher = cdc({ publisher, executor });
     await startAfterSweep(dispatcher);
     await enqueueCommitted(db.pool, [{ topic: 'payment.charge', aggregateId: 'A', payload: 1 }]);
