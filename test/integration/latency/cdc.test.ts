@@ -256,11 +256,10 @@ describe('CDC dispatcher (logical replication, pgoutput)', () => {
       inject: () => (failures++ < 1 ? { status: 'retryable', error: 'broker hiccup' } : undefined),
     });
     // After the retry's settle, its due time moves 300 ms later than the settle reported: the
-    // wake-up at the backoff finds nothing due (as when a timer fires a moment early). And the
-    // look at "what falls due next?" is slowed past those 300 ms, as a loaded machine does now
-    // and then: run after the wake-up's claim, it came when the row was already due — neither
-    // claimed nor ahead — and the row was left to the sweeper (1 failure in 20 under load). The
-    // first look fails outright: the claim after it must still run, and the look come again.
+    // wake-up at the backoff finds nothing due (a timer firing a moment early). The look at
+    // "what falls due next?" is slowed past those 300 ms (a loaded machine): run after the
+    // claim, it came when the row was due — neither claimed nor ahead — and left it to the
+    // sweeper. The first look fails outright: the claim must still run, the look come again.
     const pool = fromPg(db.pool);
     let looks = 0;
     const moved: SqlExecutor = {
