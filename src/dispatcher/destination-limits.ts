@@ -1,10 +1,9 @@
 import { quoteIdentifier } from '../core/identifier.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
 import { takeTokensSql } from '../sql/rate-limits.js';
-import { listRateLimitsSql } from '../sql/rate-limits.js';
 import {
   dropProbeSql,
-  listRoutePausesSql,
+  destinationLimitsSql,
   pauseRouteSql,
   probeFailedSql,
   resumeRouteSql,
@@ -36,6 +35,9 @@ interface Pause {
 /** How long messages of a route wait while its probe is out (claimed again after this). */
 const PROBE_WAIT_MS = 250;
 
+/** How long one read of the paused routes and limits is used (see `#read`). */
+const READ_EVERY_MS = 100;
+
 /**
  * Destination health and rate limits, applied around the claim (issue 27), for every dispatcher
  * together through two tables (migration 014). The claim's SQL is untouched: after a claim that
@@ -66,6 +68,7 @@ export class DestinationLimits {
   readonly #leaseMs: number;
   /** Consecutive failed messages per route, since its last published one (this process). */
   readonly #failures = new Map<string, number>();
+  #cache: { at: number; pauses: Pause[]; limits: { pattern: string }[] } | undefined;
 
   constructor(options: {
     executor: SqlExecutor;
@@ -99,16 +102,13 @@ export class DestinationLimits {
     held: Settlement[];
     probes: Map<string, OutgoingMessage>;
   }> {
-    const [pauses, limits] = await Promise.all([
-      this.#executor.query<Pause>(listRoutePausesSql(this.#schema)),
-      this.#executor.query<{ pattern: string }>(listRateLimitsSql(this.#schema)),
-    ]);
+    const { pauses, limits } = await this.#read();
     const held = new Map<OutgoingMessage, Settlement>();
     const probes = new Map<string, OutgoingMessage>();
     const defer = (m: OutgoingMessage, delayMs: number, reason: string) =>
       held.set(m, { rowId: m.rowId, kind: 'defer', delayMs, reason });
-    if (pauses.rows.length > 0) {
-      const byRoute = new Map(pauses.rows.map((p) => [p.route, p]));
+    if (pauses.length > 0) {
+      const byRoute = new Map(pauses.map((p) => [p.route, p]));
       const lost = new Map<string, number>();
       for (const m of messages) {
         const route = this.#routeOf(m.topic);
@@ -125,7 +125,7 @@ export class DestinationLimits {
       }
     }
     heldBehind(messages, held);
-    if (limits.rows.length > 0) await this.#takeTokens(messages, limits.rows, held, defer);
+    if (limits.length > 0) await this.#takeTokens(messages, limits, held, defer);
     heldBehind(messages, held);
     for (const [route, probe] of probes)
       if (held.has(probe)) {
@@ -224,7 +224,26 @@ export class DestinationLimits {
       paused.push(route);
       deferFailed(r, rows[0]?.untilMs ?? pauseMs, `route ${route} paused: ${reason}`);
     }
+    // This dispatcher's own pauses and resumes count at its next claim, not a read later.
+    if (probes.size > 0 || paused.length > 0) this.#cache = undefined;
     return { resumed, paused };
+  }
+
+  /**
+   * The paused routes and limit patterns, read at most every {@link READ_EVERY_MS} (another
+   * dispatcher's pause is seen that much later at most; this one's own changes at once).
+   */
+  async #read(): Promise<{ pauses: Pause[]; limits: { pattern: string }[] }> {
+    if (this.#cache && Date.now() - this.#cache.at < READ_EVERY_MS) return this.#cache;
+    const { rows } = await this.#executor.query<Pause & { kind: string }>(
+      destinationLimitsSql(this.#schema),
+    );
+    this.#cache = {
+      at: Date.now(),
+      pauses: rows.filter((r) => r.kind === 'pause'),
+      limits: rows.filter((r) => r.kind === 'limit').map((r) => ({ pattern: r.route })),
+    };
+    return this.#cache;
   }
 
   async #takeProbe(route: string, owner: string): Promise<boolean> {

@@ -66,3 +66,12 @@ WHERE route = $1 AND probe_owner = $2`;
 /** The destination answered the probe: the route resumes. $1 route, $2 owner. */
 export const resumeRouteSql = (s: string) => `
 DELETE FROM ${s}.outbox_route_pauses WHERE route = $1 AND probe_owner = $2 RETURNING route`;
+
+/**
+ * What the dispatcher reads after a claim that found messages: the paused routes and the
+ * rate-limit patterns, in ONE round trip (the common answer is no rows at all).
+ */
+export const destinationLimitsSql = (s: string) => `
+SELECT 'pause' AS kind, ${pauseColumns} FROM ${s}.outbox_route_pauses
+UNION ALL
+SELECT 'limit', pattern, '', 0, 0, now(), now(), 0, NULL, 0 FROM ${s}.outbox_rate_limits`;
