@@ -182,6 +182,14 @@ export class DestinationLimits {
     const deferFailed = (r: { failed: number[] }, delayMs: number, reason: string) => {
       for (const i of r.failed) plan[i] = { rowId: sent[i]!.rowId, kind: 'defer', delayMs, reason };
     };
+    // A probe that never went out (its run stopped before it, or time ran out): free it at once
+    // rather than let the route wait for its lease.
+    for (const route of probes.keys())
+      if (
+        !routes.has(route) ||
+        (!routes.get(route)!.answered && routes.get(route)!.failed.length === 0)
+      )
+        await this.#executor.query(dropProbeSql(this.#schema), [route, owner]);
     for (const [route, r] of routes) {
       const reason = r.retryAfterMs !== undefined ? `Retry-After: ${r.error}` : `${r.error}`;
       if (probes.has(route)) {
