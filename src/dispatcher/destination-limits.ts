@@ -103,6 +103,9 @@ export class DestinationLimits {
     probes: Map<string, OutgoingMessage>;
   }> {
     const { pauses, limits } = await this.#read();
+    // An aggregate's earlier messages first, so a probe or a token never goes to a message whose
+    // predecessor in the batch then waits (it would be released behind it, heldBehind).
+    const inOrder = [...messages].sort((a, b) => a.sequence - b.sequence);
     const held = new Map<OutgoingMessage, Settlement>();
     const probes = new Map<string, OutgoingMessage>();
     const defer = (m: OutgoingMessage, delayMs: number, reason: string) =>
@@ -110,7 +113,7 @@ export class DestinationLimits {
     if (pauses.length > 0) {
       const byRoute = new Map(pauses.map((p) => [p.route, p]));
       const lost = new Map<string, number>();
-      for (const m of messages) {
+      for (const m of inOrder) {
         const route = this.#routeOf(m.topic);
         const pause = byRoute.get(route);
         if (!pause || m.shadow) continue;
@@ -125,7 +128,7 @@ export class DestinationLimits {
       }
     }
     heldBehind(messages, held);
-    if (limits.length > 0) await this.#takeTokens(messages, limits, held, defer);
+    if (limits.length > 0) await this.#takeTokens(inOrder, limits, held, defer);
     heldBehind(messages, held);
     for (const [route, probe] of probes)
       if (held.has(probe)) {

@@ -157,7 +157,7 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
   const pausedRoutes = new Gauge({
     name: 'outbox_route_paused',
     help: 'Routes paused because their destination is down (1 per paused route; issue 27): their messages wait without attempts.',
-    labelNames: ['route', 'reason'] as const,
+    labelNames: ['route'] as const,
     registers,
   });
   const latency = new Histogram({
@@ -227,8 +227,8 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
       oldestAwaitingApproval.set(status.oldestAwaitingApprovalAgeSeconds);
       pausedRoutes.reset();
       for (const p of status.pausedRoutes)
-        // The reason's first words only: a label must not carry a whole error text.
-        pausedRoutes.set({ route: p.route, reason: p.reason.slice(0, 60) }, 1);
+        // The reason is an error text: in `outbox status`, not in a label.
+        pausedRoutes.set({ route: p.route }, 1);
       if (status.dueNow === 0) nothingDue = true;
       else if (nothingDue) {
         nothingDue = false;
