@@ -17,6 +17,7 @@ import { blockedClaim } from './cases/blocked-claim.js';
 import { dispatchVsRaw, historyScaling } from './cases/dispatch.js';
 import { enqueueOverhead, notifyCost } from './cases/enqueue.js';
 import { busyDatabaseCases, busyDatabaseRows } from './cases/held-snapshot.js';
+import { destinationLimitsCases, destinationLimitsRows } from './cases/destination-limits.js';
 import { hotAggregate, hotAggregateHttp } from './cases/hot-aggregate.js';
 import { latency } from './cases/latency.js';
 import { memory } from './cases/memory.js';
@@ -135,13 +136,15 @@ try {
     busyDatabaseCases(onFreshDatabase, size, names);
   if (only) {
     const busy = await busyDatabase(only);
+    const limits = await destinationLimitsCases(onFreshDatabase, quick, only);
     const results = {
       mode: `${quick ? 'quick' : 'full'} --only ${[...only].join(',')}`,
       measuredAt: new Date().toISOString(),
       durationSeconds: Math.round((Date.now() - started) / 1000),
       postgres: server.version,
       ...busy.keys,
-      details: { ...busy.details, size },
+      ...limits.keys,
+      details: { ...busy.details, ...limits.details, size },
     };
     mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
     writeFileSync(
@@ -212,6 +215,7 @@ try {
   );
 
   const busy = await busyDatabase(null);
+  const limits = await destinationLimitsCases(onFreshDatabase, quick, null);
 
   const results = {
     mode: quick ? 'quick' : 'full',
@@ -242,8 +246,10 @@ try {
     deep_backlog_ratio: deep.ratio,
     idle_aggregates_ratio: idle.ratio,
     ...busy.keys,
+    ...limits.keys,
     details: {
       ...busy.details,
+      ...limits.details,
       enqueue,
       notify,
       dispatch,
@@ -447,6 +453,7 @@ function printTable(
       '>= 0.9',
     ),
     ...busyDatabaseRows(r),
+    ...destinationLimitsRows(r),
   ];
   process.stdout.write(`${out.join('\n')}\n\nwritten to bench/results/latest.json\n`);
 }

@@ -100,6 +100,14 @@ export {
 } from './dispatcher/unordered-topics.js';
 export { repairHeads } from './dispatcher/repair-heads.js';
 export {
+  declareRateLimits,
+  listRateLimits,
+  removeRateLimits,
+  type RateLimit,
+  type RateLimitState,
+} from './dispatcher/rate-limits.js';
+export type { RoutePauseOptions } from './dispatcher/destination-limits.js';
+export {
   publishInOrder,
   type MessageFate,
   type OrderedPublishOptions,

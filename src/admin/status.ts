@@ -1,3 +1,4 @@
+import { listRoutePausesSql } from '../sql/route-pauses.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import {
   attemptsDistributionSql,
@@ -40,6 +41,18 @@ export interface OutboxStatus {
     lastError: string;
     dead: boolean;
   }[];
+  /**
+   * Routes paused because their destination is down (issue 27): their messages wait without
+   * attempts until a probe gets an answer. Empty when every route works.
+   */
+  pausedRoutes: {
+    route: string;
+    reason: string;
+    pausedAt: Date;
+    /** When the next probe may go. */
+    pausedUntil: Date;
+    failedProbes: number;
+  }[];
 }
 
 /** Reads {@link OutboxStatus}. Cost follows the backlog (partial indexes), not the table size. */
@@ -58,6 +71,9 @@ export async function readStatus(
   const errors = await executor.query<OutboxStatus['lastErrors'][number]>(lastErrorsSql(schema), [
     options.lastErrors ?? 5,
   ]);
+  const pauses = await executor.query<OutboxStatus['pausedRoutes'][number]>(
+    listRoutePausesSql(schema),
+  );
   const row = summary.rows[0]!;
   return {
     backlog: Number(row.backlog),
@@ -75,6 +91,13 @@ export async function readStatus(
       messages: Number(r.messages),
     })),
     lastErrors: errors.rows.map((r) => ({ ...r, id: String(r.id), attempts: Number(r.attempts) })),
+    pausedRoutes: pauses.rows.map((p) => ({
+      route: p.route,
+      reason: p.reason,
+      pausedAt: new Date(p.pausedAt),
+      pausedUntil: new Date(p.pausedUntil),
+      failedProbes: Number(p.failedProbes),
+    })),
   };
 }
 

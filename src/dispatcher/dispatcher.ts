@@ -9,6 +9,9 @@ import {
   type ResolvedDispatcherOptions,
 } from './options.js';
 import { addUnorderedTopics } from './unordered-topics.js';
+import { DestinationLimits } from './destination-limits.js';
+import { declareRateLimits } from './rate-limits.js';
+import { Router } from '../publishers/router.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { publishInOrder, type MessageFate } from './ordered-publish.js';
 import { startBatchTrace, traceClaimFailure } from './dispatch-spans.js';
@@ -57,6 +60,11 @@ export interface DispatcherStats {
    * is retried shortly until it goes through.
    */
   deferred: number;
+  /**
+   * Messages given back without an attempt to wait for their route (issue 27): paused, probing,
+   * over its rate limit, or failed only because the destination was down.
+   */
+  postponed: number;
   /** Settlements refused because the lease had passed to another claim (fencing). */
   fenced: number;
   claimFailures: number;
@@ -112,6 +120,7 @@ class PollingDispatcher implements Dispatcher {
     shadowed: 0,
     released: 0,
     deferred: 0,
+    postponed: 0,
     fenced: 0,
     claimFailures: 0,
     settleFailures: 0,
@@ -131,6 +140,8 @@ class PollingDispatcher implements Dispatcher {
   #stoppingSince = 0;
   readonly #executor: SqlExecutor | undefined;
   #prepared: Promise<void> | undefined;
+  /** Paused routes and rate limits (destination-limits.ts); only with an executor. */
+  readonly #limits: DestinationLimits | undefined;
 
   constructor(options: DispatcherOptions) {
     this.#options = resolveDispatcherOptions(options);
@@ -156,6 +167,20 @@ class PollingDispatcher implements Dispatcher {
       );
     this.id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
     this.#wakeSource = options.wakeSource;
+    const publisher = this.#publisher;
+    this.#limits = options.executor
+      ? new DestinationLimits({
+          executor: options.executor,
+          schema: this.#options.schema,
+          // A route: the Router's route a topic takes (`*` for its fallback or a lone publisher).
+          routeOf:
+            publisher instanceof Router
+              ? (topic) => publisher.routeFor(topic)?.pattern ?? '*'
+              : () => '*',
+          pause: this.#options.routePause,
+          leaseMs: this.#options.leaseMs,
+        })
+      : undefined;
   }
 
   /**
@@ -173,6 +198,10 @@ class PollingDispatcher implements Dispatcher {
       const globs = this.#options.unorderedTopics;
       if (globs.length > 0)
         await addUnorderedTopics(this.#executor, globs, { schema: this.#options.schema });
+      if (this.#options.rateLimits.length > 0)
+        await declareRateLimits(this.#executor, this.#options.rateLimits, {
+          schema: this.#options.schema,
+        });
       await repairHeads(this.#executor, { schema: this.#options.schema });
     } catch (error) {
       this.#prepared = undefined;
@@ -397,7 +426,14 @@ class PollingDispatcher implements Dispatcher {
       // Publish runs in order (ordered-publish.ts); abandon publishing well before the lease runs
       // out, so no other dispatcher can claim these messages while a publish might still be
       // delivering them (G3).
-      const fates = await publishInOrder(this.#publisher, messages, {
+      // Paused routes and rate limits (issue 27): what may not go now is given back, unpublished.
+      const gate = await this.#gate(owner, messages);
+      if (!gate) {
+        batch?.end(messages.map((m) => ({ rowId: m.rowId, kind: 'release' })));
+        return 0;
+      }
+      const sending = gate.send;
+      const fates = await publishInOrder(this.#publisher, sending, {
         maxAttempts: this.#options.maxAttempts,
         deadline: leaseDeadline - Math.max(500, this.#options.leaseMs * 0.1),
         timeoutError: `publish did not finish within the lease (${this.#options.leaseMs} ms)`,
@@ -411,7 +447,16 @@ class PollingDispatcher implements Dispatcher {
             }),
           ),
       });
-      const settlements = messages.map((m, i) => this.#settlementOf(m, fates[i]!));
+      const settlements = sending.map((m, i) => this.#settlementOf(m, fates[i]!));
+      if (this.#limits) {
+        const routes = await this.#limits
+          .review(owner, sending, fates, settlements, gate.probes)
+          .catch(() => ({ paused: [], resumed: [] }));
+        routes.paused.forEach((route) => this.#events.emit('dispatcher:route:paused', { route }));
+        routes.resumed.forEach((route) => this.#events.emit('dispatcher:route:resumed', { route }));
+        if (routes.resumed.length > 0) this.wake();
+        settlements.push(...gate.held);
+      }
       await pipeline.settling;
       this.#inFlight++;
       pipeline.pending = true;
@@ -425,6 +470,33 @@ class PollingDispatcher implements Dispatcher {
     } finally {
       this.#inFlight--;
       this.#notifyIdle();
+    }
+  }
+
+  /**
+   * The claim's messages split by {@link DestinationLimits.gate}; everything goes when there are
+   * no limits. If the gate cannot be read, the claim is given back (attempts too) and counted as
+   * a failed claim: publishing past a limit nobody could check is what it exists to prevent.
+   */
+  async #gate(owner: string, messages: OutgoingMessage[]) {
+    if (!this.#limits)
+      return { send: messages, held: [], probes: new Map<string, OutgoingMessage>() };
+    try {
+      return await this.#limits.gate(owner, messages);
+    } catch (error) {
+      await this.#store
+        .release(
+          owner,
+          messages.map((m) => m.rowId),
+        )
+        .catch(() => undefined);
+      this.#consecutiveClaimFailures++;
+      this.#stats.claimFailures++;
+      this.#events.emit('dispatcher:claim:failure', {
+        error: toError(error),
+        retryInMs: this.#claimRetryDelay(),
+      });
+      return undefined;
     }
   }
 
@@ -517,6 +589,7 @@ class PollingDispatcher implements Dispatcher {
       else if (s.kind === 'shadow') this.#stats.shadowed++;
       else if (s.kind === 'retry') this.#stats.retried++;
       else if (s.kind === 'release') this.#stats.released++;
+      else if (s.kind === 'defer') this.#stats.postponed++;
       else {
         this.#stats.deadLettered++;
         const message = messages.find((m) => m.rowId === s.rowId);

@@ -21,6 +21,10 @@ export interface DispatcherEventMap {
   'dispatcher:settle:failure': [{ owner: string; error: Error; messages: number }];
   'dispatcher:dead-letter': [{ message: OutgoingMessage; error: string }];
   'dispatcher:idle': [];
+  /** A route's destination was found down (or said `Retry-After`): its messages wait (issue 27). */
+  'dispatcher:route:paused': [{ route: string }];
+  /** A paused route's probe got an answer: the route goes on. */
+  'dispatcher:route:resumed': [{ route: string }];
   /** A wake source failed; the dispatcher goes on polling. */
   'dispatcher:wake-source:failure': [{ error: Error }];
 }

@@ -4,7 +4,9 @@ import { DEFAULT_SCHEMA } from '../core/identifier.js';
 import type { Publisher } from '../publishers/publisher.js';
 import type { CommitMode } from '../sql/commit-mode.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
+import type { RoutePauseOptions } from './destination-limits.js';
 import type { OutboxStore } from './outbox-store.js';
+import { checkRateLimits, type RateLimit } from './rate-limits.js';
 import type { WakeSource } from './wake-source.js';
 
 /** What happens to later messages of an aggregate whose ordered message was dead-lettered. */
@@ -74,6 +76,26 @@ export interface DispatcherOptions {
    * ```
    */
   statementTimeoutMs?: number;
+  /**
+   * Rate limits per topic glob, declared into the database when the dispatcher starts: ONE limit
+   * for all dispatchers together (docs/destination-limits.md). A message over its limit waits,
+   * without an attempt counted; ordered messages keep their order.
+   *
+   * @example
+   * ```ts
+   * createDispatcher({
+   *   executor: fromPg(pool),
+   *   publisher,
+   *   rateLimits: [{ pattern: 'payment.*', perSecond: 50, burst: 100 }],
+   * });
+   * ```
+   */
+  rateLimits?: readonly RateLimit[];
+  /**
+   * When a route counts as down and how long it pauses (docs/destination-limits.md). A paused
+   * route's messages wait without attempts; one probe per pause tells when it is back.
+   */
+  routePause?: RoutePauseOptions;
 }
 
 /** Default of {@link DispatcherOptions.statementTimeoutMs}. */
@@ -94,6 +116,8 @@ export interface ResolvedDispatcherOptions {
   settleCommit: CommitMode;
   /** 0: no timeout. */
   statementTimeoutMs: number;
+  rateLimits: Required<RateLimit>[];
+  routePause: Required<RoutePauseOptions>;
 }
 
 function positiveInteger(name: string, value: number | undefined, fallback: number): number {
@@ -148,5 +172,15 @@ export function resolveDispatcherOptions(options: DispatcherOptions): ResolvedDi
       options.statementTimeoutMs,
       DEFAULT_STATEMENT_TIMEOUT_MS,
     ),
+    rateLimits: checkRateLimits(options.rateLimits ?? []),
+    routePause: {
+      afterFailures: positiveInteger(
+        'routePause.afterFailures',
+        options.routePause?.afterFailures,
+        5,
+      ),
+      initialMs: positiveInteger('routePause.initialMs', options.routePause?.initialMs, 1_000),
+      maxMs: positiveInteger('routePause.maxMs', options.routePause?.maxMs, 60_000),
+    },
   };
 }

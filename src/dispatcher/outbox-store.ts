@@ -11,7 +11,12 @@ export type Settlement =
    * Never handed to the publisher: the rest of an ordered run after a failure, or what a stopping
    * dispatcher did not start. The lease and the attempt counted by the claim are given back.
    */
-  | { rowId: string; kind: 'release' };
+  | { rowId: string; kind: 'release' }
+  /**
+   * Given back without an attempt, to wait `delayMs` (issue 27): its route is paused or it found
+   * no rate-limit token, or it failed only because its destination was down (sql/defer.ts).
+   */
+  | { rowId: string; kind: 'defer'; delayMs: number; reason: string };
 
 /** Options of one claim. */
 export interface ClaimRequest {

@@ -4,6 +4,7 @@ import type { OutgoingMessage } from '../publishers/publisher.js';
 import { expireSql } from '../sql/approvals.js';
 import { claimSql } from '../sql/claim.js';
 import type { CommitMode } from '../sql/commit-mode.js';
+import { deferSql } from '../sql/defer.js';
 import { releaseSql, settleAdvanceSql, settleFailedSql } from '../sql/settle.js';
 import type { QueryOptions, SqlExecutor } from '../store/sql-executor.js';
 import type {
@@ -69,6 +70,7 @@ export class PgOutboxStore implements OutboxStore {
   readonly #settleFailedSql: string;
   readonly #settleAdvanceSql: string;
   readonly #releaseSql: string;
+  readonly #deferSql: string;
   readonly #expireSql: string;
   readonly #approvalSweepMs: number;
   readonly #queryOptions: QueryOptions | undefined;
@@ -84,6 +86,7 @@ export class PgOutboxStore implements OutboxStore {
     this.#settleFailedSql = settleFailedSql(schema, commit);
     this.#settleAdvanceSql = settleAdvanceSql(schema, commit);
     this.#releaseSql = releaseSql(schema, commit);
+    this.#deferSql = deferSql(schema);
     this.#expireSql = expireSql(schema);
     this.#approvalSweepMs = options.approvalSweepIntervalMs ?? 30_000;
     this.#queryOptions = options.statementTimeoutMs
@@ -118,17 +121,19 @@ export class PgOutboxStore implements OutboxStore {
     settlements: readonly Settlement[],
     request: SettleRequest,
   ): Promise<SettleResult> {
-    // Three statements at most, each standing alone (every row's settle is fenced by its lease,
+    // Four statements at most, each standing alone (every row's settle is fenced by its lease,
     // so they need not commit together): what leaves its chain and moves it on (published,
-    // shadow, dead under skip), what stays at the head (retry, dead under hold), and what was
-    // never tried (release). Any order is safe; failures go first so that a retried head is
+    // shadow, dead under skip), what stays at the head (retry, dead under hold), what was
+    // never tried (release) and what waits for its route (defer, sql/defer.ts). Any order is safe; failures go first so that a retried head is
     // already backing off when its predecessors' settle makes it ready.
     const advance: string[] = [];
     const skipped: { id: string; error: string }[] = [];
     const failed: Extract<Settlement, { kind: 'retry' | 'dead' }>[] = [];
     const released: string[] = [];
+    const deferred: Extract<Settlement, { kind: 'defer' }>[] = [];
     for (const s of settlements) {
       if (s.kind === 'published' || s.kind === 'shadow') advance.push(s.rowId);
+      else if (s.kind === 'defer') deferred.push(s);
       else if (s.kind === 'release') released.push(s.rowId);
       else if (s.kind === 'dead' && !request.deadLettersBlock)
         skipped.push({ id: s.rowId, error: s.error });
@@ -157,6 +162,14 @@ export class PgOutboxStore implements OutboxStore {
       );
       for (const row of rows)
         (row.state === 'deferred' ? result.deferred : result.settled).push(String(row.id));
+    }
+    if (deferred.length > 0) {
+      const { rows } = await this.#executor.query<{ id: string }>(
+        this.#deferSql,
+        [owner, deferred.map((s) => s.rowId), deferred.map((s) => s.delayMs)],
+        this.#queryOptions,
+      );
+      for (const row of rows) result.settled.push(String(row.id));
     }
     if (released.length > 0) {
       const { rows } = await this.#executor.query<{ id: string }>(

@@ -154,6 +154,12 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
     help: 'How long the oldest held message has waited for a decision (0 when none waits).',
     registers,
   });
+  const pausedRoutes = new Gauge({
+    name: 'outbox_route_paused',
+    help: 'Routes paused because their destination is down (1 per paused route; issue 27): their messages wait without attempts.',
+    labelNames: ['route'] as const,
+    registers,
+  });
   const latency = new Histogram({
     name: 'outbox_dispatch_latency_seconds',
     help: 'Time from a message being written (created_at) to its successful publish.',
@@ -219,6 +225,10 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
       dead.set(status.deadLetters);
       awaitingApproval.set(status.awaitingApproval);
       oldestAwaitingApproval.set(status.oldestAwaitingApprovalAgeSeconds);
+      pausedRoutes.reset();
+      for (const p of status.pausedRoutes)
+        // The reason is an error text: in `outbox status`, not in a label.
+        pausedRoutes.set({ route: p.route }, 1);
       if (status.dueNow === 0) nothingDue = true;
       else if (nothingDue) {
         nothingDue = false;

@@ -11,6 +11,7 @@ import { approvals } from './010-approvals.js';
 import { cachedPlans } from './011-cached-plans.js';
 import { laneFloor } from './012-lane-floor.js';
 import { dedupeKeys } from './013-dedupe-keys.js';
+import { destinationLimits } from './014-destination-limits.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -28,6 +29,7 @@ export const MIGRATIONS: readonly Migration[] = [
   cachedPlans,
   laneFloor,
   dedupeKeys,
+  destinationLimits,
 ];
 
 /** The schema version this build of agent-outbox expects. */

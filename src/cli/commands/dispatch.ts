@@ -7,6 +7,7 @@ import {
   type DispatcherStats,
 } from '../../dispatcher/dispatcher.js';
 import { DEFAULT_STATEMENT_TIMEOUT_MS } from '../../dispatcher/options.js';
+import { parseRateLimitFlag } from '../../dispatcher/rate-limits.js';
 import { assertSchemaCurrent } from '../../migrations/migrate.js';
 import { createPublisherFromUrl, PUBLISHER_URL_SCHEMES } from '../../publishers/from-url.js';
 import {
@@ -80,6 +81,9 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       'backoff-jitter-ms': { type: 'string' },
       'max-attempts': { type: 'string' },
       unordered: { type: 'string', multiple: true },
+      'rate-limit': { type: 'string', multiple: true },
+      'route-pause-after': { type: 'string' },
+      'route-pause-max-ms': { type: 'string' },
       'dead-letter-policy': { type: 'string', default: 'hold' },
       'nats-stream': { type: 'string' },
       'nats-subjects': { type: 'string', multiple: true },
@@ -148,6 +152,17 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       .map((v) => v.trim())
       .filter(Boolean),
     deadLetterPolicy: policy as 'hold' | 'skip',
+    rateLimits: (values['rate-limit'] ?? []).map((v) => {
+      try {
+        return parseRateLimitFlag(v);
+      } catch (error) {
+        throw new UsageError((error as Error).message);
+      }
+    }),
+    routePause: {
+      afterFailures: positiveInt('route-pause-after', values['route-pause-after'], 5),
+      maxMs: positiveInt('route-pause-max-ms', values['route-pause-max-ms'], 60_000),
+    },
     statementTimeoutMs:
       nonNegative('statement-timeout-ms', values['statement-timeout-ms']) ??
       DEFAULT_STATEMENT_TIMEOUT_MS,
@@ -304,6 +319,14 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
         messages,
       }),
     );
+    dispatcher.on('dispatcher:route:paused', ({ route }) =>
+      log('warn', 'route paused: its destination is down; messages wait without attempts', {
+        route,
+      }),
+    );
+    dispatcher.on('dispatcher:route:resumed', ({ route }) =>
+      log('info', 'route resumed', { route }),
+    );
     // In the message's own trace (its traceparent), where whoever follows it will look.
     dispatcher.on('dispatcher:dead-letter', ({ message, error }) =>
       log(
@@ -373,6 +396,7 @@ function progress(stats: DispatcherStats): Record<string, number> {
     retried: stats.retried,
     deadLettered: stats.deadLettered,
     fenced: stats.fenced,
+    postponed: stats.postponed,
     batches: stats.batches,
   };
 }

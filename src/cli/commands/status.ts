@@ -22,7 +22,8 @@ Options:
                       mode); reads the --since window of history, so it costs more
   --since DUR         window of --shadow, e.g. 24h, 7d (default 24h)
   --json              print one JSON object (keys: backlog, oldestPendingAgeSeconds, dueNow,
-                      inFlight, scheduled, deadLetters, attempts, lastErrors; with --shadow
+                      inFlight, scheduled, deadLetters, attempts, lastErrors,
+                      pausedRoutes: [{route, reason, pausedAt, pausedUntil, failedProbes}]; with --shadow
                       also shadow: [{topic, shadow, live, shadowDispatched, liveDispatched}])
   -h, --help          show this help
 

@@ -55,6 +55,15 @@ Options:
                              or comma-separated); all other topics are ordered. Declared in
                              the database (outbox_unordered_topics) at start: it applies to
                              messages written from then on, whichever dispatcher sends them
+  --rate-limit 'GLOB=N/s[:BURST]'
+                             at most N messages a second on topics matching GLOB, for all
+                             dispatchers together (repeatable), e.g. 'payment.*=50/s:100'.
+                             Declared in the database (outbox_rate_limits) at start; a message
+                             over the limit waits without an attempt counted (outbox limits)
+  --route-pause-after N      consecutive failed messages of a route (none published) that
+                             pause it: its messages wait, uncharged, while one probe tells
+                             when it is back (default 5; Retry-After pauses at once)
+  --route-pause-max-ms N     longest pause between probes, doubling from 1000 (default 60000)
   --dead-letter-policy P     hold (default): a dead letter blocks its aggregate's later
                              ordered messages; skip: they go on
   --nats-stream NAME         nats:// only: the JetStream stream to publish into. An existing

@@ -46,6 +46,23 @@ export function renderStatus(
       ].map(([k, v]) => [c.bold(k!), v!]),
     ),
   );
+  if (status.pausedRoutes.length > 0) {
+    out.push(
+      '',
+      c.bold('paused routes') + c.dim('  (destination down: messages wait, no attempts)'),
+    );
+    out.push(
+      table(
+        status.pausedRoutes.map((p) => [
+          c.yellow(p.route),
+          `probe ${p.pausedUntil.toISOString()}`,
+          `${p.failedProbes} failed probes`,
+          truncate(p.reason, 120),
+        ]),
+        { indent: '  ' },
+      ),
+    );
+  }
   if (status.attempts.length > 0) {
     out.push('', c.bold('attempts of undispatched messages'));
     out.push(

@@ -20,7 +20,7 @@ beforeAll(async () => {
 });
 afterAll(() => db.drop());
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE outbox, outbox_aggregates');
+  await db.pool.query('TRUNCATE outbox, outbox_aggregates, outbox_route_pauses');
 });
 
 /** A wake source that records the dispatcher's calls; `wake()` wakes the dispatcher. */
@@ -191,37 +191,48 @@ describe('polling dispatcher', () => {
     expect(dead[0]!.lastError).toMatch(/^permanent: 400/);
   });
 
-  it('a retryable failure schedules the next attempt with backoff and honours retryAfterMs', async () => {
-    const [one, two] = await enqueueCommitted(db.pool, [
+  it('a retryable failure schedules the next attempt with backoff; a Retry-After pauses the route instead (issue 27)', async () => {
+    const [one] = await enqueueCommitted(db.pool, [
       { topic: 't', aggregateId: 'a', payload: 1 },
-      { topic: 't', aggregateId: 'b', payload: 2 },
+      { topic: 't', aggregateId: 'c', payload: 3 },
     ]);
     const publisher = new InMemoryPublisher({
       inject: (m) =>
         m.aggregateId === 'a'
           ? { status: 'retryable', error: 'down' }
-          : { status: 'retryable', error: '429', retryAfterMs: 120_000 },
+          : m.aggregateId === 'b'
+            ? { status: 'retryable', error: '429', retryAfterMs: 120_000 }
+            : undefined,
     });
-    await createDispatcher({
-      executor: fromPg(db.pool),
-      publisher,
-      backoff: { baseMs: 30_000, maxMs: 900_000, jitterMs: 5_000 },
-    }).drain();
-    const { rows } = await db.pool.query<{
-      message_id: string;
-      delay_ms: number;
-      attempts: number;
-      last_error: string;
-    }>(
-      `SELECT message_id, extract(epoch FROM available_at - now()) * 1000 AS delay_ms, attempts, last_error FROM outbox`,
-    );
-    const byId = new Map(rows.map((r) => [r.message_id, r]));
-    const a = byId.get(one!.messageId)!;
+    const dispatcher = () =>
+      createDispatcher({
+        executor: fromPg(db.pool),
+        publisher,
+        backoff: { baseMs: 30_000, maxMs: 900_000, jitterMs: 5_000 },
+      });
+    // The destination works (c went out): a's failure is its own, charged and backed off.
+    await dispatcher().drain();
+    const row = async (messageId: string) =>
+      (
+        await db.pool.query<{ delay_ms: number; attempts: number; last_error: string | null }>(
+          `SELECT extract(epoch FROM available_at - now()) * 1000 AS delay_ms, attempts, last_error
+           FROM outbox WHERE message_id = $1`,
+          [messageId],
+        )
+      ).rows[0]!;
+    const a = await row(one!.messageId);
     expect(a.attempts).toBe(1);
     expect(a.last_error).toBe('down');
     expect(Number(a.delay_ms)).toBeGreaterThan(28_000);
     expect(Number(a.delay_ms)).toBeLessThan(36_000);
-    expect(Number(byId.get(two!.messageId)!.delay_ms)).toBeGreaterThan(118_000);
+    // Retry-After: the destination asked the route to wait, not one message; no attempt charged.
+    const [two] = await enqueueCommitted(db.pool, [{ topic: 't', aggregateId: 'b', payload: 2 }]);
+    await dispatcher().drain();
+    const b = await row(two!.messageId);
+    expect(Number(b.delay_ms)).toBeGreaterThan(118_000);
+    expect(b.attempts).toBe(0);
+    const { rows } = await db.pool.query('SELECT route FROM outbox_route_pauses');
+    expect(rows).toEqual([{ route: '*' }]);
   });
 
   it('contract (b): publish succeeds, marking dispatched fails → the next run publishes the same message again', async () => {

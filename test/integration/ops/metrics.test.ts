@@ -89,6 +89,23 @@ describe('outbox metrics', () => {
     ).toBe(4096);
   });
 
+  it('shows each paused route as outbox_route_paused (issue 27)', async () => {
+    await db.pool.query(
+      `INSERT INTO outbox_route_pauses (route, reason, paused_until, cooldown_ms)
+       VALUES ('payment.**', 'HTTP 503', now() + interval '1 minute', 1000)`,
+    );
+    const metrics = createOutboxMetrics({ executor: fromPg(db.pool) });
+    await metrics.refresh();
+    expect(
+      sample(await metrics.registry.metrics(), 'outbox_route_paused{route="payment.**"}'),
+    ).toBe(1);
+    await db.pool.query('DELETE FROM outbox_route_pauses');
+    await metrics.refresh();
+    expect(
+      sample(await metrics.registry.metrics(), 'outbox_route_paused{route="payment.**"}'),
+    ).toBeUndefined();
+  });
+
   it('caps distinct topic labels, reporting later topics as "other"', async () => {
     await db.pool.query('DELETE FROM outbox');
     await enqueueCommitted(

@@ -14,6 +14,7 @@ const status: OutboxStatus = {
   oldestAwaitingApprovalAgeSeconds: 0,
   rejected: 0,
   expired: 0,
+  pausedRoutes: [],
   attempts: [
     { attempts: 0, messages: 1400 },
     { attempts: 7, messages: 98 },

@@ -1,0 +1,146 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createDispatcher, fromPg, InMemoryPublisher, type Publisher } from '../../../src/index.js';
+import { HttpPublisher } from '../../../src/publishers/http/index.js';
+import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { checkHistory, eventsInOrder, expectedOf } from '../../helpers/history.js';
+import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
+
+let db: TestDatabase;
+let receiver: WebhookReceiver;
+let down = false;
+let requests = 0;
+beforeAll(async () => {
+  db = await createTestDatabase();
+  receiver = await startWebhookReceiver({
+    status: () => {
+      requests++;
+      return down ? 503 : 200;
+    },
+  });
+});
+afterAll(async () => {
+  await receiver.close();
+  await db.drop();
+});
+beforeEach(async () => {
+  down = false;
+  requests = 0;
+  await db.pool.query(
+    'TRUNCATE outbox, outbox_aggregates, outbox_route_pauses, outbox_rate_limits',
+  );
+});
+
+const fast = {
+  backoff: { baseMs: 50, maxMs: 100, jitterMs: 0 },
+  pollIntervalMs: 20,
+  maxAttempts: 3,
+  routePause: { afterFailures: 3, initialMs: 200, maxMs: 400 },
+};
+
+const count = async (sql: string) => (await db.pool.query<{ n: number }>(sql)).rows[0]!.n;
+
+describe('destination health (issue 27)', () => {
+  it('an outage pauses the route: no attempts charged, no dead letters, all delivered after it', async () => {
+    await enqueueCommitted(db.pool, manyMessages(20, 3));
+    down = true;
+    const dispatcher = createDispatcher({
+      executor: fromPg(db.pool),
+      publisher: new HttpPublisher({ url: receiver.url }),
+      batchSize: 10,
+      ...fast,
+    });
+    dispatcher.start();
+    await expect.poll(() => count('SELECT count(*)::int AS n FROM outbox_route_pauses')).toBe(1);
+    // Far longer than three attempt budgets (3 attempts at 50-100 ms backoff).
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const duringOutage = requests;
+    expect(
+      await count('SELECT count(*)::int AS n FROM outbox WHERE dead_lettered_at IS NOT NULL'),
+    ).toBe(0);
+    expect(await count('SELECT coalesce(max(attempts), 0)::int AS n FROM outbox')).toBeLessThan(3);
+    down = false;
+    await expect.poll(() => receiver.distinct(), { timeout: 20_000 }).toBe(60);
+    await dispatcher.stop();
+    expect(await count('SELECT count(*)::int AS n FROM outbox_route_pauses')).toBe(0);
+    expect(
+      await count('SELECT count(*)::int AS n FROM outbox WHERE dead_lettered_at IS NOT NULL'),
+    ).toBe(0);
+    // Paused: probes only, one at a time (a few a second), not 60 messages per backoff.
+    expect(duringOutage).toBeLessThan(60);
+    expect(dispatcher.stats().postponed).toBeGreaterThan(0);
+  });
+
+  it('a message failing on its own while the destination works is still retried and dead-lettered', async () => {
+    const publisher: Publisher = {
+      publish: async (messages) =>
+        messages.map((m) =>
+          (m.payload as { a: number }).a === 0
+            ? { status: 'retryable', error: 'only this one fails' }
+            : { status: 'published' },
+        ),
+    };
+    await enqueueCommitted(db.pool, manyMessages(5, 1));
+    const dispatcher = createDispatcher({
+      executor: fromPg(db.pool),
+      publisher,
+      ...fast,
+      backoff: { baseMs: 0, maxMs: 0, jitterMs: 0 },
+    });
+    await dispatcher.drain();
+    await expect
+      .poll(async () => {
+        await dispatcher.drain();
+        return count('SELECT count(*)::int AS n FROM outbox WHERE dead_lettered_at IS NOT NULL');
+      })
+      .toBe(1);
+    expect(await count('SELECT count(*)::int AS n FROM outbox_route_pauses')).toBe(0);
+  });
+
+  it('Retry-After pauses the route at once, for as long as it says', async () => {
+    const publisher: Publisher = {
+      publish: async (messages) =>
+        messages.map(() => ({ status: 'retryable', error: '429', retryAfterMs: 5_000 })),
+    };
+    await enqueueCommitted(db.pool, manyMessages(2, 1));
+    const dispatcher = createDispatcher({ executor: fromPg(db.pool), publisher, ...fast });
+    await dispatcher.drain();
+    const { rows } = await db.pool.query(
+      `SELECT route, reason, paused_until > now() + interval '4 seconds' AS long FROM outbox_route_pauses`,
+    );
+    expect(rows).toEqual([
+      { route: '*', reason: expect.stringMatching(/Retry-After/), long: true },
+    ]);
+    expect(await count('SELECT max(attempts)::int AS n FROM outbox')).toBe(0);
+  });
+});
+
+describe('rate limits (issue 27)', () => {
+  it('one limit for two dispatchers: the rate stays near it, nothing is charged, order holds', async () => {
+    const enqueued = await enqueueCommitted(db.pool, manyMessages(10, 6));
+    const publisher = new InMemoryPublisher();
+    const make = () =>
+      createDispatcher({
+        executor: fromPg(db.pool),
+        publisher,
+        batchSize: 20,
+        ...fast,
+        rateLimits: [{ pattern: 'payment.*', perSecond: 20, burst: 5 }],
+      });
+    const a = make();
+    const b = make();
+    const started = Date.now();
+    a.start();
+    b.start();
+    await expect.poll(() => publisher.published.length, { timeout: 20_000 }).toBe(60);
+    const seconds = (Date.now() - started) / 1000;
+    await Promise.all([a.stop(), b.stop()]);
+    // 60 messages at 20/s with a burst of 5: about 2.75 s; never much faster.
+    expect(seconds).toBeGreaterThan(2.2);
+    const report = checkHistory(expectedOf(enqueued), eventsInOrder(publisher.published));
+    expect(report).toMatchObject({ lost: [], orderViolations: [], duplicates: 0 });
+    expect(await count('SELECT max(attempts)::int AS n FROM outbox')).toBe(1);
+    const { rows } = await db.pool.query('SELECT pattern, taken::int FROM outbox_rate_limits');
+    expect(rows).toEqual([{ pattern: 'payment.*', taken: 60 }]);
+  });
+});
