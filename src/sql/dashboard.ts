@@ -46,7 +46,8 @@ ORDER BY 1`;
  * undispatched (`dispatched_at IS NULL`: what `outbox status` reads, costs what the backlog
  * costs) or was dispatched inside the window: a range of `outbox_dispatched_at_idx` (migration
  * 006). That range is capped at the newest $2 dispatched rows: past that, the window starts at
- * the $2-th newest dispatch (an index-only step back of $2 entries) instead of $1 ago, so a busy
+ * the $2-th newest dispatch (an index-only step back of at most $2 entries, stopping at the
+ * window's start) instead of $1 ago, so a busy
  * outbox gets a shorter history, never a slower start. One pass of events (+1 in, -1 out) and a
  * running sum per point, not a count per point: 720 points × N rows would be 720 scans.
  *
@@ -62,6 +63,7 @@ WITH bounds AS (
          greatest(now() - $1::float8 * interval '1 millisecond',
                   coalesce((SELECT dispatched_at FROM ${s}.outbox
                              WHERE dispatched_at IS NOT NULL AND dispatched_at <= now()
+                               AND dispatched_at >= now() - $1::float8 * interval '1 millisecond'
                              ORDER BY dispatched_at DESC OFFSET $2 LIMIT 1), '-infinity')) AS since
 ), grid AS (
   SELECT until, step, since, floor(extract(epoch FROM until - since) * 1000 / $3::float8)::int AS last
