@@ -27,8 +27,8 @@ section h2 { font-size:13px; font-weight:600; color:var(--dim); margin:0 0 8px;
 .tile .value { font-size:26px; font-weight:600; font-variant-numeric:tabular-nums; }
 .tile.bad .value { color:var(--bad); } .tile.warn .value { color:var(--warn); }
 .wide { grid-column:1 / -1; }
-svg { width:100%; height:160px; display:block; }
-svg .axis { stroke:var(--line); } svg text { fill:var(--dim); font-size:10px; }
+svg { width:100%; height:170px; display:block; }
+svg .axis { stroke:var(--line); } svg text { fill:var(--dim); font-size:12px; }
 svg .series { fill:none; stroke:var(--accent); stroke-width:2; }
 svg .series.rate { stroke:var(--good); } svg .bar { fill:var(--accent); }
 table { width:100%; border-collapse:collapse; }
@@ -41,10 +41,12 @@ button { background:var(--accent); color:#fff; border:0; border-radius:4px; padd
          cursor:pointer; font:inherit; } button:disabled { opacity:.5; cursor:default; }
 #notice { color:var(--warn); } #token-form { display:none; gap:6px; } #token-form.shown { display:flex; }
 td.payload { font-family:ui-monospace, monospace; font-size:12px; word-break:break-word; }
-td.decide { white-space:nowrap; } td.decide input { width:14em; margin:0 4px; }
+td.decide { white-space:nowrap; } td.decide input { width:auto; margin:0 4px; }
 .decider { margin:0 0 8px; color:var(--dim); } button.reject { background:var(--bad); }
 input { background:var(--bg); color:var(--text); border:1px solid var(--line); border-radius:4px;
         padding:4px 8px; font:inherit; }
+@media (max-width: 1200px) { main { grid-template-columns:1fr; }
+  .tiles { grid-template-columns:repeat(3, 1fr); } }
 `;
 
 const SCRIPT = String.raw`
@@ -79,16 +81,20 @@ const SCRIPT = String.raw`
   }
   function fmt(n) { return n >= 100 ? Math.round(n).toString() : (Math.round(n * 10) / 10).toString(); }
 
+  // Charts are drawn in CSS pixels (the viewBox is the element's own size), so a 12px label is
+  // 12px on screen at any width; a fixed 600-wide viewBox shrank them to ~7px in a narrow panel.
+  function size(svg) { return { W: svg.clientWidth || 600, H: svg.clientHeight || 170 }; }
+
   function lineChart(svg, points, cls) {
     while (svg.firstChild) svg.removeChild(svg.firstChild);
-    var W = 600, H = 160, L = 44, B = 18;
+    var box = size(svg), W = box.W, H = box.H, L = 48, B = 22;
     svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
     var values = points.filter(function (p) { return p.v !== null; });
     var max = Math.max(1, Math.max.apply(null, values.map(function (p) { return p.v; }).concat([0])));
     svg.appendChild(svgEl('line', { x1: L, y1: H - B, x2: W, y2: H - B, 'class': 'axis' }));
     svg.appendChild(svgEl('line', { x1: L, y1: 4, x2: L, y2: H - B, 'class': 'axis' }));
-    svg.appendChild(svgEl('text', { x: L - 6, y: 12, 'text-anchor': 'end' }, fmt(max)));
-    svg.appendChild(svgEl('text', { x: L - 6, y: H - B, 'text-anchor': 'end' }, '0'));
+    svg.appendChild(svgEl('text', { x: L - 6, y: 14, 'text-anchor': 'end' }, fmt(max)));
+    svg.appendChild(svgEl('text', { x: L - 6, y: H - B, 'text-anchor': 'end', 'class': 'tick' }, '0'));
     if (values.length === 0) {
       svg.appendChild(svgEl('text', { x: W / 2, y: H / 2, 'text-anchor': 'middle' }, 'collecting samples...'));
       return;
@@ -100,25 +106,31 @@ const SCRIPT = String.raw`
       return (i ? 'L' : 'M') + x.toFixed(1) + ' ' + y.toFixed(1);
     }).join(' ');
     svg.appendChild(svgEl('path', { d: d, 'class': 'series ' + cls }));
-    svg.appendChild(svgEl('text', { x: L, y: H - 4 }, new Date(t0).toLocaleTimeString()));
-    svg.appendChild(svgEl('text', { x: W, y: H - 4, 'text-anchor': 'end' }, new Date(t1).toLocaleTimeString()));
+    svg.appendChild(svgEl('text', { x: L, y: H - 5, 'class': 'tick' }, new Date(t0).toLocaleTimeString()));
+    svg.appendChild(svgEl('text', { x: W - 2, y: H - 5, 'text-anchor': 'end', 'class': 'tick' }, new Date(t1).toLocaleTimeString()));
   }
+
+  function seconds(x) { return x >= 60 ? x / 60 + 'm' : x + 's'; }
+  // Bucket labels by upper bound ("<0.5s" ... "≥5m"): short enough for a 12px label per bar.
+  function bucketLabel(lo, hi) { return hi === undefined ? '≥' + seconds(lo) : '<' + seconds(hi); }
 
   function histogram(svg, latency) {
     while (svg.firstChild) svg.removeChild(svg.firstChild);
-    var W = 600, H = 160, B = 18, n = latency.counts.length;
+    var box = size(svg), W = box.W, H = box.H, B = 22, n = latency.counts.length;
     svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
     var max = Math.max(1, Math.max.apply(null, latency.counts));
     var w = W / n;
     latency.counts.forEach(function (c, i) {
-      var h = (c / max) * (H - B - 14);
+      var h = (c / max) * (H - B - 18);
       var bar = svgEl('rect', { x: i * w + 3, y: H - B - h, width: w - 6, height: h, 'class': 'bar' });
       bar.appendChild(svgEl('title', {}, c + ' messages'));
       svg.appendChild(bar);
       if (c > 0) svg.appendChild(svgEl('text', { x: i * w + w / 2, y: H - B - h - 3, 'text-anchor': 'middle' }, c));
       var lo = latency.edgesSeconds[i], hi = latency.edgesSeconds[i + 1];
-      svg.appendChild(svgEl('text', { x: i * w + w / 2, y: H - 4, 'text-anchor': 'middle' },
-        hi === undefined ? '>' + lo + 's' : lo + '-' + hi + 's'));
+      // Too narrow for every label (a small window): every other one.
+      if (w >= 34 || i % 2 === 0)
+        svg.appendChild(svgEl('text', { x: i * w + w / 2, y: H - 5, 'text-anchor': 'middle', 'class': 'bucket' },
+          bucketLabel(lo, hi)));
     });
   }
 
@@ -156,7 +168,9 @@ const SCRIPT = String.raw`
       tr.appendChild(el('td', { 'class': 'payload' }, m.payloadSummary));
       var cell = el('td', { 'class': 'decide' });
       var approveButton = el('button', { 'data-approve': m.id }, 'Approve');
-      var reason = el('input', { 'data-reason-for': m.id, placeholder: 'reason (required to reject)', maxlength: '2000' });
+      // size: the placeholder's length, so the box is wide enough for it whatever the font.
+      var hint = 'reason (required to reject)';
+      var reason = el('input', { 'data-reason-for': m.id, placeholder: hint, size: String(hint.length + 2), maxlength: '2000' });
       reason.value = reasons[m.id] || '';
       var rejectButton = el('button', { 'data-reject': m.id, 'class': 'reject' }, 'Reject');
       rejectButton.disabled = reason.value.trim() === '';
@@ -193,7 +207,15 @@ const SCRIPT = String.raw`
       .then(refresh);
   }
 
+  var lastState = null;
+  function drawCharts(state) {
+    lineChart($('backlog-chart'), state.samples.map(function (p) { return { t: p.at, v: p.backlog }; }), '');
+    lineChart($('rate-chart'), state.samples.map(function (p) { return { t: p.at, v: p.publishedPerSecond }; }), 'rate');
+    histogram($('latency-chart'), state.latency);
+  }
+
   function render(state) {
+    lastState = state;
     var s = state.status;
     var tiles = $('tiles');
     tiles.replaceChildren(
@@ -204,9 +226,7 @@ const SCRIPT = String.raw`
       tile('awaiting approval', s.awaitingApproval, s.oldestAwaitingApprovalAgeSeconds > 3600 ? 'warn' : ''),
       tile('dead letters', s.deadLetters, s.deadLetters > 0 ? 'bad' : ''));
     renderApprovals(state.approvals || []);
-    lineChart($('backlog-chart'), state.samples.map(function (p) { return { t: p.at, v: p.backlog }; }), '');
-    lineChart($('rate-chart'), state.samples.map(function (p) { return { t: p.at, v: p.publishedPerSecond }; }), 'rate');
-    histogram($('latency-chart'), state.latency);
+    drawCharts(state);
     $('latency-total').textContent = state.latency.total + ' messages';
 
     var body = $('dead-rows');
@@ -230,15 +250,16 @@ const SCRIPT = String.raw`
 
     var errors = $('errors');
     errors.replaceChildren();
-    s.lastErrors.forEach(function (e) {
-      var tr = el('tr');
-      tr.appendChild(el('td', {}, '#' + e.id + (e.dead ? ' (dead)' : '')));
+    // Messages still retrying only: each dead letter's error is in the dead-letter panel.
+    state.lastErrors.forEach(function (e) {
+      var tr = el('tr', { 'data-error-id': e.id });
+      tr.appendChild(el('td', {}, '#' + e.id));
       tr.appendChild(el('td', {}, e.topic));
       tr.appendChild(el('td', {}, e.attempts));
       tr.appendChild(el('td', { 'class': 'error' }, e.lastError));
       errors.appendChild(tr);
     });
-    $('errors-empty').hidden = s.lastErrors.length > 0;
+    $('errors-empty').hidden = state.lastErrors.length > 0;
     $('updated').textContent = 'updated ' + new Date(state.now).toLocaleTimeString() +
       (state.sampleError ? ' (sampling failed: ' + state.sampleError + ')' : '');
   }
@@ -278,6 +299,7 @@ const SCRIPT = String.raw`
     $('token-form').classList.remove('shown');
     refresh();
   });
+  window.addEventListener('resize', function () { if (lastState) drawCharts(lastState); });
   refresh();
   setInterval(refresh, 3000);
 })();
@@ -302,9 +324,9 @@ const BODY = String.raw`
   <section class="wide"><h2>Dead letters</h2>
     <table><thead><tr><th>id</th><th>topic</th><th>aggregate</th><th>attempts</th><th>dead since</th><th>last error</th><th></th></tr></thead>
     <tbody id="dead-rows"></tbody></table><div class="empty" id="dead-empty">No dead letters.</div></section>
-  <section class="wide"><h2>Last errors</h2>
+  <section class="wide"><h2>Last errors · still retrying</h2>
     <table><thead><tr><th>id</th><th>topic</th><th>attempts</th><th>error</th></tr></thead>
-    <tbody id="errors"></tbody></table><div class="empty" id="errors-empty">No errors.</div></section>
+    <tbody id="errors"></tbody></table><div class="empty" id="errors-empty">No message is retrying after an error.</div></section>
 </main>
 `;
 

@@ -1,6 +1,6 @@
 import { readStatus } from '../admin/status.js';
 import { quoteIdentifier } from '../core/identifier.js';
-import { dispatchedSinceSql } from '../sql/dashboard.js';
+import { chartHistorySql, dispatchedSinceSql } from '../sql/dashboard.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
 /** One point of the dashboard's time series. */
@@ -13,10 +13,14 @@ export interface DashboardSample {
   publishedPerSecond: number | null;
 }
 
+/** Most dispatched rows the start-up history reads (see `chartHistorySql`). */
+export const HISTORY_MAX_DISPATCHED_ROWS = 100_000;
+
 /**
  * Samples backlog, dead letters and the published rate every `intervalMs`, keeping the last
- * `capacity` samples in memory (default 720: an hour at 5 s). Server-side, so the charts have
- * history as soon as the page opens, and one sampler serves any number of open pages.
+ * `capacity` samples in memory (default 720: an hour at 5 s). Server-side, so one sampler serves
+ * any number of open pages. Before its first sample it rebuilds the charts' span (capacity ×
+ * interval) from the database, so the charts are not empty when `outbox ui` has just started.
  */
 export class DashboardSampler {
   readonly #executor: SqlExecutor;
@@ -29,6 +33,8 @@ export class DashboardSampler {
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #lastError: string | undefined;
+  #historyLoaded = false;
+  #historyError: string | undefined;
 
   constructor(options: {
     executor: SqlExecutor;
@@ -68,12 +74,45 @@ export class DashboardSampler {
     return [...this.#samples];
   }
 
-  /** The last sampling error, if the last sample failed. */
+  /** The last sampling error, if the last sample failed, else the start-up history's error. */
   lastError(): string | undefined {
-    return this.#lastError;
+    return this.#lastError ?? this.#historyError;
+  }
+
+  /** The points before the first sample, from the rows' own timestamps (once; best effort). */
+  async #loadHistory(): Promise<void> {
+    this.#historyLoaded = true;
+    const { rows } = await this.#executor.query<{
+      at: number;
+      until: Date | string;
+      backlog: number;
+      deadLetters: number;
+      dispatched: number;
+    }>(chartHistorySql(this.#schema), [
+      this.#capacity * this.#intervalMs,
+      HISTORY_MAX_DISPATCHED_ROWS,
+      this.#intervalMs,
+    ]);
+    // The newest point is now(); the first live sample then takes the next one.
+    for (const [i, row] of rows.slice(-this.#capacity).entries())
+      this.#samples.push({
+        at: Number(row.at),
+        backlog: Number(row.backlog),
+        deadLetters: Number(row.deadLetters),
+        publishedPerSecond: i === 0 ? null : Number(row.dispatched) / (this.#intervalMs / 1000),
+      });
+    const last = rows.at(-1);
+    if (last) this.#lastAt = new Date(last.until);
   }
 
   async #sampleOnce(): Promise<void> {
+    if (!this.#historyLoaded)
+      try {
+        await this.#loadHistory();
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        this.#historyError = `reading the charts' history failed: ${message}`;
+      }
     try {
       const [status, dispatched] = await Promise.all([
         readStatus(this.#executor, { schema: this.#schemaName, lastErrors: 1 }),

@@ -169,6 +169,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     });
   });
   sampler.start();
+  // The first sample carries the charts' history: wait for it, so the first page has it.
+  await sampler.sample();
   const port = (server.address() as AddressInfo).port;
   return {
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}/`,

@@ -2,7 +2,7 @@ import { listAwaitingApproval, type AwaitingApproval } from '../admin/approvals.
 import { listDeadLetters, type DeadLetter } from '../admin/dead-letters.js';
 import { readStatus, type OutboxStatus } from '../admin/status.js';
 import { quoteIdentifier } from '../core/identifier.js';
-import { latencyHistogramSql } from '../sql/dashboard.js';
+import { latencyHistogramSql, retryingErrorsSql } from '../sql/dashboard.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import type { DashboardSample } from './sampler.js';
 
@@ -16,7 +16,13 @@ export const LATENCY_SAMPLE_ROWS = 10_000;
 export interface DashboardState {
   /** Server time, ms since the epoch. */
   now: number;
+  /** `lastErrors` is empty here: see {@link DashboardState.lastErrors}. */
   status: OutboxStatus;
+  /**
+   * Latest errors of messages still retrying (at most 10). Dead letters are not repeated here:
+   * `deadLetters` has each with its last error.
+   */
+  lastErrors: OutboxStatus['lastErrors'];
   samples: DashboardSample[];
   /** Error of the latest background sample, if it failed. */
   sampleError?: string;
@@ -33,14 +39,18 @@ export async function readDashboardState(
   samples: DashboardSample[],
   sampleError?: string,
 ): Promise<DashboardState> {
-  const [status, deadLetters, approvals, histogram] = await Promise.all([
-    readStatus(executor, { schema, lastErrors: 10 }),
+  const [status, deadLetters, approvals, histogram, errors] = await Promise.all([
+    readStatus(executor, { schema, lastErrors: 0 }),
     listDeadLetters(executor, { schema, limit: 50 }),
     listAwaitingApproval(executor, { schema, limit: 50 }),
     executor.query<{ bucket: number; n: number }>(latencyHistogramSql(quoteIdentifier(schema)), [
       LATENCY_SAMPLE_ROWS,
       LATENCY_EDGES_SECONDS,
     ]),
+    executor.query<OutboxStatus['lastErrors'][number]>(
+      retryingErrorsSql(quoteIdentifier(schema)),
+      [10],
+    ),
   ]);
   const counts = LATENCY_EDGES_SECONDS.map(() => 0);
   for (const row of histogram.rows) {
@@ -50,6 +60,7 @@ export async function readDashboardState(
   return {
     now: Date.now(),
     status,
+    lastErrors: errors.rows.map((r) => ({ ...r, id: String(r.id), attempts: Number(r.attempts) })),
     samples,
     ...(sampleError !== undefined && { sampleError }),
     latency: {

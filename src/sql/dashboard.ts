@@ -34,3 +34,91 @@ SELECT width_bucket(greatest(seconds, 0), $2::float8[]) AS bucket, count(*)::int
 FROM recent
 GROUP BY 1
 ORDER BY 1`;
+
+/**
+ * The charts' history at start-up: `outbox ui` used to sample from when it started, so its charts
+ * began empty. This rebuilds the last $1 ms (the sampler's capacity × interval: what the charts
+ * show) as points every $3 ms ending at now(), from the timestamps the rows already carry: a
+ * message is backlog from `created_at` (an approved one from `approval_decided_at`; one held or
+ * rejected/expired never was) until `dispatched_at` or `dead_lettered_at`, whichever came first.
+ *
+ * Bounded cost. Every row that was backlog at some point of the window is either still
+ * undispatched (`dispatched_at IS NULL`: what `outbox status` reads, costs what the backlog
+ * costs) or was dispatched inside the window: a range of `outbox_dispatched_at_idx` (migration
+ * 006). That range is capped at the newest $2 dispatched rows: past that, the window starts at
+ * the $2-th newest dispatch (an index-only step back of at most $2 entries, stopping at the
+ * window's start) instead of $1 ago, so a busy
+ * outbox gets a shorter history, never a slower start. One pass of events (+1 in, -1 out) and a
+ * running sum per point, not a count per point: 720 points × N rows would be 720 scans.
+ *
+ * Not read: `outbox_archive`. Rows reach it only after `outbox prune --older-than` (default 30
+ * days), so it holds rows dispatched in the window only if a prune runs with under an hour, and
+ * it has no index on `dispatched_at` (range-reading it would be a full scan). Known gaps, fine
+ * for a chart: a replayed dead letter counts as backlog for the time it was dead, and the
+ * dead-letter series counts only messages that are dead letters now.
+ */
+export const chartHistorySql = (s: string) => `
+WITH bounds AS (
+  SELECT now() AS until, $3::float8 * interval '1 millisecond' AS step,
+         greatest(now() - $1::float8 * interval '1 millisecond',
+                  coalesce((SELECT dispatched_at FROM ${s}.outbox
+                             WHERE dispatched_at IS NOT NULL AND dispatched_at <= now()
+                               AND dispatched_at >= now() - $1::float8 * interval '1 millisecond'
+                             ORDER BY dispatched_at DESC OFFSET $2 LIMIT 1), '-infinity')) AS since
+), grid AS (
+  SELECT until, step, since, floor(extract(epoch FROM until - since) * 1000 / $3::float8)::int AS last
+  FROM bounds
+), settled AS (
+  SELECT o.created_at, o.dispatched_at, o.dead_lettered_at, o.approval_state, o.approval_decided_at
+  FROM ${s}.outbox o, bounds b
+  WHERE o.dispatched_at IS NOT NULL AND o.dispatched_at >= b.since AND o.dispatched_at <= b.until
+), unsettled AS (
+  SELECT created_at, dispatched_at, dead_lettered_at, approval_state, approval_decided_at
+  FROM ${s}.outbox
+  WHERE dispatched_at IS NULL
+), tracked AS (
+  SELECT CASE WHEN approval_state IS NULL THEN created_at
+              WHEN approval_state = 'approved' THEN greatest(created_at, approval_decided_at)
+         END AS entered,
+         least(dispatched_at, dead_lettered_at) AS gone
+  FROM (SELECT * FROM settled UNION ALL SELECT * FROM unsettled) r
+), events AS (
+  SELECT entered AS at, 1 AS backlog, 0 AS dead, 0 AS dispatched FROM tracked WHERE entered IS NOT NULL
+  UNION ALL
+  SELECT gone, -1, 0, 0 FROM tracked WHERE entered IS NOT NULL AND gone IS NOT NULL
+  UNION ALL
+  SELECT dead_lettered_at, 0, 1, 0 FROM unsettled
+   WHERE dead_lettered_at IS NOT NULL AND coalesce(approval_state, '') NOT IN ('rejected', 'expired')
+  UNION ALL
+  SELECT dispatched_at, 0, 0, 1 FROM settled
+), per_point AS (
+  SELECT least(greatest(ceil(extract(epoch FROM e.at - (g.until - g.last * g.step)) * 1000
+                             / $3::float8), 0), g.last)::int AS i,
+         sum(e.backlog) AS backlog, sum(e.dead) AS dead, sum(e.dispatched) AS dispatched
+  FROM events e, grid g
+  WHERE e.at <= g.until
+  GROUP BY 1
+)
+SELECT (extract(epoch FROM g.until - (g.last - i) * g.step) * 1000)::float8 AS at,
+       g.until,
+       (sum(coalesce(p.backlog, 0)) OVER w)::int AS backlog,
+       (sum(coalesce(p.dead, 0)) OVER w)::int AS "deadLetters",
+       coalesce(p.dispatched, 0)::int AS dispatched
+FROM grid g
+CROSS JOIN generate_series(0, g.last) AS i
+LEFT JOIN per_point p USING (i)
+WINDOW w AS (ORDER BY i)
+ORDER BY i`;
+
+/**
+ * The "Last errors" panel: errors of messages still retrying. Dead letters are left out because
+ * the dead-letter panel above it lists each with its last error (they were shown twice). The
+ * predicate is `outbox_pending_idx`'s (migration 001), so this reads the backlog, not history.
+ */
+export const retryingErrorsSql = (s: string) => `
+SELECT id::text AS id, message_id::text AS "messageId", topic, aggregate_id AS "aggregateId",
+       attempts, last_error AS "lastError", false AS dead
+FROM ${s}.outbox
+WHERE dispatched_at IS NULL AND dead_lettered_at IS NULL AND last_error IS NOT NULL
+ORDER BY id DESC
+LIMIT $1`;
