@@ -12,6 +12,7 @@ import { cachedPlans } from './011-cached-plans.js';
 import { laneFloor } from './012-lane-floor.js';
 import { dedupeKeys } from './013-dedupe-keys.js';
 import { destinationLimits } from './014-destination-limits.js';
+import { counterFillfactor } from './015-counter-fillfactor.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -30,6 +31,7 @@ export const MIGRATIONS: readonly Migration[] = [
   laneFloor,
   dedupeKeys,
   destinationLimits,
+  counterFillfactor,
 ];
 
 /** The schema version this build of agent-outbox expects. */
