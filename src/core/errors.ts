@@ -69,3 +69,8 @@ export class OutboxAutocommitError extends OutboxError {
     this.name = 'OutboxAutocommitError';
   }
 }
+
+/** `error` as an Error: a thrown non-Error becomes one with its text as the message. */
+export function toError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
