@@ -7,15 +7,12 @@ import {
 } from '../dispatcher/dispatcher.js';
 import { TypedEmitter } from '../dispatcher/events.js';
 import { DEFAULT_STATEMENT_TIMEOUT_MS, settleCommit } from '../dispatcher/options.js';
-import type { QueryOptions } from '../store/sql-executor.js';
 import {
   DEFAULT_RECONNECT_DELAY,
   reconnectDelayMs,
   type ReconnectDelayOptions,
 } from '../dispatcher/wake/reconnect-delay.js';
-import { candidateStatesSql, nextDueSql } from '../sql/cdc.js';
 import { CandidateStore } from './candidate-store.js';
-import { classifyCandidates, type CandidateState } from './classify.js';
 import { ConfirmTracker } from './confirm-tracker.js';
 import type { CdcEventMap } from './events.js';
 import { isConnectionLoss, isSlotMissing, toError, type CdcDispatcherOptions } from './options.js';
@@ -27,7 +24,9 @@ import {
   ensurePublication,
   ensureSlot,
   readSlotLag,
+  recreateSlot,
 } from './slot.js';
+import { PublishCycle } from './publish-cycle.js';
 import { openWalStream, type WalStream } from './wal-stream.js';
 
 /**
@@ -58,15 +57,6 @@ export interface CdcDispatcher {
   ): () => void;
 }
 
-/** Under continuous load, candidate states are read (and positions confirmed) this often. */
-const CLASSIFY_EVERY_MS = 100;
-/**
- * Candidates whose state one query reads (see #classify): the oldest ones, which are what holds
- * the confirmed position back. A primary-key probe each, and one probe per aggregate among them
- * (sql/cdc.ts): about 500 rows read.
- */
-const CLASSIFY_SLICE = 500;
-
 class PgCdcDispatcher implements CdcDispatcher {
   #state: CdcDispatcherState = 'created';
   readonly #options: CdcDispatcherOptions;
@@ -75,11 +65,9 @@ class PgCdcDispatcher implements CdcDispatcher {
   readonly #store: CandidateStore;
   readonly #worker: Dispatcher;
   readonly #sweeper: Dispatcher;
-  readonly #statesSql: string;
-  readonly #nextDueSql: string;
+  readonly #cycles: PublishCycle;
   readonly #reconnect: ReconnectDelayOptions;
   readonly #streamTimeoutMs: number;
-  readonly #queryOptions: QueryOptions | undefined;
   #slot: string | undefined;
   #publication = '';
   #tracker = new ConfirmTracker(0n);
@@ -90,18 +78,7 @@ class PgCdcDispatcher implements CdcDispatcher {
   /** Rows of the transaction being streamed, until its COMMIT. */
   #open: string[] = [];
   #sentLsn: Lsn = 0n;
-  #cycle: Promise<void> | undefined;
-  #again = false;
   #timers = new Set<NodeJS.Timeout>();
-  #nextCycle: NodeJS.Timeout | undefined;
-  /** The wake-up at the next due time (see #wakeAtDue), apart from the re-check timer. */
-  #dueTimer: NodeJS.Timeout | undefined;
-  #dueAt = Infinity;
-  /** The cycle about to run was started by #dueTimer: claim even without candidates. */
-  #dueWake = false;
-  #classifiedAt = 0;
-  /** Candidates the state query did not find, since when (see #classify). */
-  #missingSince = new Map<string, number>();
 
   constructor(options: CdcDispatcherOptions) {
     if (!options.replicationConnection)
@@ -114,17 +91,11 @@ class PgCdcDispatcher implements CdcDispatcher {
       settleCommit: settleCommit(options.asyncSettle),
       statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
     });
-    this.#store.onResolved = (rowIds) => {
-      for (const id of rowIds) {
-        this.#store.candidates.delete(id);
-        this.#missingSince.delete(id);
-        this.#tracker.resolve(id);
-      }
-    };
+    this.#store.onResolved = (rowIds) => this.#cycles.resolved(rowIds);
     this.#store.onError = (error) => this.#onDatabaseError(error);
     // A retry's due time is known the moment its settle returns: wake then, not after a later
-    // look at the table (see #wakeAtDue).
-    this.#store.onRetried = (delayMs) => this.#wakeAtDue(delayMs);
+    // look at the table (see PublishCycle.wakeAtDue).
+    this.#store.onRetried = (delayMs) => this.#cycles.wakeAtDue(delayMs);
     const { sweepIntervalMs, executor, ...shared } = options;
     // The worker is never started: each WAL-driven cycle calls its drain(), which runs the polling
     // dispatcher's claim → publish → settle code on the candidate store.
@@ -141,8 +112,6 @@ class PgCdcDispatcher implements CdcDispatcher {
     });
     for (const event of ['dispatcher:claim:failure', 'dispatcher:settle:failure'] as const)
       this.#sweeper.on(event, ({ error }) => this.#onDatabaseError(error));
-    this.#statesSql = candidateStatesSql(quoteIdentifier(this.#schema));
-    this.#nextDueSql = nextDueSql(quoteIdentifier(this.#schema));
     this.#reconnect = { ...DEFAULT_RECONNECT_DELAY, ...options.reconnectDelay };
     this.#streamTimeoutMs = options.streamTimeoutMs ?? 10_000;
     const confirmMs = options.confirmIntervalMs ?? 1_000;
@@ -152,7 +121,20 @@ class PgCdcDispatcher implements CdcDispatcher {
         `must be a number greater than confirmIntervalMs (${confirmMs}), got ${String(options.streamTimeoutMs)}`,
       );
     const timeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
-    this.#queryOptions = timeoutMs > 0 ? { timeoutMs } : undefined;
+    this.#cycles = new PublishCycle(
+      {
+        options,
+        schema: this.#schema,
+        store: this.#store,
+        worker: this.#worker,
+        events: this.#events,
+        running: () => this.#state === 'running',
+        resolve: (id) => this.#tracker.resolve(id),
+        afterCycle: () => this.#afterCycle(),
+        onDatabaseError: (error) => this.#onDatabaseError(error),
+      },
+      timeoutMs > 0 ? { timeoutMs } : undefined,
+    );
   }
 
   get state(): CdcDispatcherState {
@@ -212,12 +194,11 @@ class PgCdcDispatcher implements CdcDispatcher {
     const wasRunning = this.#state === 'running';
     this.#state = 'stopping';
     for (const timer of this.#timers) clearInterval(timer);
-    clearTimeout(this.#nextCycle);
-    clearTimeout(this.#dueTimer);
+    this.#cycles.clearTimers();
     if (wasRunning) {
-      // Finish the cycle in flight (no new one starts: #kick checks the state), confirm what it
+      // Finish the cycle in flight (no new one starts: kick() checks the state), confirm what it
       // settled, then close. Commits arriving now are not confirmed and will be re-streamed.
-      await this.#cycle;
+      await this.#cycles.current;
       await this.#confirm(false);
       await this.#stream?.close();
       this.#stream = undefined;
@@ -272,27 +253,22 @@ class PgCdcDispatcher implements CdcDispatcher {
         reconnect: this.#streams++ > 0,
       });
       // Candidates kept across a reconnect (and anything the sweeper left) get a cycle now.
-      this.#kick();
+      this.#cycles.kick();
     } catch (error) {
       this.#scheduleReopen(await this.#recreateIfGone(toError(error)));
     }
   }
 
   /**
-   * The slot is gone: a failover to a standby that did not have it (PostgreSQL 16 and older copy
-   * no logical slot to standbys; 17+ can, see docs/failure-handling.md), or dropped by hand.
-   * Create it anew, here, so streaming resumes from now on, and have the sweeper claim at once:
-   * rows committed between the old slot's confirmed position and the new slot's creation are
-   * never streamed, and would otherwise wait for its next interval. Returns the error to report,
-   * saying what happened.
+   * The slot is gone (see recreateSlot): it is created anew, and the sweeper claims at once: rows
+   * committed between the old slot's confirmed position and the new slot's creation are never
+   * streamed, and would otherwise wait for its next interval. Returns the error to report, saying
+   * what happened.
    */
   async #recreateIfGone(error: Error): Promise<Error> {
     if (!isSlotMissing(error) || this.#state !== 'running') return error;
-    try {
-      const { executor } = this.#options;
-      const database = await currentDatabase(executor);
-      await ensurePublication(executor, this.#publication, this.#schema);
-      const slot = await ensureSlot(executor, this.#slot!, database);
+    const names = { slot: this.#slot!, publication: this.#publication, schema: this.#schema };
+    return recreateSlot(this.#options.executor, names, error, (slot) => {
       if (slot.created) {
         this.#tracker = new ConfirmTracker(slot.confirmedLsn);
         this.#sentLsn = slot.confirmedLsn;
@@ -302,16 +278,7 @@ class PgCdcDispatcher implements CdcDispatcher {
         });
       }
       this.#sweeper.wake();
-      return new Error(
-        `replication slot "${this.#slot!}" was gone (a failover to a standby without it, or dropped): recreated at ${formatLsn(slot.confirmedLsn)}; the sweeper publishes what was committed before (${error.message})`,
-        { cause: error },
-      );
-    } catch (recreate) {
-      return new Error(
-        `replication slot "${this.#slot!}" is gone and could not be recreated: ${toError(recreate).message}; retrying (${error.message})`,
-        { cause: error },
-      );
-    }
+    });
   }
 
   #onCommit(endLsn: Lsn): void {
@@ -330,7 +297,7 @@ class PgCdcDispatcher implements CdcDispatcher {
       this.#stream = undefined;
       void stream?.close();
     }
-    if (rows.length > 0) this.#kick();
+    if (rows.length > 0) this.#cycles.kick();
   }
 
   #onLost(stream: WalStream, error: Error): void {
@@ -365,71 +332,9 @@ class PgCdcDispatcher implements CdcDispatcher {
     this.#timers.add(timer);
   }
 
-  /** Runs a cycle now, or right after the running one (never two at once). */
-  #kick(): void {
-    if (this.#state !== 'running') return;
-    if (this.#cycle) {
-      this.#again = true;
-      return;
-    }
-    clearTimeout(this.#nextCycle);
-    this.#cycle = this.#runCycle().finally(() => {
-      this.#cycle = undefined;
-      if (this.#again && this.#state === 'running') {
-        this.#again = false;
-        this.#kick();
-      }
-    });
-  }
-
-  /**
-   * Publish what is due (the polling claim: sql/cdc.ts), then find out where the candidates left
-   * stand, so their WAL positions can be confirmed.
-   *
-   * When to claim again without a commit is decided where each due time becomes known, never by
-   * a later look that can come too late: a retry's backoff when its settle returns
-   * (`onRetried`), a deferred candidate's wait in the same statement that found it deferred
-   * (#classify). Earlier, both were read after the cycle with `nextDueSql` ("the next due time
-   * AFTER now"): a retry whose backoff ran out before that read — a slow cycle, a statement
-   * queued behind others on a loaded machine — was found by nothing but the sweeper, and its
-   * aggregate waited behind it (30 s by default) instead of its backoff (cdc.test.ts slows that
-   * read past the backoff: nothing was published after 30 s).
-   *
-   * A due wake-up still runs `nextDueSql` once, BEFORE its claim (#lookAhead): it finds the next
-   * due time (delayed deliveries, other dispatchers' backoffs), and a wake-up that came before
-   * the database's clock reached the due time (a timer rounds to whole milliseconds) finds the
-   * same row and is set again. Before the claim, not after: every row is then either due at the
-   * claim (which takes it) or still ahead of the look (which wakes for it). Run after the claim,
-   * the look missed a row that fell due between the two statements — neither claimed nor ahead —
-   * and left it to the sweeper: 300 ms between them on a loaded machine were enough (cdc.test.ts
-   * "a wake-up that comes before the server considers the retry due", 1 failure under load).
-   */
-  async #runCycle(): Promise<void> {
-    let nextInMs: number | undefined;
-    const dueWake = this.#dueWake;
-    this.#dueWake = false;
-    try {
-      // Without candidates only a due time is worth a claim: the sweeper has the rest.
-      if (this.#store.candidates.size === 0 && !dueWake) return;
-      // After a due wake-up, the next due time is read BEFORE the claim (see above).
-      if (dueWake) await this.#lookAhead();
-      await this.#worker.drain();
-      // Everything settled (onResolved resolved it): nothing left to classify. New commits
-      // arrived meanwhile: publish them first (the next cycle starts right away) and classify —
-      // which only serves confirmation — at most every CLASSIFY_EVERY_MS.
-      const classify =
-        this.#store.candidates.size > 0 &&
-        !(this.#again && Date.now() - this.#classifiedAt < CLASSIFY_EVERY_MS);
-      if (classify) {
-        this.#classifiedAt = Date.now();
-        nextInMs = await this.#classify();
-      }
-      if (!classify && this.#store.candidates.size > 0) return; // the next cycle runs at once
-    } catch (error) {
-      this.#events.emit('cdc:cycle:failure', { error: toError(error) });
-      nextInMs = this.#options.recheckMs ?? 250;
-      this.#onDatabaseError(error);
-    }
+  /** After each publish cycle: confirm what it resolved; resume a paused stream once the
+   * candidates are down to half of `maxCandidates`. */
+  async #afterCycle(): Promise<void> {
     await this.#confirm(false);
     if (
       this.#paused &&
@@ -437,95 +342,6 @@ class PgCdcDispatcher implements CdcDispatcher {
     ) {
       this.#paused = false;
       void this.#openStream();
-    }
-    if (nextInMs !== undefined && this.#state === 'running') {
-      clearTimeout(this.#nextCycle);
-      this.#nextCycle = setTimeout(() => this.#kick(), nextInMs);
-      this.#nextCycle.unref();
-    }
-  }
-
-  /**
-   * Wakes at the next due time ahead of now (sql/cdc.ts nextDueSql), if any. A failed look does
-   * not stop the claim after it, and is itself due again after `recheckMs`: otherwise the
-   * re-check cycle, which has no due wake-up of its own, would not look again.
-   */
-  async #lookAhead(): Promise<void> {
-    try {
-      const { rows } = await this.#options.executor.query<{ dueInMs: string }>(
-        this.#nextDueSql,
-        [],
-        this.#queryOptions,
-      );
-      if (rows[0]) this.#wakeAtDue(Number(rows[0].dueInMs));
-    } catch (error) {
-      this.#events.emit('cdc:cycle:failure', { error: toError(error) });
-      this.#onDatabaseError(error);
-      this.#wakeAtDue(this.#options.recheckMs ?? 250);
-    }
-  }
-
-  /**
-   * Claims again in `dueInMs` (a message falls due then: backoff, delayed delivery), unless an
-   * earlier wake-up is set already. Further than `maxHoldMs` is the sweeper's. A timer of its
-   * own: the re-check timer is reset by every cycle, and a due time must not be lost with it.
-   */
-  #wakeAtDue(dueInMs: number): void {
-    if (this.#state !== 'running' || dueInMs > (this.#options.maxHoldMs ?? 60_000)) return;
-    const at = Date.now() + Math.max(dueInMs, 1);
-    if (at >= this.#dueAt) return;
-    clearTimeout(this.#dueTimer);
-    this.#dueAt = at;
-    this.#dueTimer = setTimeout(() => {
-      this.#dueTimer = undefined;
-      this.#dueAt = Infinity;
-      this.#dueWake = true;
-      this.#kick();
-    }, at - Date.now());
-    this.#dueTimer.unref();
-  }
-
-  /**
-   * Reads where the oldest candidates stand and resolves their positions; returns when to look
-   * again. Bounded (issue 16): one query reads CLASSIFY_SLICE candidates, the oldest — the
-   * confirmed position cannot pass the first unresolved one, so reading those behind it would
-   * move nothing. The next slice is read only when this one is resolved entirely, so the work
-   * follows the rows that move, not the candidates that wait: 20,000 candidates blocked behind
-   * one aggregate's head cost a slice per look, and 20,000 published by another dispatcher cost
-   * 40 slices once.
-   */
-  async #classify(): Promise<number | undefined> {
-    let recheckInMs: number | undefined;
-    for (;;) {
-      const slice: string[] = [];
-      for (const id of this.#store.candidates) {
-        if (slice.length === CLASSIFY_SLICE) break;
-        slice.push(id);
-      }
-      if (slice.length === 0) return recheckInMs;
-      const { rows } = await this.#options.executor.query<CandidateState>(
-        this.#statesSql,
-        [slice],
-        this.#queryOptions,
-      );
-      const found = classifyCandidates(
-        rows,
-        {
-          candidates: this.#store.candidates,
-          missingSince: this.#missingSince,
-          resolve: (id) => this.#tracker.resolve(id),
-        },
-        {
-          now: Date.now(),
-          recheckMs: this.#options.recheckMs ?? 250,
-          maxHoldMs: this.#options.maxHoldMs ?? 60_000,
-        },
-      );
-      // Deferred (not due, or behind a head that is not due): claim again when it is.
-      if (found.dueInMs !== undefined) this.#wakeAtDue(found.dueInMs);
-      if (found.recheckInMs !== undefined)
-        recheckInMs = Math.min(recheckInMs ?? Infinity, found.recheckInMs);
-      if (slice.some((id) => this.#store.candidates.has(id))) return recheckInMs;
     }
   }
 

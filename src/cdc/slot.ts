@@ -1,4 +1,4 @@
-import { OutboxError } from '../core/errors.js';
+import { OutboxError, toError } from '../core/errors.js';
 import { quoteIdentifier } from '../core/identifier.js';
 import {
   createPublicationSql,
@@ -9,7 +9,7 @@ import {
   slotSql,
 } from '../sql/cdc.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
-import { parseLsn, type Lsn } from './lsn.js';
+import { formatLsn, parseLsn, type Lsn } from './lsn.js';
 
 /**
  * Default slot name: `agent_outbox_<database>_<schema>`, squeezed into the 63 characters of
@@ -83,6 +83,36 @@ export async function ensureSlot(
   } catch (error) {
     if ((error as { code?: string }).code !== '42710') throw error;
     return ensureSlot(executor, slot, database); // created concurrently: reuse it
+  }
+}
+
+/**
+ * The slot is gone: a failover to a standby that did not have it (PostgreSQL 16 and older copy
+ * no logical slot to standbys; 17+ can, see docs/failure-handling.md), or dropped by hand.
+ * Creates it (and the publication) anew, so streaming resumes from now on; `recreated` gets what
+ * was found or made. Returns the error to report in place of `error`, saying what happened; a
+ * failure to recreate (`recreated` throwing included) is reported the same way, to be retried.
+ */
+export async function recreateSlot(
+  executor: SqlExecutor,
+  names: { slot: string; publication: string; schema: string },
+  error: Error,
+  recreated: (slot: SlotInfo) => void,
+): Promise<Error> {
+  try {
+    const database = await currentDatabase(executor);
+    await ensurePublication(executor, names.publication, names.schema);
+    const slot = await ensureSlot(executor, names.slot, database);
+    recreated(slot);
+    return new Error(
+      `replication slot "${names.slot}" was gone (a failover to a standby without it, or dropped): recreated at ${formatLsn(slot.confirmedLsn)}; the sweeper publishes what was committed before (${error.message})`,
+      { cause: error },
+    );
+  } catch (recreate) {
+    return new Error(
+      `replication slot "${names.slot}" is gone and could not be recreated: ${toError(recreate).message}; retrying (${error.message})`,
+      { cause: error },
+    );
   }
 }
 

@@ -33,7 +33,7 @@
  *
  * Cost (issue 16): one primary-key probe per candidate and one probe of `outbox_chain_idx` per
  * aggregate among them (its head, the first entry), and the dispatcher passes a bounded slice of
- * its candidates (cdc-dispatcher.ts `#classify`): 500 candidates of one aggregate read 501 rows,
+ * its candidates (publish-cycle.ts `#classify`): 500 candidates of one aggregate read 501 rows,
  * under a millisecond. The previous version asked "is any earlier pending message of the
  * aggregate not due or dead?", a walk of every predecessor: 20,000 candidates on one aggregate
  * behind a leased head cost every look ~200 million index entries (the first one had not
@@ -99,11 +99,11 @@ LEFT JOIN heads h ON o.ordered AND h.aggregate_id = o.aggregate_id`;
  * another dispatcher's backoff) and claims again then instead of waiting for a WAL commit or the
  * sweeper — and if the wake-up came a moment before the server's clock reached the due time, it
  * finds the same row again and wakes once more. It runs just BEFORE the wake-up's claim
- * (cdc-dispatcher `#lookAhead`), so every row is either due at the claim, which takes it, or
+ * (publish-cycle.ts `#lookAhead`), so every row is either due at the claim, which takes it, or
  * still ahead of this look; run after the claim, it missed a row that fell due between the two
  * statements. Only rows still AHEAD of `now()`: a row already due is the claim's right after, and
  * one the claim does not take is leased, or not claimable, and waking for it at once would spin. The due times a retry or a deferred candidate
- * set are not read here: the settle and the candidate-state statement report them (cdc-dispatcher
+ * set are not read here: the settle and the candidate-state statement report them (publish-cycle.ts
  * `#runCycle`), because a look after the fact misses a due time that passed meanwhile.
  * The first entry past `now()` of
  * `outbox_ready_idx`, the claim's own index: one probe, however many heads are backing off

@@ -138,7 +138,7 @@ describe('CDC dispatcher with 20,000 announced rows on one blocked aggregate', (
     expect(claims.length, JSON.stringify(summary)).toBeGreaterThan(DEEP / BATCH);
     // A claim reads its batch (a run of up to 100 plus heads and probes): 300 at most here.
     expect(summary.claimRowsRead, JSON.stringify(summary)).toBeLessThan(1_000);
-    // A look at the candidates reads a slice of them (cdc-dispatcher.ts) and their aggregate's
+    // A look at the candidates reads a slice of them (publish-cycle.ts) and their aggregate's
     // head: 501 here. Before: every candidate and a walk of its predecessors.
     expect(summary.stateRowsRead, JSON.stringify(summary)).toBeLessThan(1_500);
     // No statement carries the candidates as a whole.
