@@ -1,23 +1,11 @@
 import { parseFlags } from '../parse-flags.js';
 import pg from 'pg';
-import { spanContextFromHeaders } from '../../core/trace.js';
-import {
-  createDispatcher,
-  type Dispatcher,
-  type DispatcherStats,
-} from '../../dispatcher/dispatcher.js';
+import { createDispatcher, type Dispatcher } from '../../dispatcher/dispatcher.js';
 import { DEFAULT_STATEMENT_TIMEOUT_MS } from '../../dispatcher/options.js';
 import { parseRateLimitFlag } from '../../dispatcher/rate-limits.js';
 import { assertSchemaCurrent } from '../../migrations/migrate.js';
-import { createPublisherFromUrl, PUBLISHER_URL_SCHEMES } from '../../publishers/from-url.js';
-import {
-  createPublisherFromConfig,
-  loadPublisherConfig,
-  PublisherConfigError,
-} from '../../publishers/publisher-config.js';
+import { createPublisherFromUrl } from '../../publishers/from-url.js';
 import { importPeer } from '../../publishers/optional-peer.js';
-import { WebhookSecretError } from '../../publishers/http/standard-webhooks.js';
-import { createRetentionJob, poolSessions } from '../../retention/retention-job.js';
 import { fromPg } from '../../store/from-pg.js';
 import { redactUrl, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
@@ -29,6 +17,9 @@ import {
 } from '../dispatch/nats-stream.js';
 import { EXIT, UsageError } from '../usage-error.js';
 import { dispatchHelp } from '../dispatch/help.js';
+import { logDispatcherEvents, progress } from '../dispatch/event-log.js';
+import { checkPublisherScheme, publisherFromConfig } from '../dispatch/publisher-flags.js';
+import { startDispatchRetention } from '../dispatch/retention.js';
 import {
   loadWebhookSecrets,
   refuseSecretOnCommandLine,
@@ -278,70 +269,21 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       log('info', `metrics on ${served.url}/metrics, health on ${served.url}/healthz`);
     }
     if (pruneOlderThanMs !== undefined && !values.once) {
-      const retention = createRetentionJob({
-        connect: poolSessions(pool),
-        schema: values.schema,
-        olderThanMs: pruneOlderThanMs,
-        archive: values['prune-archive'],
-        ledgerOlderThanMs:
-          values['prune-ledger-older-than'] === undefined
-            ? null
-            : parseDuration('prune-ledger-older-than', values['prune-ledger-older-than']),
-        intervalMs:
-          values['prune-interval'] === undefined
-            ? 3_600_000
-            : parseDuration('prune-interval', values['prune-interval']),
-      });
-      retention.on('retention:run:success', ({ outbox, ledger, durationMs }) =>
-        log('info', 'retention run', {
-          removed: outbox.removed,
-          archived: outbox.archived,
-          ledgerDeleted: ledger?.deleted ?? 0,
-          durationMs,
-        }),
+      const stopRetention = startDispatchRetention(
+        pool,
+        {
+          schema: values.schema,
+          olderThanMs: pruneOlderThanMs,
+          archive: values['prune-archive'],
+          ledgerOlderThan: values['prune-ledger-older-than'],
+          interval: values['prune-interval'],
+        },
+        log,
       );
-      retention.on('retention:run:skipped', () =>
-        log('info', 'retention skipped: another process holds the retention lock'),
-      );
-      retention.on('retention:run:failure', ({ error }) =>
-        log('error', 'retention run failed', { error: error.message }),
-      );
-      retention.start();
-      cleanups.push(() => retention.stop());
+      cleanups.push(stopRetention);
       log('info', `retention: dispatched rows older than ${formatDuration(pruneOlderThanMs)}`);
     }
-    dispatcher.on('dispatcher:claim:failure', ({ error, retryInMs }) =>
-      log('error', 'claim failed', { error: error.message, retryInMs }),
-    );
-    dispatcher.on('dispatcher:settle:failure', ({ error, messages }) =>
-      log('error', 'settle failed; messages will be published again after the lease expires', {
-        error: error.message,
-        messages,
-      }),
-    );
-    dispatcher.on('dispatcher:route:paused', ({ route }) =>
-      log('warn', 'route paused: its destination is down; messages wait without attempts', {
-        route,
-      }),
-    );
-    dispatcher.on('dispatcher:route:resumed', ({ route }) =>
-      log('info', 'route resumed', { route }),
-    );
-    // In the message's own trace (its traceparent), where whoever follows it will look.
-    dispatcher.on('dispatcher:dead-letter', ({ message, error }) =>
-      log(
-        'warn',
-        'dead-lettered',
-        {
-          id: message.id,
-          topic: message.topic,
-          aggregateId: message.aggregateId,
-          attempts: message.attempts,
-          error,
-        },
-        spanContextFromHeaders(message.headers),
-      ),
-    );
+    logDispatcherEvents(dispatcher, log);
     log(
       'info',
       `${values.mode} dispatcher ${dispatcher.id} on ${redactUrl(url)} → ${values.config ? `routes from ${values.config}` : redactUrl(values.publisher!)}`,
@@ -390,17 +332,6 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
   }
 }
 
-function progress(stats: DispatcherStats): Record<string, number> {
-  return {
-    published: stats.published,
-    retried: stats.retried,
-    deadLettered: stats.deadLettered,
-    fenced: stats.fenced,
-    postponed: stats.postponed,
-    batches: stats.batches,
-  };
-}
-
 function waitForSignal(log: Log): Promise<void> {
   return new Promise((resolve) => {
     const onSignal = (signal: NodeJS.Signals) => {
@@ -416,37 +347,4 @@ function waitForSignal(log: Log): Promise<void> {
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
   });
-}
-
-/**
- * Loads a routing config; its mistakes are the command line's (exit 2), not runtime failures.
- * `webhookSecrets` (from the environment or --webhook-secret-file) sign its http(s) routes.
- */
-async function publisherFromConfig(path: string, webhookSecrets: string[] | undefined) {
-  try {
-    const config = await loadPublisherConfig(path);
-    return await createPublisherFromConfig(
-      webhookSecrets
-        ? { ...config, options: { ...config.options, httpSigningSecrets: webhookSecrets } }
-        : config,
-    );
-  } catch (error) {
-    if (error instanceof PublisherConfigError || error instanceof WebhookSecretError)
-      throw new UsageError(error.message);
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT')
-      throw new UsageError(`--config ${path}: no such file`);
-    throw error;
-  }
-}
-
-/**
- * An unknown `--publisher` scheme is a wrong command line (exit 2), found before connecting to
- * anything; createPublisherFromUrl would refuse it later as a runtime failure (exit 1).
- */
-function checkPublisherScheme(url: string): void {
-  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase();
-  if (scheme !== undefined && (PUBLISHER_URL_SCHEMES as readonly string[]).includes(scheme)) return;
-  throw new UsageError(
-    `--publisher ${scheme === undefined ? `"${url}" has no scheme` : `scheme "${scheme}://" is not supported`}: use one of ${PUBLISHER_URL_SCHEMES.map((s) => `${s}://`).join(', ')}`,
-  );
 }
