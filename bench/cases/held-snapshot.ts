@@ -176,6 +176,36 @@ async function walBytes(db: BenchDatabase, from: string, to: string) {
   return { bytes: Number(rows[0]!.bytes ?? 0), fpi: Number(rows[0]!.fpi ?? 0) };
 }
 
+/**
+ * The same WAL by record type and relation, bytes per message (the biggest first): what each
+ * part writes, so a change to the storage can be read off the bench (issue 25 asked to count
+ * them). `count` is the records per message: 1 is one tuple version (or lock) per message.
+ */
+async function walRecords(db: BenchDatabase, from: string, to: string, messages: number) {
+  const { rows } = await db.pool.query<{ key: string; records: string; bytes: string }>(
+    `WITH r AS (
+       SELECT record_type, record_length,
+              (regexp_match(block_ref, 'rel \\d+/\\d+/(\\d+)'))[1]::oid AS node
+       FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)
+       WHERE block_ref LIKE '%/' || (SELECT oid FROM pg_database
+                                    WHERE datname = current_database()) || '/%')
+     SELECT r.record_type || ' ' || coalesce(c.relname, r.node::text) AS key,
+            count(*)::text AS records, sum(r.record_length)::text AS bytes
+     FROM r LEFT JOIN pg_class c ON c.relfilenode = r.node
+     GROUP BY 1 ORDER BY sum(r.record_length) DESC LIMIT 12`,
+    [from, to],
+  );
+  return Object.fromEntries(
+    rows.map((r) => [
+      r.key,
+      {
+        perMessage: round(Number(r.records) / messages),
+        bytes: Math.round(Number(r.bytes) / messages),
+      },
+    ]),
+  );
+}
+
 const lsn = async (db: BenchDatabase) =>
   (await db.pool.query<{ lsn: string }>(`SELECT pg_current_wal_insert_lsn()::text AS lsn`)).rows[0]!
     .lsn;
@@ -225,6 +255,11 @@ export async function walPerMessage(db: BenchDatabase, count: number) {
   const enqueue = await walBytes(db, start, enqueued);
   const dispatch = await walBytes(db, enqueued, dispatched);
   const retention = await walBytes(db, beforePrune, end);
+  const records = {
+    enqueue: await walRecords(db, start, enqueued, count),
+    dispatch: await walRecords(db, enqueued, dispatched, count),
+    retention: await walRecords(db, beforePrune, end, count),
+  };
   pin.release(true);
   const perMessage = (w: { bytes: number; fpi: number }) => ({
     bytes: Math.round(w.bytes / count),
@@ -237,6 +272,7 @@ export async function walPerMessage(db: BenchDatabase, count: number) {
       dispatch: perMessage(dispatch),
       retention: perMessage(retention),
     },
+    records,
     count,
   };
 }
