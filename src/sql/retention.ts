@@ -48,7 +48,7 @@ SELECT count(*)::int AS n FROM gone`;
  * statement, so a row is either still in `outbox` or already in `outbox_archive`, never in both
  * or neither. Columns are listed explicitly so a column added to `outbox` later cannot shift
  * values into the wrong archive column; an approved message keeps its approval's audit trail
- * (migration 010). `ON CONFLICT DO NOTHING` keeps a re-archived id (a row
+ * (migration 010), its dedupe key and deadline policy (migration 017). `ON CONFLICT DO NOTHING` keeps a re-archived id (a row
  * restored by hand and archived again) from failing the whole batch.
  */
 export const archiveDispatchedBatchSql = (s: string) => `
@@ -67,13 +67,14 @@ WITH batch AS (
   RETURNING o.id, o.message_id, o.aggregate_id, o.topic, o.payload, o.headers, o.sequence,
             o.created_at, o.available_at, o.dispatched_at, o.attempts, o.last_error, o.shadow,
             o.approval_state, o.approval_requested_by, o.approval_decided_by,
-            o.approval_decided_at, o.approval_note
+            o.approval_decided_at, o.approval_note, o.dedupe_key, o.approval_expires_at,
+            o.approval_on_expiry
 ), moved AS (
   INSERT INTO ${s}.outbox_archive
     (id, message_id, aggregate_id, topic, payload, headers, sequence,
      created_at, available_at, dispatched_at, attempts, last_error, shadow,
      approval_state, approval_requested_by, approval_decided_by, approval_decided_at,
-     approval_note)
+     approval_note, dedupe_key, approval_expires_at, approval_on_expiry)
   SELECT * FROM gone
   ON CONFLICT (id) DO NOTHING
   RETURNING 1

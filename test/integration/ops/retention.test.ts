@@ -170,6 +170,31 @@ describe('retention modes', () => {
     expect(await keys()).toEqual(['charge:live']);
   });
 
+  it('--archive keeps the dedupe key and the approval deadline policy (migration 017)', async () => {
+    const { rows } = await db.pool.query<{ id: string }>(
+      `INSERT INTO outbox (aggregate_id, topic, payload, dedupe_key)
+       VALUES ('audit:1', 'payment.charge', '{}', 'charge:audit') RETURNING id::text`,
+    );
+    await db.pool.query(
+      `UPDATE outbox SET dispatched_at = now() - interval '40 days', approval_on_expiry = 'approve',
+              approval_expires_at = now() - interval '41 days'
+        WHERE id = $1`,
+      [rows[0]!.id],
+    );
+    const cli = await runOps(['prune', '--older-than', '30d', '--archive', '--json'], {
+      DATABASE_URL: db.url,
+    });
+    expect(cli.code, cli.stderr).toBe(0);
+    const archived = await db.pool.query(
+      `SELECT dedupe_key, approval_on_expiry, approval_expires_at IS NOT NULL AS has_deadline
+         FROM outbox_archive WHERE id = $1`,
+      [rows[0]!.id],
+    );
+    expect(archived.rows).toEqual([
+      { dedupe_key: 'charge:audit', approval_on_expiry: 'approve', has_deadline: true },
+    ]);
+  });
+
   it('bad flags are usage errors (exit 2) before touching the database', async () => {
     const noAge = await runOps(['prune'], { DATABASE_URL: 'postgres://x@127.0.0.1:1/none' });
     expect(noAge.code).toBe(2);
