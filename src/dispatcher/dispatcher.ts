@@ -15,7 +15,7 @@ import { Router } from '../publishers/router.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { publishInOrder, type MessageFate } from './ordered-publish.js';
 import { startBatchTrace, traceClaimFailure } from './dispatch-spans.js';
-import { repairHeads } from './repair-heads.js';
+import { prepareClaims } from './repair-heads.js';
 import type { OutboxStore, Settlement } from './outbox-store.js';
 import { PgOutboxStore } from './pg-outbox-store.js';
 import { planSettlement } from './settle-plan.js';
@@ -189,8 +189,8 @@ class PollingDispatcher implements Dispatcher {
    *   apply to messages WRITTEN from then on, for every dispatcher — order is no longer a
    *   per-dispatcher view at claim time (two dispatchers with different lists would send one
    *   aggregate out of order);
-   * - heads left unmarked by a dispatcher older than migration 009 are marked ready
-   *   (repair-heads.ts).
+   * - heads left unmarked by a dispatcher older than migration 009 are marked ready, during the
+   *   seven days after an upgrade across it (repair-heads.ts `prepareClaims`).
    */
   async #prepare(): Promise<void> {
     if (!this.#executor) return;
@@ -202,7 +202,7 @@ class PollingDispatcher implements Dispatcher {
         await declareRateLimits(this.#executor, this.#options.rateLimits, {
           schema: this.#options.schema,
         });
-      await repairHeads(this.#executor, { schema: this.#options.schema });
+      await prepareClaims(this.#executor, { schema: this.#options.schema });
     } catch (error) {
       this.#prepared = undefined;
       throw error;
