@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pruneDispatchedBatchSql, archiveDispatchedBatchSql } from '../../../src/sql/retention.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { explainAnalyze, rowsRead } from '../../helpers/explain.js';
+import { insertWithTriggersOff } from '../../helpers/outbox-fixtures.js';
 
 /**
  * Retention's batch (issue 25 took its row locks away: a WAL record per row). What must still
@@ -14,22 +15,16 @@ const BATCH = 500;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    // Dispatched an hour ago, loaded with triggers off (50,000 trigger calls are slow here).
-    await client.query(`SET LOCAL session_replication_role = replica`);
-    await client.query(
-      `INSERT INTO outbox (aggregate_id, topic, payload, sequence, ordered, ready, dispatched_at)
+  // Dispatched an hour ago, loaded with triggers off.
+  await insertWithTriggersOff(db.pool, [
+    {
+      text: `INSERT INTO outbox (aggregate_id, topic, payload, sequence, ordered, ready, dispatched_at)
        SELECT 'agg-' || g, 'order.created', '{}'::jsonb, 1, true, true,
               now() - interval '1 hour' + g * interval '1 millisecond'
        FROM generate_series(1, $1::int) g`,
-      [OLD],
-    );
-    await client.query('COMMIT');
-  } finally {
-    client.release();
-  }
+      values: [OLD],
+    },
+  ]);
   await db.pool.query('ANALYZE outbox');
 }, 120_000);
 afterAll(async () => {
