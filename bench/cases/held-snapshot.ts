@@ -1,15 +1,11 @@
 import pg from 'pg';
-import {
-  createDispatcher,
-  createOutbox,
-  fromPg,
-  PgOutboxStore,
-  pruneOutbox,
-} from '../../src/index.js';
+import { createDispatcher, fromPg, PgOutboxStore } from '../../src/index.js';
 import type { BenchDatabase } from '../lib/database.js';
 import { log, percentiles, round, timed, type Percentiles } from '../lib/measure.js';
 import { noopPublisher } from './enqueue.js';
 import { graphileRate, pgBossRate } from './peers.js';
+import { walPerMessage } from './wal-per-message.js';
+import { prepareClaims } from '../../src/dispatcher/repair-heads.js';
 
 /**
  * Issue 25: the outbox beside a snapshot held open (a report, pg_dump, an idle-in-transaction
@@ -20,7 +16,12 @@ import { graphileRate, pgBossRate } from './peers.js';
  *   its commit) after `history` messages were dispatched under the held snapshot, over the same
  *   claim after the same history without one.
  * - `held_snapshot_drain_ratio`: a `backlog` of fresh messages drained by our dispatcher (no-op
- *   publisher, batch 200, one loop) after that history, held over plain.
+ *   publisher, batch 200, one loop) after that history, held over plain — the dispatcher that
+ *   dispatched the history, still running, as `outbox dispatch` would be. What a dispatcher
+ *   that STARTS pays under the snapshot (the floor put back a minute, so its first claim reads
+ *   the minute's dead entries) is `details.held.held.restartMs`, beside the plain one; before
+ *   issue 25's session 10 every drain here used a new dispatcher, and the start also repaired
+ *   every head (502 ms after 1,000,000 dispatched).
  * - `held_snapshot_vs_graphile_worker` / `held_snapshot_vs_pg_boss`: our held drain over each
  *   peer's drain of the same backlog in the same held database, after a history of its own of
  *   `peerHistory` jobs run under the same snapshot (tuned as in peers.ts; pg-boss with 4 loops).
@@ -40,12 +41,20 @@ async function insertMessages(db: BenchDatabase, count: number): Promise<void> {
   );
 }
 
-async function drainRate(db: BenchDatabase, count: number): Promise<number> {
-  const dispatcher = createDispatcher({
-    executor: fromPg(db.pool),
-    publisher: noopPublisher,
-    batchSize: 200,
-  });
+/** Our dispatcher as the bench runs it: no-op publisher, batch 200, one loop. */
+const benchDispatcher = (db: BenchDatabase) =>
+  createDispatcher({ executor: fromPg(db.pool), publisher: noopPublisher, batchSize: 200 });
+
+/**
+ * Rate of one drain of `count` messages by `dispatcher` — by default a new one, which first puts
+ * the lane floor back a minute (repair-heads.ts `prepareClaims`); the held-snapshot drain passes
+ * the dispatcher that dispatched the history, as a running `outbox dispatch` is.
+ */
+async function drainRate(
+  db: BenchDatabase,
+  count: number,
+  dispatcher = benchDispatcher(db),
+): Promise<number> {
   let published = 0;
   const ms = await timed(async () => {
     published = (await dispatcher.drain()).published;
@@ -54,12 +63,37 @@ async function drainRate(db: BenchDatabase, count: number): Promise<number> {
   return (count / ms) * 1000;
 }
 
+/**
+ * What a dispatcher that starts pays before its first claim returns: its preparation (the floor
+ * put back a minute) and that claim, which under a held snapshot reads the dead entries of the
+ * minute before — ms, the claim rolled back by a release.
+ */
+async function restartMs(db: BenchDatabase): Promise<number> {
+  const executor = fromPg(db.pool);
+  const store = new PgOutboxStore(executor);
+  const started = performance.now();
+  await prepareClaims(executor);
+  const claimed = await store.claim({ owner: 'bench-restart', batchSize: 200, leaseMs: 30_000 });
+  const ms = performance.now() - started;
+  await store.settle(
+    'bench-restart',
+    claimed.map((m) => ({ rowId: m.rowId!, kind: 'release' as const })),
+    { deadLettersBlock: true, leaseMs: 30_000 },
+  );
+  return ms;
+}
+
 /** Dispatches `history` messages in chunks: what happened since the snapshot was taken. */
-async function dispatchHistory(db: BenchDatabase, history: number, label: string) {
+async function dispatchHistory(
+  db: BenchDatabase,
+  history: number,
+  label: string,
+  dispatcher: ReturnType<typeof benchDispatcher>,
+) {
   for (let done = 0; done < history; done += HISTORY_CHUNK) {
     const n = Math.min(HISTORY_CHUNK, history - done);
     await insertMessages(db, n);
-    await drainRate(db, n);
+    await drainRate(db, n, dispatcher);
     if ((done + n) % 200_000 === 0 || done + n === history)
       log(`held snapshot: ${label} ${(done + n).toLocaleString('en-US')} dispatched`);
   }
@@ -97,16 +131,21 @@ export async function heldSnapshot(
     await holder.query('SELECT count(*) FROM outbox');
     const claim: Record<'held' | 'plain', Percentiles> = {} as never;
     const drain: Record<'held' | 'plain', number> = {} as never;
+    const restart: Record<'held' | 'plain', number> = {} as never;
     for (const [label, db] of [
       ['held', held],
       ['plain', plain],
     ] as const) {
-      await dispatchHistory(db, size.history, label);
+      const running = benchDispatcher(db);
+      await dispatchHistory(db, size.history, label, running);
       claim[label] = await claimLatency(db, size.samples);
       await insertMessages(db, size.backlog);
-      drain[label] = await drainRate(db, size.backlog);
+      drain[label] = await drainRate(db, size.backlog, running);
+      await insertMessages(db, 200);
+      restart[label] = await restartMs(db);
+      await drainRate(db, 200);
       log(
-        `held snapshot: ${label} claim p50 ${round(claim[label].p50)} ms, drain ${Math.round(drain[label])} msg/s`,
+        `held snapshot: ${label} claim p50 ${round(claim[label].p50)} ms, drain ${Math.round(drain[label])} msg/s, a dispatcher's start ${Math.round(restart[label])} ms`,
       );
     }
     // The peers, in the held database, under the same snapshot. A peer that does not finish
@@ -143,102 +182,22 @@ export async function heldSnapshot(
         graphileWorker: graphileWorker === null ? null : Math.round(graphileWorker),
         pgBoss: pgBoss === null ? null : Math.round(pgBoss),
       },
-      held: { claimMs: claim.held, drainPerSecond: Math.round(drain.held) },
-      plain: { claimMs: claim.plain, drainPerSecond: Math.round(drain.plain) },
+      held: {
+        claimMs: claim.held,
+        drainPerSecond: Math.round(drain.held),
+        restartMs: Math.round(restart.held),
+      },
+      plain: {
+        claimMs: claim.plain,
+        drainPerSecond: Math.round(drain.plain),
+        restartMs: Math.round(restart.plain),
+      },
       size,
     };
   } finally {
     await holder.query('ROLLBACK').catch(() => undefined);
     await holder.end();
   }
-}
-
-/**
- * WAL of this database's relations and of its transactions' commits between two positions,
- * read with pg_walinspect: the server is shared (other databases write WAL at the same time), so
- * a plain LSN difference would count their writes too.
- */
-async function walBytes(db: BenchDatabase, from: string, to: string) {
-  const { rows } = await db.pool.query<{ bytes: string | null; fpi: string | null }>(
-    `WITH r AS (SELECT * FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)),
-          mine AS (
-            SELECT * FROM r
-            WHERE block_ref LIKE '%/' || (SELECT oid FROM pg_database
-                                         WHERE datname = current_database()) || '/%'
-          )
-     SELECT (coalesce((SELECT sum(record_length) FROM mine), 0)
-           + coalesce((SELECT sum(record_length) FROM r
-                       WHERE resource_manager = 'Transaction'
-                         AND xid IN (SELECT xid FROM mine WHERE xid <> '0')), 0))::text AS bytes,
-            coalesce((SELECT sum(fpi_length) FROM mine), 0)::text AS fpi`,
-    [from, to],
-  );
-  return { bytes: Number(rows[0]!.bytes ?? 0), fpi: Number(rows[0]!.fpi ?? 0) };
-}
-
-const lsn = async (db: BenchDatabase) =>
-  (await db.pool.query<{ lsn: string }>(`SELECT pg_current_wal_insert_lsn()::text AS lsn`)).rows[0]!
-    .lsn;
-
-/**
- * `wal_per_message_ratio`: the WAL that dispatch and retention write per message over the WAL of
- * its enqueue. `count` messages, each enqueued by the writer in a transaction of its own (one per
- * aggregate, ordered topic); then drained (no-op publisher, batch 200); then pruned. A
- * CHECKPOINT before the enqueue and before the prune: retention runs days after the rows were
- * written, long after the checkpoint that followed them, so its first write to each page logs the
- * whole page (a full-page image) — a prune measured right after the drain would not.
- */
-export async function walPerMessage(db: BenchDatabase, count: number) {
-  await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
-  const outbox = createOutbox();
-  // A slot of this session (temporary: gone with the connection) keeps the WAL from here until
-  // it is read: on a shared server, other databases' writes can trigger checkpoints that would
-  // recycle it first.
-  const pin = await db.pool.connect();
-  await pin.query(`SELECT pg_create_physical_replication_slot($1, true, true)`, [
-    `ao_bench_wal_${process.pid}`,
-  ]);
-  await db.pool.query('CHECKPOINT');
-  const start = await lsn(db);
-  const client = await db.pool.connect();
-  try {
-    for (let i = 0; i < count; i++) {
-      await client.query('BEGIN');
-      await outbox.enqueue(fromPg(client), {
-        topic: TOPIC,
-        aggregateId: `wal-${i}`,
-        payload: { orderId: i, total: 99.5 },
-      });
-      await client.query('COMMIT');
-    }
-  } finally {
-    client.release();
-  }
-  const enqueued = await lsn(db);
-  await drainRate(db, count);
-  const dispatched = await lsn(db);
-  await db.pool.query('CHECKPOINT');
-  const beforePrune = await lsn(db);
-  const pruned = await pruneOutbox(fromPg(db.pool), { olderThanMs: 0 });
-  if (pruned.removed !== count) throw new Error(`bench: pruned ${pruned.removed} of ${count}`);
-  const end = await lsn(db);
-  const enqueue = await walBytes(db, start, enqueued);
-  const dispatch = await walBytes(db, enqueued, dispatched);
-  const retention = await walBytes(db, beforePrune, end);
-  pin.release(true);
-  const perMessage = (w: { bytes: number; fpi: number }) => ({
-    bytes: Math.round(w.bytes / count),
-    fullPageImageBytes: Math.round(w.fpi / count),
-  });
-  return {
-    ratio: round((dispatch.bytes + retention.bytes) / enqueue.bytes),
-    perMessage: {
-      enqueue: perMessage(enqueue),
-      dispatch: perMessage(dispatch),
-      retention: perMessage(retention),
-    },
-    count,
-  };
 }
 
 /**

@@ -21,13 +21,19 @@ export interface OutboxStatus {
   /** Backlog messages waiting for their `available_at` (delay or backoff). */
   scheduled: number;
   deadLetters: number;
-  /** Held messages waiting for a person's decision, not past their expiry (migration 010). */
+  /**
+   * Held messages waiting for a person's decision, not past their expiry (migration 010) — or
+   * past it with `approvalOnExpiry: 'approve'` and not swept yet: the sweep approves those.
+   */
   awaitingApproval: number;
   /** Age of the oldest of them, in seconds (0 when none waits). */
   oldestAwaitingApprovalAgeSeconds: number;
   /** Held messages a person rejected: kept, never published. */
   rejected: number;
-  /** Held messages that expired undecided (treated as rejected), swept or not yet. */
+  /**
+   * Held messages that expired undecided (treated as rejected), swept or not yet; not those whose
+   * deadline approves them.
+   */
   expired: number;
   /** Undispatched messages by attempts so far. */
   attempts: { attempts: number; messages: number }[];

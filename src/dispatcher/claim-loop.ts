@@ -10,7 +10,7 @@ import type { ResolvedDispatcherOptions } from './options.js';
 import { publishInOrder } from './ordered-publish.js';
 import type { OutboxStore } from './outbox-store.js';
 import { declareRateLimits } from './rate-limits.js';
-import { repairHeads } from './repair-heads.js';
+import { prepareClaims } from './repair-heads.js';
 import type { RouteGate } from './route-gate.js';
 import { addUnorderedTopics } from './unordered-topics.js';
 import type { WakeUps } from './wake-ups.js';
@@ -120,8 +120,8 @@ export class ClaimLoop {
    *   apply to messages WRITTEN from then on, for every dispatcher — order is no longer a
    *   per-dispatcher view at claim time (two dispatchers with different lists would send one
    *   aggregate out of order);
-   * - heads left unmarked by a dispatcher older than migration 009 are marked ready
-   *   (repair-heads.ts).
+   * - heads left unmarked by a dispatcher older than migration 009 are marked ready, during the
+   *   seven days after an upgrade across it (repair-heads.ts `prepareClaims`).
    */
   async #prepare(): Promise<void> {
     const { executor, options } = this.#parts;
@@ -133,7 +133,7 @@ export class ClaimLoop {
         await declareRateLimits(executor, options.rateLimits, {
           schema: options.schema,
         });
-      await repairHeads(executor, { schema: options.schema });
+      await prepareClaims(executor, { schema: options.schema });
     } catch (error) {
       this.#prepared = undefined;
       throw error;

@@ -13,6 +13,7 @@ import { laneFloor } from './012-lane-floor.js';
 import { dedupeKeys } from './013-dedupe-keys.js';
 import { destinationLimits } from './014-destination-limits.js';
 import { counterFillfactor } from './015-counter-fillfactor.js';
+import { archiveDedupeKeys } from './017-archive-dedupe-keys.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -32,6 +33,7 @@ export const MIGRATIONS: readonly Migration[] = [
   dedupeKeys,
   destinationLimits,
   counterFillfactor,
+  archiveDedupeKeys,
 ];
 
 /** The schema version this build of agent-outbox expects. */

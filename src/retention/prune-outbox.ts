@@ -6,6 +6,7 @@ import {
   countPrunableSql,
   pruneDispatchedBatchSql,
 } from '../sql/retention.js';
+import { countExpiredDedupeKeysSql } from '../sql/dedupe.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
 /** Default outbox retention: dispatched rows older than 30 days (SPEC §4.9). */
@@ -112,9 +113,14 @@ export interface PrunePreview {
   oldestDispatchedAt: Date | null;
   /** Done ledger rows older than the ledger cut-off (when asked for). */
   ledgerRows?: number;
+  /** Expired dedupe keys (migration 013), which a prune deletes too. */
+  dedupeKeys: number;
 }
 
-/** Counts what {@link pruneOutbox} (and, with `ledgerOlderThanMs`, pruneLedger) would remove. */
+/**
+ * Counts what {@link pruneOutbox} (and, with `ledgerOlderThanMs`, pruneLedger) would remove, and
+ * the expired dedupe keys `outbox prune` deletes with them.
+ */
 export async function previewPrune(
   executor: SqlExecutor,
   options: { olderThanMs?: number; ledgerOlderThanMs?: number; schema?: string } = {},
@@ -124,9 +130,11 @@ export async function previewPrune(
     countPrunableSql(schema),
     [olderThanMs],
   );
+  const keys = await executor.query<{ n: number }>(countExpiredDedupeKeysSql(schema));
   const preview: PrunePreview = {
     outboxRows: Number(rows[0]?.n ?? 0),
     oldestDispatchedAt: rows[0]?.oldest ? new Date(rows[0].oldest) : null,
+    dedupeKeys: Number(keys.rows[0]?.n ?? 0),
   };
   if (options.ledgerOlderThanMs !== undefined) {
     const ledger = await executor.query<{ n: number }>(countPrunableLedgerSql(schema), [

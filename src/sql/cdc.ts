@@ -31,13 +31,20 @@
  *   missed. Both resolve shortly: the position waits for them.
  * `now()` is this statement's transaction start, the same clock claim.ts compares with.
  *
- * Cost (issue 16): one primary-key probe per candidate and one probe of `outbox_chain_idx` per
- * aggregate among them (its head, the first entry), and the dispatcher passes a bounded slice of
- * its candidates (publish-cycle.ts `#classify`): 500 candidates of one aggregate read 501 rows,
- * under a millisecond. The previous version asked "is any earlier pending message of the
- * aggregate not due or dead?", a walk of every predecessor: 20,000 candidates on one aggregate
- * behind a leased head cost every look ~200 million index entries (the first one had not
- * finished after 30 s in test/integration/latency/cdc-bound.test.ts).
+ * Cost (issues 16, 25): one primary-key probe per candidate, and per aggregate among them a walk
+ * back from its earliest pending candidate along `prev_id` (migration 012) to the head: a
+ * primary-key probe per pending message ahead of that candidate, at most
+ * {@link HEAD_WALK_STEPS}. The dispatcher passes a bounded slice of its candidates (publish-cycle.ts
+ * `#classify`): 500 candidates of one aggregate read about 501 rows, under a millisecond.
+ * Only past that many pending messages ahead of the earliest candidate (a deep chain committed
+ * before the slot, or handed to the sweeper) is the head looked up in `outbox_chain_idx` instead.
+ * Tried and replaced: that lookup for every aggregate (the first entry of its chain), one probe
+ * on a quiet database, but under a snapshot held open it walked the dead entries of every
+ * message of the aggregate dispatched since (held-snapshot.test.ts: a hot aggregate's
+ * classification read its 20,000 dispatched messages' pages). Before that, "is any earlier
+ * pending message of the aggregate not due or dead?", a walk of every predecessor: 20,000
+ * candidates on one aggregate behind a leased head cost every look ~200 million index entries
+ * (the first one had not finished after 30 s in test/integration/latency/cdc-bound.test.ts).
  * Only the head can hold an aggregate back: a message that fails becomes its aggregate's head
  * (its run stops there), and a delayed message in the middle of a chain becomes the head before
  * anything behind it can go — until then the rows behind it read `blocked`, which only delays
@@ -47,30 +54,75 @@
  *
  * $1 candidate row ids.
  */
+/**
+ * How far {@link candidateStatesSql} walks back from a candidate to its aggregate's head before it
+ * looks the head up in `outbox_chain_idx` instead.
+ */
+export const HEAD_WALK_STEPS = 64;
+
 export const candidateStatesSql = (schema: string) => `
 WITH o AS MATERIALIZED (
   -- One primary-key probe per candidate: a LATERAL subquery with LIMIT cannot be flattened into a
   -- join. With \`o.id = ANY($1)\` (or a plain LATERAL) PostgreSQL 15 hashed a sequential scan of a
   -- 20,000-row outbox for 500 ids: every row read (cdc-bound.test.ts on a stock PG 15 server).
   SELECT o.id, o.aggregate_id, o.ordered, o.dispatched_at, o.dead_lettered_at, o.available_at,
-         o.lease_expires_at
+         o.lease_expires_at, o.sequence
   FROM unnest($1::bigint[]) AS c(id)
   CROSS JOIN LATERAL (
     SELECT * FROM ${schema}.outbox o WHERE o.id = c.id LIMIT 1
   ) o
 ),
+starts AS MATERIALIZED (
+  -- Each aggregate's earliest pending ordered candidate: every later one has the same head.
+  SELECT DISTINCT ON (aggregate_id) aggregate_id, id
+  FROM o
+  WHERE ordered AND dispatched_at IS NULL AND dead_lettered_at IS NULL
+  ORDER BY aggregate_id, sequence
+),
 heads AS MATERIALIZED (
-  SELECT a.aggregate_id, h.available_at, h.dead_lettered_at
-  FROM (SELECT DISTINCT aggregate_id FROM o WHERE ordered) a
+  SELECT s.aggregate_id,
+         CASE WHEN w.capped THEN f.available_at ELSE w.available_at END AS available_at,
+         CASE WHEN w.capped THEN f.dead_lettered_at ELSE w.dead_lettered_at END AS dead_lettered_at
+  FROM starts s
   CROSS JOIN LATERAL (
+    -- Back along prev_id while the predecessor is pending (dispatched_at NULL, said so that no
+    -- partial index matches, as in lane.ts), through messages that left the chain (ordered
+    -- false: dead-lettered under skip, rejected) as outbox_pending_predecessor does. Each step
+    -- a LATERAL ... LIMIT 1, which cannot be flattened into a join (see \`o\`). The furthest
+    -- ordered one reached is the head.
+    WITH RECURSIVE back AS (
+      SELECT p.prev_id, p.ordered, p.available_at, p.dead_lettered_at, 0 AS steps
+      FROM ${schema}.outbox p
+      WHERE p.id = s.id
+      UNION ALL
+      SELECT p.prev_id, p.ordered, p.available_at, p.dead_lettered_at, b.steps + 1
+      FROM back b
+      CROSS JOIN LATERAL (
+        SELECT p.prev_id, p.ordered, p.available_at, p.dead_lettered_at
+        FROM ${schema}.outbox p
+        WHERE p.id = b.prev_id AND num_nulls(p.dispatched_at) = 1
+        LIMIT 1
+      ) p
+      WHERE b.steps < ${HEAD_WALK_STEPS}
+    )
+    SELECT (SELECT max(steps) FROM back) >= ${HEAD_WALK_STEPS} AS capped,
+           b.available_at, b.dead_lettered_at
+    FROM back b
+    WHERE b.ordered
+    ORDER BY b.steps DESC
+    LIMIT 1
+  ) w
+  LEFT JOIN LATERAL (
+    -- Only where the walk stopped short of the head: the first entry of the chain.
     SELECT p.available_at, p.dead_lettered_at
     FROM ${schema}.outbox p
-    WHERE p.aggregate_id = a.aggregate_id
+    WHERE w.capped
+      AND p.aggregate_id = s.aggregate_id
       AND p.dispatched_at IS NULL
       AND p.ordered
     ORDER BY p.sequence
     LIMIT 1
-  ) h
+  ) f ON true
 )
 SELECT c.id::text AS id,
        CASE

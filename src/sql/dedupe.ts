@@ -50,3 +50,7 @@ WITH batch AS (
   RETURNING 1
 )
 SELECT count(*)::int AS n FROM gone`;
+
+/** Dry run of key pruning: how many keys have expired (`outbox prune --dry-run`). */
+export const countExpiredDedupeKeysSql = (s: string) => `
+SELECT count(*)::int AS n FROM ${s}.outbox_dedupe_keys WHERE expires_at <= now()`;

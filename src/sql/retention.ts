@@ -9,11 +9,19 @@
  * future change set both.
  *
  * How: `ORDER BY dispatched_at LIMIT $2` over `outbox_dispatched_at_idx` (migration 006), so a
- * batch costs its size, not the table's. `FOR UPDATE SKIP LOCKED` lets two pruners (or a pruner
- * and a replay) run side by side without waiting on each other.
+ * batch costs its size, not the table's. The DELETE repeats the batch's conditions: under READ
+ * COMMITTED a row changed or deleted since the batch was read is re-checked on its latest version
+ * (deleted by another pruner: skipped; no longer dispatched: kept), so the batch needs no lock of
+ * its own. `= ANY (ARRAY(...))` keeps the DELETE a walk of the primary key: joined to the batch,
+ * the repeated conditions let the planner consider every old row of `outbox_dispatched_at_idx`.
  * Tried and rejected: one unbounded DELETE (a long lock, a WAL burst and a bloated table on a big
  * outbox); a keyset walk over the primary key (the last batch scans every retained row to find
- * out it is done); `DELETE ... LIMIT` (not Postgres syntax).
+ * out it is done); `DELETE ... LIMIT` (not Postgres syntax); `FOR UPDATE SKIP LOCKED` on the
+ * batch (until issue 25): it let two pruners run without waiting on each other, but each row
+ * lock is a WAL record of its own before the delete's — 54 of the 323 bytes per message that
+ * retention wrote (`npm run bench -- --only wal`). Two pruners now wait for each other's batch
+ * (milliseconds), and the one that finds its batch taken stops; retention-job.ts runs one pruner
+ * per schema anyway (its advisory lock).
  *
  * $1 age cut-off in ms, $2 batch size. Returns the number of rows in the batch: fewer than $2
  * means the backlog of old rows is exhausted.
@@ -26,9 +34,12 @@ WITH batch AS (
      AND dead_lettered_at IS NULL
    ORDER BY dispatched_at
    LIMIT $2
-   FOR UPDATE SKIP LOCKED
 ), gone AS (
-  DELETE FROM ${s}.outbox o USING batch WHERE o.id = batch.id RETURNING 1
+  DELETE FROM ${s}.outbox o
+   WHERE o.id = ANY (ARRAY(SELECT id FROM batch))
+     AND o.dispatched_at < now() - $1::float8 * interval '1 millisecond'
+     AND o.dead_lettered_at IS NULL
+  RETURNING 1
 )
 SELECT count(*)::int AS n FROM gone`;
 
@@ -37,7 +48,7 @@ SELECT count(*)::int AS n FROM gone`;
  * statement, so a row is either still in `outbox` or already in `outbox_archive`, never in both
  * or neither. Columns are listed explicitly so a column added to `outbox` later cannot shift
  * values into the wrong archive column; an approved message keeps its approval's audit trail
- * (migration 010). `ON CONFLICT DO NOTHING` keeps a re-archived id (a row
+ * (migration 010), its dedupe key and deadline policy (migration 017). `ON CONFLICT DO NOTHING` keeps a re-archived id (a row
  * restored by hand and archived again) from failing the whole batch.
  */
 export const archiveDispatchedBatchSql = (s: string) => `
@@ -48,19 +59,22 @@ WITH batch AS (
      AND dead_lettered_at IS NULL
    ORDER BY dispatched_at
    LIMIT $2
-   FOR UPDATE SKIP LOCKED
 ), gone AS (
-  DELETE FROM ${s}.outbox o USING batch WHERE o.id = batch.id
+  DELETE FROM ${s}.outbox o
+   WHERE o.id = ANY (ARRAY(SELECT id FROM batch))
+     AND o.dispatched_at < now() - $1::float8 * interval '1 millisecond'
+     AND o.dead_lettered_at IS NULL
   RETURNING o.id, o.message_id, o.aggregate_id, o.topic, o.payload, o.headers, o.sequence,
             o.created_at, o.available_at, o.dispatched_at, o.attempts, o.last_error, o.shadow,
             o.approval_state, o.approval_requested_by, o.approval_decided_by,
-            o.approval_decided_at, o.approval_note
+            o.approval_decided_at, o.approval_note, o.dedupe_key, o.approval_expires_at,
+            o.approval_on_expiry
 ), moved AS (
   INSERT INTO ${s}.outbox_archive
     (id, message_id, aggregate_id, topic, payload, headers, sequence,
      created_at, available_at, dispatched_at, attempts, last_error, shadow,
      approval_state, approval_requested_by, approval_decided_by, approval_decided_at,
-     approval_note)
+     approval_note, dedupe_key, approval_expires_at, approval_on_expiry)
   SELECT * FROM gone
   ON CONFLICT (id) DO NOTHING
   RETURNING 1

@@ -7,9 +7,12 @@
  * lag, and would otherwise age the oldest-pending gauge by days. They are counted apart — waiting
  * (not past their expiry), rejected, expired (the sweep's, or past due and not swept yet) — and
  * rejected or expired ones, dead-lettered to keep them out of the claim, are not dead letters.
+ * A message whose deadline approves it (`approval_on_expiry = 'approve'`, migration 013) is still
+ * waiting when past due and not swept yet: the sweep will approve it, not expire it.
  */
 const PENDING = `dead_lettered_at IS NULL AND approval_state IS DISTINCT FROM 'awaiting'`;
-const WAITING = `approval_state = 'awaiting' AND approval_expires_at > now()`;
+const APPROVES_AT_EXPIRY = `approval_on_expiry IS NOT DISTINCT FROM 'approve'`;
+const WAITING = `approval_state = 'awaiting' AND (approval_expires_at > now() OR ${APPROVES_AT_EXPIRY})`;
 
 export const statusSql = (schema: string) => `
 SELECT
@@ -28,7 +31,8 @@ SELECT
     AS "oldestAwaitingApprovalAgeSeconds",
   count(*) FILTER (WHERE approval_state = 'rejected')::int AS rejected,
   count(*) FILTER (WHERE approval_state = 'expired'
-                      OR (approval_state = 'awaiting' AND approval_expires_at <= now()))::int
+                      OR (approval_state = 'awaiting' AND approval_expires_at <= now()
+                          AND NOT ${APPROVES_AT_EXPIRY}))::int
     AS expired
 FROM ${schema}.outbox
 WHERE dispatched_at IS NULL`;

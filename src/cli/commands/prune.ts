@@ -4,6 +4,7 @@ import { connectionSettings, DEFAULT_CONNECT_TIMEOUT_MS } from '../dispatch/runn
 import { pruneLedger } from '../../consumer/prune-ledger.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
 import { assertSchemaCurrent } from '../../migrations/migrate.js';
+import { pruneDedupeKeys } from '../../retention/prune-dedupe-keys.js';
 import { previewPrune, pruneOutbox } from '../../retention/prune-outbox.js';
 import { fromPg } from '../../store/from-pg.js';
 import { redactUrl, resolveDatabaseUrl } from '../database.js';
@@ -16,8 +17,9 @@ import { EXIT, UsageError } from '../usage-error.js';
 export const pruneHelp = `Usage: outbox prune --older-than 30d [options]
 
 Deletes dispatched outbox rows whose dispatched_at is older than --older-than, in batches of
---batch-size rows, each batch its own short transaction. Pending (undispatched) and dead-lettered
-rows are never touched. Safe to interrupt and to run again; safe next to running dispatchers.
+--batch-size rows, each batch its own short transaction, and then the dedupe keys whose window
+has ended (they deduplicate nothing any more). Pending (undispatched) and dead-lettered rows are
+never touched. Safe to interrupt and to run again; safe next to running dispatchers.
 
 Options:
   --older-than DUR          age of dispatched rows to remove, e.g. 30d, 12h (required)
@@ -106,6 +108,7 @@ export async function pruneCommand(argv: string[]): Promise<number> {
           out(
             `  would delete ${preview.ledgerRows} ledger rows older than ${formatDuration(ledgerOlderThanMs!)}`,
           );
+        out(`  would delete ${preview.dedupeKeys} expired dedupe keys`);
         out(`  in batches of ${batchSize}`);
       }
       return EXIT.ok;
@@ -139,9 +142,17 @@ export async function pruneCommand(argv: string[]): Promise<number> {
       });
       progress.done(`  ledger: ${ledger.deleted} rows deleted in ${ledger.batches} batches`);
     }
+    const dedupeKeys = await pruneDedupeKeys(executor, {
+      batchSize,
+      maxBatches,
+      schema: values.schema,
+    });
+    progress.done(
+      `  dedupe keys: ${dedupeKeys.removed} expired keys deleted in ${dedupeKeys.batches} batches`,
+    );
     if (values.json) {
       process.stdout.write(
-        `${JSON.stringify({ dryRun: false, outbox, ...(ledger && { ledger }) })}\n`,
+        `${JSON.stringify({ dryRun: false, outbox, ...(ledger && { ledger }), dedupeKeys })}\n`,
       );
     } else {
       out('Done.');

@@ -259,6 +259,30 @@ describe('expiry, applied by the dispatchers before a claim', () => {
     );
     expect(status).toMatchObject({ awaitingApproval: 0, expired: 1 });
   });
+
+  it('an overdue approve-on-expiry message not yet swept still counts as waiting, not expired', async () => {
+    const status = async () =>
+      JSON.parse((await runCli(['status', '--json', '--database-url', db.url])).stdout) as {
+        awaitingApproval: number;
+        expired: number;
+      };
+    await enqueueCommitted(db.pool, [
+      {
+        topic: 'mail.digest',
+        aggregateId: 'order:8',
+        payload: {},
+        requiresApproval: true,
+        approvalOnExpiry: 'approve',
+      },
+    ]);
+    const before = await status();
+    await expireNow('order:8');
+    // The sweep will approve it: until then it is what it was, a message waiting.
+    expect(await status()).toMatchObject({
+      awaitingApproval: before.awaitingApproval,
+      expired: before.expired,
+    });
+  });
 });
 
 describe('claim cost', () => {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PgOutboxStore, type SqlExecutor } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
+import { insertWithTriggersOff } from '../../helpers/outbox-fixtures.js';
 
 /**
  * Issue 16: a claim's work follows the batch, not the backlog. 100,000 pending messages sit on
@@ -16,26 +17,19 @@ const OTHERS = 200;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  // Loaded the way the insert trigger would write it (sequence 1..n, only the head ready), but
-  // with triggers off: 100,000 trigger calls took a minute on a busy 2-core machine.
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query(`SET LOCAL session_replication_role = replica`);
-    await client.query(
-      `INSERT INTO outbox (aggregate_id, topic, payload, sequence, ordered, ready)
+  // Loaded the way the insert trigger would write it (sequence 1..n, only the head ready).
+  await insertWithTriggersOff(db.pool, [
+    {
+      text: `INSERT INTO outbox (aggregate_id, topic, payload, sequence, ordered, ready)
        SELECT 'deep', 'payment.charge', jsonb_build_object('n', g), g, true, g = 1
        FROM generate_series(1, $1::int) g`,
-      [DEEP],
-    );
-    await client.query(
-      `INSERT INTO outbox_aggregates (aggregate_id, last_sequence) VALUES ('deep', $1)`,
-      [DEEP],
-    );
-    await client.query('COMMIT');
-  } finally {
-    client.release();
-  }
+      values: [DEEP],
+    },
+    {
+      text: `INSERT INTO outbox_aggregates (aggregate_id, last_sequence) VALUES ('deep', $1)`,
+      values: [DEEP],
+    },
+  ]);
   await db.pool.query(
     `INSERT INTO outbox (aggregate_id, topic, payload)
      SELECT 'other-' || g, 'payment.charge', '{}'::jsonb FROM generate_series(1, $1::int) g`,

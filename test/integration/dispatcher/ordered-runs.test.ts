@@ -317,7 +317,7 @@ describe('the settle that ends a chain while a writer of its aggregate is mid-tr
 });
 
 describe('heads left unmarked by a dispatcher older than migration 009', () => {
-  it('are not claimed until repaired; repairHeads marks them, and a starting dispatcher does it itself', async () => {
+  it('are not claimed until repaired; repairHeads marks them, and a starting dispatcher does it itself for seven days after an upgrade across 009', async () => {
     await enqueueCommitted(
       db.pool,
       ['A', 'B'].flatMap((a) =>
@@ -335,19 +335,45 @@ describe('heads left unmarked by a dispatcher older than migration 009', () => {
       `UPDATE outbox SET ready = false WHERE aggregate_id = 'B' AND sequence = 2`,
     );
 
-    const publisher = new InMemoryPublisher();
-    const result = await createDispatcher({
-      executor: fromPg(db.pool),
-      publisher,
-      ...noBackoff,
-    }).drain();
-    expect(result.published).toBe(4);
-    expect(publisher.published.map((m) => `${m.aggregateId}${m.sequence}`).sort()).toEqual([
-      'A2',
-      'A3',
-      'B2',
-      'B3',
-    ]);
+    // Installed fresh (migration 009 applied with 001): no older dispatcher ever ran, so a
+    // starting dispatcher does not pay for the repair (sql/heads-repair.ts) and B stays put.
+    const drain = async () => {
+      const publisher = new InMemoryPublisher();
+      await createDispatcher({ executor: fromPg(db.pool), publisher, ...noBackoff }).drain();
+      return publisher.published.map((m) => `${m.aggregateId}${m.sequence}`).sort();
+    };
+    expect(await drain()).toEqual(['A2', 'A3']);
+    // Upgraded across 009 an hour after the install: for seven days, a starting dispatcher
+    // repairs the heads itself.
+    const migrations = await db.pool.query<{ version: number; applied_at: Date }>(
+      `SELECT version, applied_at FROM outbox_migrations WHERE version IN (1, 9)`,
+    );
+    try {
+      await db.pool.query(
+        `UPDATE outbox_migrations SET applied_at = now() - interval '1 hour' WHERE version = 1`,
+      );
+      expect(await drain()).toEqual(['B2', 'B3']);
+      await db.pool.query(`UPDATE outbox SET ready = false WHERE aggregate_id = 'A' AND id IN (
+        SELECT id FROM outbox WHERE aggregate_id = 'A' ORDER BY sequence DESC LIMIT 1)`);
+      await db.pool.query(`UPDATE outbox SET dispatched_at = NULL WHERE aggregate_id = 'A'
+        AND sequence = 3`);
+      // Eight days after that upgrade: no more automatic repair.
+      await db.pool.query(
+        `UPDATE outbox_migrations SET applied_at = now() - interval '8 days' WHERE version = 9`,
+      );
+      await db.pool.query(
+        `UPDATE outbox_migrations SET applied_at = now() - interval '9 days' WHERE version = 1`,
+      );
+      expect(await drain()).toEqual([]);
+      expect(await repairHeads(fromPg(db.pool))).toBe(1);
+      expect(await drain()).toEqual(['A3']);
+    } finally {
+      for (const m of migrations.rows)
+        await db.pool.query(`UPDATE outbox_migrations SET applied_at = $2 WHERE version = $1`, [
+          m.version,
+          m.applied_at,
+        ]);
+    }
   });
 });
 

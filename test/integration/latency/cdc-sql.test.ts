@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { fromPg, PgOutboxStore } from '../../../src/index.js';
-import { candidateStatesSql, nextDueSql } from '../../../src/sql/cdc.js';
+import { candidateStatesSql, HEAD_WALK_STEPS, nextDueSql } from '../../../src/sql/cdc.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { enqueueCommitted } from '../../helpers/outbox-fixtures.js';
 
@@ -72,6 +72,53 @@ describe('candidateStatesSql', () => {
       [b2!.id]: 'leased',
       '999999': 'gone',
     });
+  });
+});
+
+describe('candidateStatesSql: finding the head', () => {
+  // The head is found by walking back along prev_id from the earliest candidate (issue 25:
+  // bounded under a held snapshot); past HEAD_WALK_STEPS pending messages, by the chain index.
+  for (const [label, ahead] of [
+    ['a few', 3],
+    ['more pending messages than the walk takes', HEAD_WALK_STEPS + 20],
+  ] as const) {
+    it(`a candidate with ${label} (${ahead}) ahead of it reads its head's state: deferred behind a head backing off, blocked once it is due`, async () => {
+      const chain = await enqueueCommitted(
+        db.pool,
+        Array.from({ length: ahead + 1 }, (_, n) => ({ topic, aggregateId: 'deep', payload: n })),
+      );
+      const head = chain[0]!;
+      const candidate = chain[ahead]!;
+      await db.pool.query(
+        `UPDATE outbox SET available_at = now() + interval '1 hour' WHERE id = $1`,
+        [head.id],
+      );
+      expect(await states([candidate.id])).toEqual({ [candidate.id]: 'deferred' });
+      await db.pool.query(
+        `UPDATE outbox SET available_at = now() - interval '1 second' WHERE id = $1`,
+        [head.id],
+      );
+      expect(await states([candidate.id])).toEqual({ [candidate.id]: 'blocked' });
+      await db.pool.query(`UPDATE outbox SET dead_lettered_at = now() WHERE id = $1`, [head.id]);
+      expect(await states([candidate.id])).toEqual({ [candidate.id]: 'deferred' });
+    });
+  }
+
+  it('walks past a predecessor that left the chain (dead-lettered under skip) to the head before it', async () => {
+    const [head, left, candidate] = await enqueueCommitted(
+      db.pool,
+      [1, 2, 3].map((n) => ({ topic, aggregateId: 'gap', payload: n })),
+    );
+    // What a skip settle leaves: dead-lettered, out of the chain, still undispatched.
+    await db.pool.query(
+      `UPDATE outbox SET dead_lettered_at = now(), ordered = false WHERE id = $1`,
+      [left!.id],
+    );
+    await db.pool.query(
+      `UPDATE outbox SET available_at = now() + interval '1 hour' WHERE id = $1`,
+      [head!.id],
+    );
+    expect(await states([candidate!.id])).toEqual({ [candidate!.id]: 'deferred' });
   });
 });
 

@@ -138,6 +138,63 @@ describe('retention modes', () => {
     });
   });
 
+  it('outbox prune deletes the dedupe keys whose window ended and keeps the live ones; --dry-run counts them', async () => {
+    await db.pool.query(
+      `INSERT INTO outbox (aggregate_id, topic, payload, dedupe_key)
+       VALUES ('dedupe:1', 'payment.charge', '{}', 'charge:old'),
+              ('dedupe:2', 'payment.charge', '{}', 'charge:live')`,
+    );
+    await db.pool.query(
+      `UPDATE outbox_dedupe_keys SET expires_at = now() - interval '1 second'
+        WHERE dedupe_key = 'charge:old'`,
+    );
+    const dry = await runOps(['prune', '--older-than', '30d', '--dry-run', '--json'], {
+      DATABASE_URL: db.url,
+    });
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({ dryRun: true, dedupeKeys: 1 });
+    const keys = async () =>
+      (
+        await db.pool.query<{ dedupe_key: string }>(
+          `SELECT dedupe_key FROM outbox_dedupe_keys ORDER BY dedupe_key`,
+        )
+      ).rows.map((r) => r.dedupe_key);
+    expect(await keys()).toEqual(['charge:live', 'charge:old']);
+    // After the archive test: no old dispatched rows are left, so the run is about the keys.
+    const run = await runOps(['prune', '--older-than', '30d', '--json'], {
+      DATABASE_URL: db.url,
+    });
+    expect(run.code, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ dedupeKeys: { removed: 1, batches: 1 } });
+    expect(run.stderr).toMatch(/dedupe keys: 1 expired keys deleted in 1 batches/);
+    expect(await keys()).toEqual(['charge:live']);
+  });
+
+  it('--archive keeps the dedupe key and the approval deadline policy (migration 017)', async () => {
+    const { rows } = await db.pool.query<{ id: string }>(
+      `INSERT INTO outbox (aggregate_id, topic, payload, dedupe_key)
+       VALUES ('audit:1', 'payment.charge', '{}', 'charge:audit') RETURNING id::text`,
+    );
+    await db.pool.query(
+      `UPDATE outbox SET dispatched_at = now() - interval '40 days', approval_on_expiry = 'approve',
+              approval_expires_at = now() - interval '41 days'
+        WHERE id = $1`,
+      [rows[0]!.id],
+    );
+    const cli = await runOps(['prune', '--older-than', '30d', '--archive', '--json'], {
+      DATABASE_URL: db.url,
+    });
+    expect(cli.code, cli.stderr).toBe(0);
+    const archived = await db.pool.query(
+      `SELECT dedupe_key, approval_on_expiry, approval_expires_at IS NOT NULL AS has_deadline
+         FROM outbox_archive WHERE id = $1`,
+      [rows[0]!.id],
+    );
+    expect(archived.rows).toEqual([
+      { dedupe_key: 'charge:audit', approval_on_expiry: 'approve', has_deadline: true },
+    ]);
+  });
+
   it('bad flags are usage errors (exit 2) before touching the database', async () => {
     const noAge = await runOps(['prune'], { DATABASE_URL: 'postgres://x@127.0.0.1:1/none' });
     expect(noAge.code).toBe(2);

@@ -1,0 +1,137 @@
+import { createOutbox, createDispatcher, fromPg, pruneOutbox } from '../../src/index.js';
+import type { BenchDatabase } from '../lib/database.js';
+import { round } from '../lib/measure.js';
+import { noopPublisher } from './enqueue.js';
+
+/** The ordered topic every message of the case is written on, as in held-snapshot.ts. */
+const TOPIC = 'payment.charge';
+
+/**
+ * WAL of this database's relations and of its transactions' commits between two positions,
+ * read with pg_walinspect: the server is shared (other databases write WAL at the same time), so
+ * a plain LSN difference would count their writes too.
+ */
+async function walBytes(db: BenchDatabase, from: string, to: string) {
+  const { rows } = await db.pool.query<{ bytes: string | null; fpi: string | null }>(
+    `WITH r AS (SELECT * FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)),
+          mine AS (
+            SELECT * FROM r
+            WHERE block_ref LIKE '%/' || (SELECT oid FROM pg_database
+                                         WHERE datname = current_database()) || '/%'
+          )
+     SELECT (coalesce((SELECT sum(record_length) FROM mine), 0)
+           + coalesce((SELECT sum(record_length) FROM r
+                       WHERE resource_manager = 'Transaction'
+                         AND xid IN (SELECT xid FROM mine WHERE xid <> '0')), 0))::text AS bytes,
+            coalesce((SELECT sum(fpi_length) FROM mine), 0)::text AS fpi`,
+    [from, to],
+  );
+  return { bytes: Number(rows[0]!.bytes ?? 0), fpi: Number(rows[0]!.fpi ?? 0) };
+}
+
+/**
+ * The same WAL by record type and relation, bytes per message (the biggest first): what each
+ * part writes, so a change to the storage can be read off the bench (issue 25 asked to count
+ * them). `count` is the records per message: 1 is one tuple version (or lock) per message.
+ */
+async function walRecords(db: BenchDatabase, from: string, to: string, messages: number) {
+  const { rows } = await db.pool.query<{ key: string; records: string; bytes: string }>(
+    `WITH r AS (
+       SELECT record_type, record_length,
+              (regexp_match(block_ref, 'rel \\d+/\\d+/(\\d+)'))[1]::oid AS node
+       FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)
+       WHERE block_ref LIKE '%/' || (SELECT oid FROM pg_database
+                                    WHERE datname = current_database()) || '/%')
+     SELECT r.record_type || ' ' || coalesce(c.relname, r.node::text) AS key,
+            count(*)::text AS records, sum(r.record_length)::text AS bytes
+     FROM r LEFT JOIN pg_class c ON c.relfilenode = r.node
+     GROUP BY 1 ORDER BY sum(r.record_length) DESC LIMIT 12`,
+    [from, to],
+  );
+  return Object.fromEntries(
+    rows.map((r) => [
+      r.key,
+      {
+        perMessage: round(Number(r.records) / messages),
+        bytes: Math.round(Number(r.bytes) / messages),
+      },
+    ]),
+  );
+}
+
+const lsn = async (db: BenchDatabase) =>
+  (await db.pool.query<{ lsn: string }>(`SELECT pg_current_wal_insert_lsn()::text AS lsn`)).rows[0]!
+    .lsn;
+
+/**
+ * `wal_per_message_ratio`: the WAL that dispatch and retention write per message over the WAL of
+ * its enqueue. `count` messages, each enqueued by the writer in a transaction of its own (one per
+ * aggregate, ordered topic); then drained (no-op publisher, batch 200); then pruned. A
+ * CHECKPOINT before the enqueue and before the prune: retention runs days after the rows were
+ * written, long after the checkpoint that followed them, so its first write to each page logs the
+ * whole page (a full-page image) — a prune measured right after the drain would not.
+ */
+export async function walPerMessage(db: BenchDatabase, count: number) {
+  await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+  const outbox = createOutbox();
+  // A slot of this session (temporary: gone with the connection) keeps the WAL from here until
+  // it is read: on a shared server, other databases' writes can trigger checkpoints that would
+  // recycle it first.
+  const pin = await db.pool.connect();
+  await pin.query(`SELECT pg_create_physical_replication_slot($1, true, true)`, [
+    `ao_bench_wal_${process.pid}`,
+  ]);
+  await db.pool.query('CHECKPOINT');
+  const start = await lsn(db);
+  const client = await db.pool.connect();
+  try {
+    for (let i = 0; i < count; i++) {
+      await client.query('BEGIN');
+      await outbox.enqueue(fromPg(client), {
+        topic: TOPIC,
+        aggregateId: `wal-${i}`,
+        payload: { orderId: i, total: 99.5 },
+      });
+      await client.query('COMMIT');
+    }
+  } finally {
+    client.release();
+  }
+  const enqueued = await lsn(db);
+  const drained = await createDispatcher({
+    executor: fromPg(db.pool),
+    publisher: noopPublisher,
+    batchSize: 200,
+  }).drain();
+  if (drained.published !== count)
+    throw new Error(`bench: drained ${drained.published} of ${count}`);
+  const dispatched = await lsn(db);
+  await db.pool.query('CHECKPOINT');
+  const beforePrune = await lsn(db);
+  const pruned = await pruneOutbox(fromPg(db.pool), { olderThanMs: 0 });
+  if (pruned.removed !== count) throw new Error(`bench: pruned ${pruned.removed} of ${count}`);
+  const end = await lsn(db);
+  const enqueue = await walBytes(db, start, enqueued);
+  const dispatch = await walBytes(db, enqueued, dispatched);
+  const retention = await walBytes(db, beforePrune, end);
+  const records = {
+    enqueue: await walRecords(db, start, enqueued, count),
+    dispatch: await walRecords(db, enqueued, dispatched, count),
+    retention: await walRecords(db, beforePrune, end, count),
+  };
+  pin.release(true);
+  const perMessage = (w: { bytes: number; fpi: number }) => ({
+    bytes: Math.round(w.bytes / count),
+    fullPageImageBytes: Math.round(w.fpi / count),
+  });
+  return {
+    ratio: round((dispatch.bytes + retention.bytes) / enqueue.bytes),
+    perMessage: {
+      enqueue: perMessage(enqueue),
+      dispatch: perMessage(dispatch),
+      retention: perMessage(retention),
+    },
+    records,
+    count,
+  };
+}
