@@ -2,10 +2,10 @@ import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import type { JsonValue } from '../core/message.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
 import { expireSql } from '../sql/approvals.js';
-import { claimSql } from '../sql/claim.js';
 import type { CommitMode } from '../sql/commit-mode.js';
 import { deferSql } from '../sql/defer.js';
 import { releaseSql, settleAdvanceSql, settleFailedSql } from '../sql/settle.js';
+import { tenantClaimSql } from '../sql/tenant-claim.js';
 import type { QueryOptions, SqlExecutor } from '../store/sql-executor.js';
 import type {
   ClaimRequest,
@@ -27,6 +27,8 @@ interface ClaimedRow {
   createdAt: Date | string;
   attempts: number;
   shadow: boolean;
+  /** The last tenant the claim visited (sql/tenant-claim.ts), the same on every row. */
+  tenantCursor: string | null;
 }
 
 /** Options of {@link PgOutboxStore}. */
@@ -57,6 +59,10 @@ const EXPIRY_BATCH = 100;
  * {@link OutboxStore} on Postgres. Every method is ONE statement, so `executor` may be a pool
  * (`fromPg(pool)`): no method needs a session.
  *
+ * Claims share each batch between the tenants with due messages (`tenant_id` header, see
+ * sql/tenant-claim.ts): the store keeps the round-robin cursor, the last tenant its previous claim
+ * visited, so one store (one dispatcher) goes round all tenants whatever their number.
+ *
  * Expiry of held messages (issue 20) is applied here, at claim time: before a claim, at most every
  * `approvalSweepIntervalMs` (again at once after a full batch of 100), one statement expires
  * overdue held messages with the claim's dead-letter policy (sql/approvals.ts `expireSql`) — one
@@ -75,12 +81,14 @@ export class PgOutboxStore implements OutboxStore {
   readonly #approvalSweepMs: number;
   readonly #queryOptions: QueryOptions | undefined;
   #nextSweepAt = 0;
+  /** Where the next claim's round of tenants starts (sql/tenant-claim.ts). */
+  #tenantCursor: string | null = null;
 
   constructor(executor: SqlExecutor, options: PgOutboxStoreOptions = {}) {
     const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
     const commit = options.settleCommit ?? 'sync';
     this.#executor = executor;
-    this.#claimSql = claimSql(schema);
+    this.#claimSql = tenantClaimSql(schema);
     // Neither is prepared (statement-name.ts): a generic plan made while the outbox is small can
     // be a sequential scan, and it stays while the table grows.
     this.#settleFailedSql = settleFailedSql(schema, commit);
@@ -98,9 +106,11 @@ export class PgOutboxStore implements OutboxStore {
     if (Date.now() >= this.#nextSweepAt) await this.#expireApprovals(request);
     const { rows } = await this.#executor.query<ClaimedRow>(
       this.#claimSql,
-      [request.owner, request.batchSize, request.leaseMs],
+      [request.owner, request.batchSize, request.leaseMs, this.#tenantCursor],
       this.#queryOptions,
     );
+    // No rows: nothing was due, so where the round stands does not matter.
+    if (rows.length > 0) this.#tenantCursor = rows[0]!.tenantCursor;
     return rows.map((row) => ({
       id: row.id,
       rowId: String(row.rowId),
