@@ -97,20 +97,11 @@ export const dueHeadSql = (schema: string, floor: string) => `o.ready
     )`;
 
 /**
- * Everything after the `heads` CTE (steps 2 and 3 of the module comment): the runs behind the
- * ordered heads and the UPDATE that leases both. `returning` adds columns to the result (the
- * tenant claim's cursor).
+ * The run behind head `h` (step 2 of the module comment): its chain's next messages, at most
+ * `limit`, each with `unbroken` true while none before it (nor it) is not due, leased or
+ * dead-lettered. A LATERAL subquery; shared with the tenant claim (tenant-claim.ts).
  */
-export const claimRunsAndLeaseSql = (schema: string, p: ClaimParams, returning = '') => `share AS (
-  SELECT ((${p.batch} - count(*)) / greatest(count(*) FILTER (WHERE ordered), 1))::int AS per_run
-  FROM heads
-),
-run AS MATERIALIZED (
-  SELECT c.id
-  FROM heads h
-  CROSS JOIN share
-  CROSS JOIN LATERAL (
-    SELECT n.id,
+export const runBehindSql = (schema: string, limit: string) => `SELECT n.id,
            bool_and(n.available_at <= now()
                     AND n.dead_lettered_at IS NULL
                     AND (n.lease_expires_at IS NULL OR n.lease_expires_at <= now()))
@@ -123,8 +114,35 @@ run AS MATERIALIZED (
         AND p.dispatched_at IS NULL
         AND p.ordered
       ORDER BY p.sequence
-      LIMIT share.per_run
-    ) n
+      LIMIT ${limit}
+    ) n`;
+
+/** What {@link claimRunsAndLeaseSql} adds for the tenant claim (tenant-claim.ts). */
+export interface ClaimExtras {
+  /** A CTE of ids taken before `heads`: they use up batch and are leased too. */
+  taken?: string;
+  /** Columns added to the result. */
+  returning?: string;
+}
+
+/**
+ * Everything after the `heads` CTE (steps 2 and 3 of the module comment): the runs behind the
+ * ordered heads and the UPDATE that leases both.
+ */
+export const claimRunsAndLeaseSql = (
+  schema: string,
+  p: ClaimParams,
+  extras: ClaimExtras = {},
+) => `share AS (
+  SELECT ((${p.batch}${extras.taken ? ` - (SELECT count(*) FROM ${extras.taken})` : ''} - count(*)) / greatest(count(*) FILTER (WHERE ordered), 1))::int AS per_run
+  FROM heads
+),
+run AS MATERIALIZED (
+  SELECT c.id
+  FROM heads h
+  CROSS JOIN share
+  CROSS JOIN LATERAL (
+    ${runBehindSql(schema, 'share.per_run')}
   ) c
   WHERE h.ordered AND share.per_run > 0 AND c.unbroken
 )
@@ -132,7 +150,7 @@ UPDATE ${schema}.outbox o
 SET lease_owner = ${p.owner},
     lease_expires_at = now() + ${p.leaseMs} * interval '1 millisecond',
     attempts = o.attempts + 1
-WHERE o.id = ANY (ARRAY(SELECT id FROM heads UNION ALL SELECT id FROM run))
+WHERE o.id = ANY (ARRAY(SELECT id FROM heads UNION ALL SELECT id FROM run${extras.taken ? ` UNION ALL SELECT id FROM ${extras.taken}` : ''}))
   -- dispatched_at and dead_lettered_at both NULL, said so that no partial index ("WHERE
   -- dispatched_at IS NULL") matches: a plan cached on a small outbox then walked the whole of
   -- outbox_aggregate_pending_idx instead of the primary key once the table had grown
@@ -149,11 +167,10 @@ RETURNING o.id::text AS "rowId",
           o.headers,
           o.created_at AS "createdAt",
           o.attempts,
-          o.shadow${returning}`;
+          o.shadow${extras.returning ?? ''}`;
 
 /**
- * The claim's statement (see the module comment). `returning` as in
- * {@link claimRunsAndLeaseSql}.
+ * The claim's statement (see the module comment). `returning`: columns added to the result.
  */
 export const claimQuery = (schema: string, p: ClaimParams, returning = '') => `
 WITH heads AS MATERIALIZED (
@@ -164,7 +181,7 @@ WITH heads AS MATERIALIZED (
   LIMIT ${p.batch}
   FOR UPDATE OF o SKIP LOCKED
 ),
-${claimRunsAndLeaseSql(schema, p, returning)}`;
+${claimRunsAndLeaseSql(schema, p, { returning })}`;
 
 /** The variables of the lane's bookkeeping (see {@link claimFunctionSql}). */
 export const claimDeclarations = `  v_started timestamptz := clock_timestamp();

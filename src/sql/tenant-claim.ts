@@ -5,6 +5,7 @@ import {
   dueHeadSql,
   laneAfterClaimSql,
   laneBeforeClaimSql,
+  runBehindSql,
   type ClaimParams,
 } from './claim.js';
 
@@ -31,14 +32,19 @@ import {
  *    plan. An outbox without tenants pays one probe of an empty index.
  * 4. Otherwise {@link tenantClaimQuery}: `fair`, for each visited tenant its oldest due heads
  *    (same head rule as claim.ts, {@link dueHeadSql}), at most `share` each — half the batch
- *    divided between the visited tenants, at least one each; then `oldest`, the rest of the batch
- *    oldest due first as in claim.ts, skipping what `fair` took; then the runs behind the ordered
- *    heads and the lease, as in claim.ts. So an idle system still drains one tenant's burst a full
- *    batch per claim (its share plus the oldest part), and while it drains every other tenant's
- *    due heads ride along in every claim.
+ *    divided between the visited tenants, at least one each; `fair_run`, what the tenant's share
+ *    leaves, divided between the runs behind its ordered heads (claim.ts step 2), so a tenant's
+ *    ordered trickle on one aggregate moves a run per claim, not one message; then `heads`, the
+ *    rest of the batch oldest due first as in claim.ts, skipping what `fair` took, with the runs
+ *    behind them and the lease, as in claim.ts. So an idle system still drains one tenant's burst
+ *    a full batch per claim (its share plus the oldest part), and while it drains every other
+ *    tenant's due messages ride along in every claim. Measured end to end (one `outbox
+ *    dispatch`, HTTP destination, test/integration/cli/cli-dispatch-tenants.test.ts): A's
+ *    deliveries that overtook one of B's after its commit, 195–580 with tenant shares against
+ *    2,083–5,855 with claim.ts alone (a burst of 6,000 on 2,000 aggregates).
  *
  * Cost (G7): the tenant part reads, per visited tenant, one index descent to find it and one to
- * read its share — plus, like the oldest part, the heads under a live lease it steps over — and
+ * read its heads, and at most its share from the chains behind them — plus, like the oldest part, the heads under a live lease it steps over — and
  * visits at most half the batch of tenants whatever their number: bounded by the batch with one
  * tenant and with a million (test/integration/dispatcher/tenant-claim-bound.test.ts). Both scans
  * start at the lane's floor, so what was settled before it is not read; in the hop the floor is
@@ -110,12 +116,12 @@ const visitedTenantsSql = (
     LIMIT ${limit})`;
 
 /**
- * Step 4 of the module comment. `v_tenants` are the visited tenants, `v_share` the heads each may
- * take, `v_cursor` the last tenant visited.
+ * Step 4 of the module comment. `v_tenants` are the visited tenants, `v_share` the messages each
+ * may take, `v_cursor` the last tenant visited.
  */
 const tenantClaimQuery = (schema: string, p: ClaimParams) => `
 WITH fair AS MATERIALIZED (
-  SELECT f.id, f.aggregate_id, f.sequence, f.ordered
+  SELECT t.tenant, f.id, f.aggregate_id, f.sequence, f.ordered
   FROM unnest(v_tenants) AS t(tenant)
   CROSS JOIN LATERAL (
     SELECT o.id, o.aggregate_id, o.sequence, o.ordered
@@ -127,22 +133,37 @@ WITH fair AS MATERIALIZED (
     FOR UPDATE OF o SKIP LOCKED
   ) f
 ),
-oldest AS MATERIALIZED (
+fair_share AS (
+  SELECT f.tenant,
+         ((v_share - count(*)) / greatest(count(*) FILTER (WHERE f.ordered), 1))::int AS per_run
+  FROM fair f
+  GROUP BY f.tenant
+),
+fair_run AS MATERIALIZED (
+  SELECT c.id
+  FROM fair h
+  JOIN fair_share s ON s.tenant = h.tenant
+  CROSS JOIN LATERAL (
+    ${runBehindSql(schema, 's.per_run')}
+  ) c
+  WHERE h.ordered AND s.per_run > 0 AND c.unbroken
+),
+taken AS MATERIALIZED (
+  SELECT id FROM fair
+  UNION ALL
+  SELECT id FROM fair_run
+),
+heads AS MATERIALIZED (
   SELECT o.id, o.aggregate_id, o.sequence, o.ordered
   FROM ${schema}.outbox o
   WHERE ${dueHeadSql(schema, p.floor)}
     -- our own locks do not skip: without this, a head both parts found would count twice
     AND NOT (o.id = ANY (ARRAY(SELECT id FROM fair)))
   ORDER BY o.available_at, o.id
-  LIMIT ${p.batch} - (SELECT count(*) FROM fair)
+  LIMIT ${p.batch} - (SELECT count(*) FROM taken)
   FOR UPDATE OF o SKIP LOCKED
 ),
-heads AS (
-  SELECT * FROM fair
-  UNION ALL
-  SELECT * FROM oldest
-),
-${claimRunsAndLeaseSql(schema, p, `,\n          v_cursor AS "tenantCursor"`)}`;
+${claimRunsAndLeaseSql(schema, p, { taken: 'taken', returning: `,\n          v_cursor AS "tenantCursor"` })}`;
 
 /**
  * The tenant claim (migration 016), with claim.ts's settings and lane bookkeeping; see the module

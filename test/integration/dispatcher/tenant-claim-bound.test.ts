@@ -58,7 +58,7 @@ type Node = PlanNode & { 'Node Type'?: string; 'Index Name'?: string };
  */
 async function explainClaims(batchSize: number, claims = 1, planCacheMode = 'auto') {
   const plans: PlanNode[] = [];
-  const results: { tenant: string; aggregateId: string }[][] = [];
+  const results: { tenant: string; aggregateId: string; sequence: number }[][] = [];
   const client = await db.pool.connect();
   try {
     await client.query('BEGIN');
@@ -75,7 +75,11 @@ async function explainClaims(batchSize: number, claims = 1, planCacheMode = 'aut
     for (let i = 0; i < claims; i++) {
       const claimed = await store.claim({ owner: `explain#${i}`, batchSize, leaseMs: 30_000 });
       results.push(
-        claimed.map((m) => ({ tenant: m.headers['tenant_id'] ?? '', aggregateId: m.aggregateId })),
+        claimed.map((m) => ({
+          tenant: m.headers['tenant_id'] ?? '',
+          aggregateId: m.aggregateId,
+          sequence: m.sequence,
+        })),
       );
     }
   } finally {
@@ -129,6 +133,37 @@ describe('tenant claim cost', () => {
     } finally {
       await db.pool.query(`UPDATE outbox SET lease_owner = NULL, lease_expires_at = NULL`);
     }
+  }, 60_000);
+
+  it('100,000 messages behind one head of a third tenant: its share takes a run in order, and reads stay near a batch', async () => {
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(`SET LOCAL session_replication_role = replica`);
+      await client.query(
+        `INSERT INTO outbox (aggregate_id, topic, payload, headers, sequence, ordered, ready, attempts)
+         SELECT 'deep', 'mail.send', '{}'::jsonb, '{"tenant_id": "deep"}', g, true, g = 1, 0
+         FROM generate_series(1, $1::int) g`,
+        [BIG],
+      );
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    await db.pool.query('ANALYZE outbox');
+    const [claim] = await explainClaims(200);
+    const deep = claim!.claimed.filter((m) => m.tenant === 'deep');
+    // Three tenants visited: a share of 100 / 3 = 33 each, the head and a run of 32 for deep.
+    expect(deep.map((m) => m.sequence).sort((x, y) => x - y)).toEqual(
+      Array.from({ length: 33 }, (_, k) => k + 1),
+    );
+    expect(claim!.claimed).toHaveLength(200);
+    expect(claim!.claimed.filter((m) => m.tenant === 'small')).toHaveLength(5);
+    console.log(
+      'a deep tenant beside them:',
+      JSON.stringify({ rowsRead: claim!.rowsRead, blocks: claim!.blocks }),
+    );
+    expect(claim!.rowsRead, claim!.why).toBeLessThan(1_000);
   }, 60_000);
 
   it.each(['auto', 'force_generic_plan'])(
