@@ -2,6 +2,7 @@ import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import type { JsonValue } from '../core/message.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
 import { expireSql } from '../sql/approvals.js';
+import { claimSql } from '../sql/claim.js';
 import type { CommitMode } from '../sql/commit-mode.js';
 import { deferSql } from '../sql/defer.js';
 import { releaseSql, settleAdvanceSql, settleFailedSql } from '../sql/settle.js';
@@ -28,7 +29,7 @@ interface ClaimedRow {
   attempts: number;
   shadow: boolean;
   /** The last tenant the claim visited (sql/tenant-claim.ts), the same on every row. */
-  tenantCursor: string | null;
+  tenantCursor?: string | null;
 }
 
 /** Options of {@link PgOutboxStore}. */
@@ -50,6 +51,13 @@ export interface PgOutboxStoreOptions {
    * `DispatcherOptions.statementTimeoutMs`. Default none (`0`).
    */
   statementTimeoutMs?: number;
+  /**
+   * Share each claim's batch between the tenants with due messages (their `tenant_id` header):
+   * one tenant's burst then costs another about a claim of waiting, not the whole burst
+   * (sql/tenant-claim.ts). Default `true`. `false`: oldest due first, whatever the tenant (the
+   * claim of schema version 15 and before).
+   */
+  tenantShares?: boolean;
 }
 
 /** Most held messages one expiry sweep decides. */
@@ -73,6 +81,7 @@ const EXPIRY_BATCH = 100;
 export class PgOutboxStore implements OutboxStore {
   readonly #executor: SqlExecutor;
   readonly #claimSql: string;
+  readonly #tenantShares: boolean;
   readonly #settleFailedSql: string;
   readonly #settleAdvanceSql: string;
   readonly #releaseSql: string;
@@ -88,7 +97,8 @@ export class PgOutboxStore implements OutboxStore {
     const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
     const commit = options.settleCommit ?? 'sync';
     this.#executor = executor;
-    this.#claimSql = tenantClaimSql(schema);
+    this.#tenantShares = options.tenantShares ?? true;
+    this.#claimSql = this.#tenantShares ? tenantClaimSql(schema) : claimSql(schema);
     // Neither is prepared (statement-name.ts): a generic plan made while the outbox is small can
     // be a sequential scan, and it stays while the table grows.
     this.#settleFailedSql = settleFailedSql(schema, commit);
@@ -106,11 +116,13 @@ export class PgOutboxStore implements OutboxStore {
     if (Date.now() >= this.#nextSweepAt) await this.#expireApprovals(request);
     const { rows } = await this.#executor.query<ClaimedRow>(
       this.#claimSql,
-      [request.owner, request.batchSize, request.leaseMs, this.#tenantCursor],
+      this.#tenantShares
+        ? [request.owner, request.batchSize, request.leaseMs, this.#tenantCursor]
+        : [request.owner, request.batchSize, request.leaseMs],
       this.#queryOptions,
     );
     // No rows: nothing was due, so where the round stands does not matter.
-    if (rows.length > 0) this.#tenantCursor = rows[0]!.tenantCursor;
+    if (this.#tenantShares && rows.length > 0) this.#tenantCursor = rows[0]!.tenantCursor ?? null;
     return rows.map((row) => ({
       id: row.id,
       rowId: String(row.rowId),
