@@ -9,7 +9,9 @@ import type { Migration } from './migration.js';
  *   rewrite, no backfill), a message without a tenant is not in it and costs nothing on insert,
  *   and a plain INSERT that sets the header is in it like one written by `enqueue({ tenantId })`.
  *   `headers` is never updated, so claims stay HOT as before (they write only lease columns);
- *   settles already changed columns of `outbox_ready_idx`.
+ *   settles already changed columns of `outbox_ready_idx`. Its predicate says "pending" as
+ *   `num_nulls(dispatched_at, dead_lettered_at) = 2`, so that the tenant claim's per-tenant scans
+ *   can use it and no other index (sql/tenant-claim.ts `TENANT_PENDING`).
  * - `outbox_claim(owner, batch, lease, tenant_after)`: the tenant claim, a new overload. The
  *   three-argument `outbox_claim` is left as it is, so a dispatcher of an earlier version keeps
  *   working during a rolling upgrade (without tenant shares).
@@ -26,7 +28,7 @@ export const tenantFairClaims: Migration = {
     `
 CREATE INDEX IF NOT EXISTS outbox_tenant_ready_idx
   ON ${s}.outbox ((headers ->> 'tenant_id'), available_at, id)
-  WHERE dispatched_at IS NULL AND dead_lettered_at IS NULL AND ready
+  WHERE ready AND num_nulls(dispatched_at, dead_lettered_at) = 2
     AND (headers ->> 'tenant_id') IS NOT NULL`,
     tenantClaimFunctionSql(s),
   ],

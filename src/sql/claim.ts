@@ -82,11 +82,16 @@ export interface ClaimParams {
 /**
  * What makes a row of `outbox_ready_idx` a head to claim now (`o`): due, not leased, and — for an
  * ordered one — its predecessor not pending (the order check, G4). Shared with the tenant claim
- * (tenant-claim.ts), so both take heads by the same rule.
+ * (tenant-claim.ts), so both take heads by the same rule; `pending` is how "not dispatched, not
+ * dead-lettered" is said, which decides the partial indexes a plan may use.
  */
-export const dueHeadSql = (schema: string, floor: string) => `o.ready
-    AND o.dispatched_at IS NULL
-    AND o.dead_lettered_at IS NULL
+export const dueHeadSql = (
+  schema: string,
+  floor: string,
+  pending = `o.dispatched_at IS NULL
+    AND o.dead_lettered_at IS NULL`,
+) => `o.ready
+    AND ${pending}
     AND o.available_at >= ${floor}
     AND o.available_at <= now()
     AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())

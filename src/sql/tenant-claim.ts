@@ -71,6 +71,15 @@ import {
 /** The tenant of `o`: the key of `outbox_tenant_ready_idx` (migration 016). */
 const TENANT = `(o.headers ->> 'tenant_id')`;
 
+/**
+ * "Not dispatched, not dead-lettered" as `outbox_tenant_ready_idx`'s predicate says it, and NOT
+ * as `outbox_ready_idx`'s does (`dispatched_at IS NULL AND dead_lettered_at IS NULL`): a
+ * statement that says it this way cannot use `outbox_ready_idx`, whose predicate it does not
+ * imply. The per-tenant scans used it once the statistics were fresh — cheaper on paper, and the
+ * scan for a small tenant then walked a big tenant's heads, filtering on the tenant.
+ */
+const TENANT_PENDING = 'num_nulls(o.dispatched_at, o.dead_lettered_at) = 2';
+
 /** The lane floor as a time, from the bookkeeping's `v_floor` (claim.ts). */
 const FLOOR = "(timestamptz 'epoch' + v_floor * interval '1 microsecond')";
 
@@ -86,8 +95,7 @@ const tenantHopSql = (schema: string, after: string | null) => `(
       SELECT ${TENANT}
       FROM ${schema}.outbox o
       WHERE o.ready
-        AND o.dispatched_at IS NULL
-        AND o.dead_lettered_at IS NULL
+        AND ${TENANT_PENDING}
         AND ${TENANT} IS NOT NULL
         AND o.available_at >= ${FLOOR}${after === null ? '' : `\n        AND ${TENANT} > ${after}`}
       ORDER BY ${TENANT}
@@ -127,7 +135,7 @@ WITH fair AS MATERIALIZED (
     SELECT o.id, o.aggregate_id, o.sequence, o.ordered
     FROM ${schema}.outbox o
     WHERE ${TENANT} = t.tenant
-      AND ${dueHeadSql(schema, p.floor)}
+      AND ${dueHeadSql(schema, p.floor, TENANT_PENDING)}
     ORDER BY o.available_at, o.id
     LIMIT v_share
     FOR UPDATE OF o SKIP LOCKED
