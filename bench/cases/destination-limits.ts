@@ -2,11 +2,13 @@ import { createDispatcher, fromPg, type Publisher } from '../../src/index.js';
 import type { BenchDatabase } from '../lib/database.js';
 import { seedPending } from '../lib/database.js';
 import { log } from '../lib/measure.js';
+import { fairShare, fairShareRow } from './fair-share.js';
 
 /**
- * Issue 27's cases: a rate limit shared by three dispatchers, and an outage that must cost no
- * dead letter. Each on a database of its own; runnable alone with
- * `npm run bench -- --only rate_limit_accuracy,outage_dead_letters`.
+ * Issue 27's cases: a rate limit shared by three dispatchers, an outage that must cost no dead
+ * letter, and a tenant's trickle beside another's burst (fair-share.ts). Each on a database of its
+ * own; runnable alone with
+ * `npm run bench -- --only rate_limit_accuracy,outage_dead_letters,fair_share_p95_ms`.
  */
 
 /** A publisher that accepts at once and counts (the limit, not the sink, sets the pace). */
@@ -125,7 +127,7 @@ export async function outageDeadLetters(db: BenchDatabase) {
   }
 }
 
-/** Both cases, each on a fresh database; `names` selects (null: all). */
+/** The cases, each on a fresh database; `names` selects (null: all). */
 export async function destinationLimitsCases(
   fresh: <T>(suffix: string, fn: (db: BenchDatabase) => Promise<T>) => Promise<T>,
   quick: boolean,
@@ -139,12 +141,17 @@ export async function destinationLimitsCases(
     !names || names.has('outage_dead_letters')
       ? await fresh('outage', (d) => outageDeadLetters(d))
       : null;
+  const fair =
+    !names || names.has('fair_share_p95_ms')
+      ? await fairShare(fresh, quick ? 10_000 : 30_000)
+      : null;
   return {
     keys: {
       rate_limit_accuracy: rate?.ratio ?? null,
       outage_dead_letters: outage?.deadLetters ?? null,
+      fair_share_p95_ms: fair?.p95 ?? null,
     },
-    details: { rateLimit: rate, outage },
+    details: { rateLimit: rate, outage, fairShare: fair },
   };
 }
 
@@ -171,5 +178,6 @@ export function destinationLimitsRows(r: Record<string, unknown>): string[] {
         : 'not run',
       '0',
     ),
+    fairShareRow(r),
   ];
 }

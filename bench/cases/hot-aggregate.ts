@@ -70,14 +70,14 @@ export async function hotAggregate(db: BenchDatabase, count: number, rounds: num
   };
 }
 
-interface Sink {
+export interface Sink {
   url: string;
   /** What the sink received since the last call, and how much of it was out of order. */
   stats(): Promise<{ received: number; outOfOrder: number }>;
   close(): void;
 }
 
-async function startSink(): Promise<Sink> {
+export async function startSink(): Promise<Sink> {
   const proc: ChildProcess = spawn(process.execPath, ['--import', 'tsx', sinkScript], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });

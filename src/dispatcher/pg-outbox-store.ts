@@ -6,6 +6,7 @@ import { claimSql } from '../sql/claim.js';
 import type { CommitMode } from '../sql/commit-mode.js';
 import { deferSql } from '../sql/defer.js';
 import { releaseSql, settleAdvanceSql, settleFailedSql } from '../sql/settle.js';
+import { tenantClaimSql } from '../sql/tenant-claim.js';
 import type { QueryOptions, SqlExecutor } from '../store/sql-executor.js';
 import type {
   ClaimRequest,
@@ -27,6 +28,8 @@ interface ClaimedRow {
   createdAt: Date | string;
   attempts: number;
   shadow: boolean;
+  /** The last tenant the claim visited (sql/tenant-claim.ts), the same on every row. */
+  tenantCursor?: string | null;
 }
 
 /** Options of {@link PgOutboxStore}. */
@@ -48,6 +51,13 @@ export interface PgOutboxStoreOptions {
    * `DispatcherOptions.statementTimeoutMs`. Default none (`0`).
    */
   statementTimeoutMs?: number;
+  /**
+   * Share each claim's batch between the tenants with due messages (their `tenant_id` header):
+   * one tenant's burst then costs another about a claim of waiting, not the whole burst
+   * (sql/tenant-claim.ts). Default `true`. `false`: oldest due first, whatever the tenant (the
+   * claim of schema version 15 and before).
+   */
+  tenantShares?: boolean;
 }
 
 /** Most held messages one expiry sweep decides. */
@@ -56,6 +66,10 @@ const EXPIRY_BATCH = 100;
 /**
  * {@link OutboxStore} on Postgres. Every method is ONE statement, so `executor` may be a pool
  * (`fromPg(pool)`): no method needs a session.
+ *
+ * Claims share each batch between the tenants with due messages (`tenant_id` header, see
+ * sql/tenant-claim.ts): the store keeps the round-robin cursor, the last tenant its previous claim
+ * visited, so one store (one dispatcher) goes round all tenants whatever their number.
  *
  * Expiry of held messages (issue 20) is applied here, at claim time: before a claim, at most every
  * `approvalSweepIntervalMs` (again at once after a full batch of 100), one statement expires
@@ -67,6 +81,7 @@ const EXPIRY_BATCH = 100;
 export class PgOutboxStore implements OutboxStore {
   readonly #executor: SqlExecutor;
   readonly #claimSql: string;
+  readonly #tenantShares: boolean;
   readonly #settleFailedSql: string;
   readonly #settleAdvanceSql: string;
   readonly #releaseSql: string;
@@ -75,12 +90,15 @@ export class PgOutboxStore implements OutboxStore {
   readonly #approvalSweepMs: number;
   readonly #queryOptions: QueryOptions | undefined;
   #nextSweepAt = 0;
+  /** Where the next claim's round of tenants starts (sql/tenant-claim.ts). */
+  #tenantCursor: string | null = null;
 
   constructor(executor: SqlExecutor, options: PgOutboxStoreOptions = {}) {
     const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
     const commit = options.settleCommit ?? 'sync';
     this.#executor = executor;
-    this.#claimSql = claimSql(schema);
+    this.#tenantShares = options.tenantShares ?? true;
+    this.#claimSql = this.#tenantShares ? tenantClaimSql(schema) : claimSql(schema);
     // Neither is prepared (statement-name.ts): a generic plan made while the outbox is small can
     // be a sequential scan, and it stays while the table grows.
     this.#settleFailedSql = settleFailedSql(schema, commit);
@@ -98,9 +116,13 @@ export class PgOutboxStore implements OutboxStore {
     if (Date.now() >= this.#nextSweepAt) await this.#expireApprovals(request);
     const { rows } = await this.#executor.query<ClaimedRow>(
       this.#claimSql,
-      [request.owner, request.batchSize, request.leaseMs],
+      this.#tenantShares
+        ? [request.owner, request.batchSize, request.leaseMs, this.#tenantCursor]
+        : [request.owner, request.batchSize, request.leaseMs],
       this.#queryOptions,
     );
+    // No rows: nothing was due, so where the round stands does not matter.
+    if (this.#tenantShares && rows.length > 0) this.#tenantCursor = rows[0]!.tenantCursor ?? null;
     return rows.map((row) => ({
       id: row.id,
       rowId: String(row.rowId),

@@ -13,6 +13,7 @@ import { laneFloor } from './012-lane-floor.js';
 import { dedupeKeys } from './013-dedupe-keys.js';
 import { destinationLimits } from './014-destination-limits.js';
 import { counterFillfactor } from './015-counter-fillfactor.js';
+import { tenantFairClaims } from './016-tenant-fair-claims.js';
 import { archiveDedupeKeys } from './017-archive-dedupe-keys.js';
 import type { Migration } from './migration.js';
 
@@ -33,6 +34,7 @@ export const MIGRATIONS: readonly Migration[] = [
   dedupeKeys,
   destinationLimits,
   counterFillfactor,
+  tenantFairClaims,
   archiveDedupeKeys,
 ];
 

@@ -71,38 +71,42 @@ import { blockedByPredecessorSql } from './lane.js';
  * Changing this text changes the function only through a migration that re-creates it; see
  * settle.ts.
  */
-const claimQuery = (
+/** The claim's parameters, as SQL expressions (the function's arguments and variables). */
+export interface ClaimParams {
+  owner: string;
+  batch: string;
+  leaseMs: string;
+  floor: string;
+}
+
+/**
+ * What makes a row of `outbox_ready_idx` a head to claim now (`o`): due, not leased, and — for an
+ * ordered one — its predecessor not pending (the order check, G4). Shared with the tenant claim
+ * (tenant-claim.ts), so both take heads by the same rule; `pending` is how "not dispatched, not
+ * dead-lettered" is said, which decides the partial indexes a plan may use.
+ */
+export const dueHeadSql = (
   schema: string,
-  p: { owner: string; batch: string; leaseMs: string; floor: string },
-) => `
-WITH heads AS MATERIALIZED (
-  SELECT o.id, o.aggregate_id, o.sequence, o.ordered
-  FROM ${schema}.outbox o
-  WHERE o.ready
-    AND o.dispatched_at IS NULL
-    AND o.dead_lettered_at IS NULL
-    AND o.available_at >= ${p.floor}
+  floor: string,
+  pending = `o.dispatched_at IS NULL
+    AND o.dead_lettered_at IS NULL`,
+) => `o.ready
+    AND ${pending}
+    AND o.available_at >= ${floor}
     AND o.available_at <= now()
     AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())
     AND (
       o.ordered IS NOT TRUE
       OR o.prev_id IS NULL
       OR NOT ${blockedByPredecessorSql(schema, 'o.prev_id')}
-    )
-  ORDER BY o.available_at, o.id
-  LIMIT ${p.batch}
-  FOR UPDATE OF o SKIP LOCKED
-),
-share AS (
-  SELECT ((${p.batch} - count(*)) / greatest(count(*) FILTER (WHERE ordered), 1))::int AS per_run
-  FROM heads
-),
-run AS MATERIALIZED (
-  SELECT c.id
-  FROM heads h
-  CROSS JOIN share
-  CROSS JOIN LATERAL (
-    SELECT n.id,
+    )`;
+
+/**
+ * The run behind head `h` (step 2 of the module comment): its chain's next messages, at most
+ * `limit`, each with `unbroken` true while none before it (nor it) is not due, leased or
+ * dead-lettered. A LATERAL subquery; shared with the tenant claim (tenant-claim.ts).
+ */
+export const runBehindSql = (schema: string, limit: string) => `SELECT n.id,
            bool_and(n.available_at <= now()
                     AND n.dead_lettered_at IS NULL
                     AND (n.lease_expires_at IS NULL OR n.lease_expires_at <= now()))
@@ -115,8 +119,35 @@ run AS MATERIALIZED (
         AND p.dispatched_at IS NULL
         AND p.ordered
       ORDER BY p.sequence
-      LIMIT share.per_run
-    ) n
+      LIMIT ${limit}
+    ) n`;
+
+/** What {@link claimRunsAndLeaseSql} adds for the tenant claim (tenant-claim.ts). */
+export interface ClaimExtras {
+  /** A CTE of ids taken before `heads`: they use up batch and are leased too. */
+  taken?: string;
+  /** Columns added to the result. */
+  returning?: string;
+}
+
+/**
+ * Everything after the `heads` CTE (steps 2 and 3 of the module comment): the runs behind the
+ * ordered heads and the UPDATE that leases both.
+ */
+export const claimRunsAndLeaseSql = (
+  schema: string,
+  p: ClaimParams,
+  extras: ClaimExtras = {},
+) => `share AS (
+  SELECT ((${p.batch}${extras.taken ? ` - (SELECT count(*) FROM ${extras.taken})` : ''} - count(*)) / greatest(count(*) FILTER (WHERE ordered), 1))::int AS per_run
+  FROM heads
+),
+run AS MATERIALIZED (
+  SELECT c.id
+  FROM heads h
+  CROSS JOIN share
+  CROSS JOIN LATERAL (
+    ${runBehindSql(schema, 'share.per_run')}
   ) c
   WHERE h.ordered AND share.per_run > 0 AND c.unbroken
 )
@@ -124,7 +155,7 @@ UPDATE ${schema}.outbox o
 SET lease_owner = ${p.owner},
     lease_expires_at = now() + ${p.leaseMs} * interval '1 millisecond',
     attempts = o.attempts + 1
-WHERE o.id = ANY (ARRAY(SELECT id FROM heads UNION ALL SELECT id FROM run))
+WHERE o.id = ANY (ARRAY(SELECT id FROM heads UNION ALL SELECT id FROM run${extras.taken ? ` UNION ALL SELECT id FROM ${extras.taken}` : ''}))
   -- dispatched_at and dead_lettered_at both NULL, said so that no partial index ("WHERE
   -- dispatched_at IS NULL") matches: a plan cached on a small outbox then walked the whole of
   -- outbox_aggregate_pending_idx instead of the primary key once the table had grown
@@ -141,41 +172,24 @@ RETURNING o.id::text AS "rowId",
           o.headers,
           o.created_at AS "createdAt",
           o.attempts,
-          o.shadow`;
+          o.shadow${extras.returning ?? ''}`;
 
 /**
- * The function of {@link claimQuery} (migration 012; 011 made the first version without the lane
- * floor), `#variable_conflict` as in settle.ts. Around the claim, the lane's bookkeeping
- * (sql/lane.ts): promote the recorded pair when every xid below it finished, move the floor up to
- * the first pending row of the lane (never past the safe time), claim from the floor, and record
- * the next pair — only when this claim wrote (it has an xid taken after `v_started`), or at most
- * once a second when it did not (then it takes an xid for the pair: an idle dispatcher's empty
- * claims otherwise write nothing).
- *
- * `jit = off`: `enable_seqscan = off` prices a sequential scan at 10^10, which put any statement
- * with one (a sequence read as `SELECT last_value FROM seq`, in the first version of this
- * function) above `jit_above_cost`, and each call was JIT-compiled: 20–35 ms per statement, a
- * drain at 1,700 msg/s. The sequences are read with `pg_sequence_last_value()` (no scan), and JIT
- * is off for the function so that no plan of it can cross that line again.
- *
- * Called inside a transaction that already has an xid, it records no pair (that xid may be older
- * than `v_started`, which would make the pair unsafe); it still claims and may still move the
- * floor up to the safe time others recorded.
+ * The claim's statement (see the module comment). `returning`: columns added to the result.
  */
-export const claimFunctionSql = (schema: string) => `
-CREATE OR REPLACE FUNCTION ${schema}.outbox_claim(p_owner text, p_batch int, p_lease_ms float8)
-RETURNS TABLE ("rowId" text, id text, topic text, "aggregateId" text, sequence text,
-               ordered boolean, payload jsonb, headers jsonb, "createdAt" timestamptz,
-               attempts int, shadow boolean)
-LANGUAGE plpgsql
-SET enable_seqscan = off
-SET enable_bitmapscan = off
-SET enable_sort = off
-SET jit = off
-AS $fn$
-#variable_conflict use_column
-DECLARE
-  v_started timestamptz := clock_timestamp();
+export const claimQuery = (schema: string, p: ClaimParams, returning = '') => `
+WITH heads AS MATERIALIZED (
+  SELECT o.id, o.aggregate_id, o.sequence, o.ordered
+  FROM ${schema}.outbox o
+  WHERE ${dueHeadSql(schema, p.floor)}
+  ORDER BY o.available_at, o.id
+  LIMIT ${p.batch}
+  FOR UPDATE OF o SKIP LOCKED
+),
+${claimRunsAndLeaseSql(schema, p, { returning })}`;
+
+/** The variables of the lane's bookkeeping (see {@link claimFunctionSql}). */
+export const claimDeclarations = `  v_started timestamptz := clock_timestamp();
   v_own_xid boolean := pg_current_xact_id_if_assigned() IS NULL;
   v_pair_at bigint;
   v_pair_xid bigint;
@@ -185,8 +199,15 @@ DECLARE
   v_new bigint;
   v_promoted boolean := false;
   v_claimed bigint;
-BEGIN
-  -- The pair: its time first, then its xid (written in the other order, below).
+`;
+
+/**
+ * Before the claim: promote the recorded pair, move the floor up (sql/lane.ts). Leaves the
+ * floor in `v_floor`.
+ */
+export const laneBeforeClaimSql = (
+  schema: string,
+) => `  -- The pair: its time first, then its xid (written in the other order, below).
   v_pair_at := coalesce(pg_sequence_last_value('${schema}.outbox_lane_pair_at'::regclass), 0);
   v_pair_xid := coalesce(pg_sequence_last_value('${schema}.outbox_lane_pair_xid'::regclass), 0);
   v_safe := coalesce(pg_sequence_last_value('${schema}.outbox_lane_safe'::regclass), 0);
@@ -232,13 +253,10 @@ BEGIN
     v_floor := v_new;
     PERFORM setval('${schema}.outbox_lane_floor'::regclass, v_floor, true);
   END IF;
-  RETURN QUERY${claimQuery(schema, {
-    owner: 'p_owner',
-    batch: 'p_batch',
-    leaseMs: 'p_lease_ms',
-    floor: "(timestamptz 'epoch' + v_floor * interval '1 microsecond')",
-  })};
-  GET DIAGNOSTICS v_claimed = ROW_COUNT;
+`;
+
+/** After the claim (`RETURN QUERY`): record the next pair when this claim may. */
+export const laneAfterClaimSql = (schema: string) => `  GET DIAGNOSTICS v_claimed = ROW_COUNT;
   IF v_promoted AND v_own_xid
      AND (v_claimed > 0 OR (extract(epoch FROM v_started) * 1000000)::bigint - v_pair_at > 1000000)
   THEN
@@ -247,7 +265,48 @@ BEGIN
     PERFORM setval('${schema}.outbox_lane_pair_at'::regclass,
                    (extract(epoch FROM v_started) * 1000000)::bigint, true);
   END IF;
-END
+`;
+
+/**
+ * The function of {@link claimQuery} (migration 012; 011 made the first version without the lane
+ * floor), `#variable_conflict` as in settle.ts. Around the claim, the lane's bookkeeping
+ * (sql/lane.ts): promote the recorded pair when every xid below it finished, move the floor up to
+ * the first pending row of the lane (never past the safe time), claim from the floor, and record
+ * the next pair — only when this claim wrote (it has an xid taken after `v_started`), or at most
+ * once a second when it did not (then it takes an xid for the pair: an idle dispatcher's empty
+ * claims otherwise write nothing).
+ *
+ * `jit = off`: `enable_seqscan = off` prices a sequential scan at 10^10, which put any statement
+ * with one (a sequence read as `SELECT last_value FROM seq`, in the first version of this
+ * function) above `jit_above_cost`, and each call was JIT-compiled: 20–35 ms per statement, a
+ * drain at 1,700 msg/s. The sequences are read with `pg_sequence_last_value()` (no scan), and JIT
+ * is off for the function so that no plan of it can cross that line again.
+ *
+ * Called inside a transaction that already has an xid, it records no pair (that xid may be older
+ * than `v_started`, which would make the pair unsafe); it still claims and may still move the
+ * floor up to the safe time others recorded.
+ */
+export const claimFunctionSql = (schema: string) => `
+CREATE OR REPLACE FUNCTION ${schema}.outbox_claim(p_owner text, p_batch int, p_lease_ms float8)
+RETURNS TABLE ("rowId" text, id text, topic text, "aggregateId" text, sequence text,
+               ordered boolean, payload jsonb, headers jsonb, "createdAt" timestamptz,
+               attempts int, shadow boolean)
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET enable_sort = off
+SET jit = off
+AS $fn$
+#variable_conflict use_column
+DECLARE
+${claimDeclarations}BEGIN
+${laneBeforeClaimSql(schema)}  RETURN QUERY${claimQuery(schema, {
+  owner: 'p_owner',
+  batch: 'p_batch',
+  leaseMs: 'p_lease_ms',
+  floor: "(timestamptz 'epoch' + v_floor * interval '1 microsecond')",
+})};
+${laneAfterClaimSql(schema)}END
 $fn$`;
 
 /**

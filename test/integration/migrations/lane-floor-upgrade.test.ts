@@ -49,8 +49,9 @@ describe('migration 012 with messages in every state', () => {
         ordered: false,
       })),
     );
-    // Version 11's claim and settle (its functions are still in place) dispatch ten heads.
-    const store = new PgOutboxStore(executor);
+    // Version 11's claim and settle (its functions are still in place) dispatch ten heads; the
+    // three-argument claim, as a dispatcher of that version called it (no tenant shares).
+    const store = new PgOutboxStore(executor, { tenantShares: false });
     const first = await store.claim({ owner: 'v11#1', batchSize: 10, leaseMs: 30_000 });
     await store.settle(
       'v11#1',
