@@ -1,14 +1,8 @@
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createDispatcher,
-  fromPg,
-  PgOutboxStore,
-  type Publisher,
-  type SqlExecutor,
-} from '../../../src/index.js';
+import { createDispatcher, fromPg, PgOutboxStore, type SqlExecutor } from '../../../src/index.js';
 import { candidateStatesSql } from '../../../src/sql/cdc.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { blocksOf, holdSnapshot, noopPublisher } from '../../helpers/held-snapshot.js';
 import {
   explainAnalyze,
   nestedPlans,
@@ -29,25 +23,19 @@ import {
  * start once to show what the same claim reads without it (the test can fail).
  */
 let db: TestDatabase;
-let holder: pg.Client;
-const noop: Publisher = { publish: async (m) => m.map(() => ({ status: 'published' as const })) };
+let holder: Awaited<ReturnType<typeof holdSnapshot>> | undefined;
+const noop = noopPublisher;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  holder = new pg.Client({ connectionString: db.url });
-  await holder.connect();
-  await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-  await holder.query('SELECT count(*) FROM outbox');
+  holder = await holdSnapshot(db.url);
 }, 120_000);
 afterAll(async () => {
-  await holder?.query('ROLLBACK').catch(() => undefined);
-  await holder?.end();
+  await holder?.release();
   await db?.drop();
 });
 
 const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-const blocksOf = (plan: PlanNode) =>
-  (plan['Shared Hit Blocks'] ?? 0) + (plan['Shared Read Blocks'] ?? 0);
 
 /** Writes `count` messages: one per aggregate, or all on `aggregate` (through the trigger). */
 async function insert(count: number, aggregate?: string) {

@@ -1,13 +1,7 @@
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createDispatcher,
-  fromPg,
-  PgOutboxStore,
-  type Publisher,
-  type SqlExecutor,
-} from '../../../src/index.js';
+import { createDispatcher, fromPg, PgOutboxStore, type SqlExecutor } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { blocksOf, holdSnapshot, noopPublisher } from '../../helpers/held-snapshot.js';
 import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
 
 /**
@@ -20,24 +14,17 @@ import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.j
  * not by its rows.
  */
 let db: TestDatabase;
-let holder: pg.Client;
-const noop: Publisher = { publish: async (m) => m.map(() => ({ status: 'published' as const })) };
+let holder: Awaited<ReturnType<typeof holdSnapshot>> | undefined;
+const noop = noopPublisher;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  holder = new pg.Client({ connectionString: db.url });
-  await holder.connect();
-  await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-  await holder.query('SELECT count(*) FROM outbox');
+  holder = await holdSnapshot(db.url);
 }, 120_000);
 afterAll(async () => {
-  await holder?.query('ROLLBACK').catch(() => undefined);
-  await holder?.end();
+  await holder?.release();
   await db?.drop();
 });
-
-const blocksOf = (plan: PlanNode) =>
-  (plan['Shared Hit Blocks'] ?? 0) + (plan['Shared Read Blocks'] ?? 0);
 
 /** `count` messages of `tenant`, one per aggregate, through the insert trigger. */
 async function insert(count: number, tenant: string) {
