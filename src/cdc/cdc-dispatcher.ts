@@ -15,7 +15,8 @@ import {
 import { CandidateStore } from './candidate-store.js';
 import { ConfirmTracker } from './confirm-tracker.js';
 import type { CdcEventMap } from './events.js';
-import { isConnectionLoss, isSlotMissing, toError, type CdcDispatcherOptions } from './options.js';
+import { toError } from '../core/errors.js';
+import { isConnectionLoss, isSlotMissing, type CdcDispatcherOptions } from './options.js';
 import { formatLsn, type Lsn } from './lsn.js';
 import {
   currentDatabase,

@@ -90,11 +90,6 @@ export function isConnectionLoss(error: unknown): boolean {
   return /Connection terminated|ECONNREFUSED|ECONNRESET|EPIPE/i.test(message);
 }
 
-/** Normalises a thrown value. */
-export function toError(error: unknown): Error {
-  return error instanceof Error ? error : new Error(String(error));
-}
-
 /**
  * START_REPLICATION's answer when the slot does not exist (SQLSTATE 42704, undefined_object):
  * after a failover to a standby that had no copy of it, or a manual drop.

@@ -1,4 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { editDistance } from '../core/edit-distance.js';
 import { UsageError } from './usage-error.js';
 
 /**
@@ -26,24 +27,8 @@ function closest(name: string, known: readonly string[]): string | undefined {
   const plain = (s: string) => s.toLowerCase().replace(/[-_]/g, '');
   let best: { flag: string; distance: number } | undefined;
   for (const flag of known) {
-    const distance = plain(flag) === plain(name) ? 0 : levenshtein(name.toLowerCase(), flag);
+    const distance = plain(flag) === plain(name) ? 0 : editDistance(name.toLowerCase(), flag);
     if (!best || distance < best.distance) best = { flag, distance };
   }
   return best && best.distance <= Math.max(2, Math.floor(name.length / 4)) ? best.flag : undefined;
-}
-
-function levenshtein(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(
-        previous[j]! + 1,
-        current[j - 1]! + 1,
-        previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
-      );
-    }
-    previous = current;
-  }
-  return previous[b.length]!;
 }

@@ -1,4 +1,5 @@
 import { OutboxValidationError } from './errors.js';
+import { editDistance } from './edit-distance.js';
 import { MESSAGE_FIELDS } from './message.js';
 
 const KNOWN_FIELDS = new Set<string>(MESSAGE_FIELDS);
@@ -14,21 +15,6 @@ function closestField(key: string): string | undefined {
     if (distance <= 2 && (!best || distance < best.distance)) best = { field, distance };
   }
   return best?.field;
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++)
-      current[j] = Math.min(
-        previous[j]! + 1,
-        current[j - 1]! + 1,
-        previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
-      );
-    previous = current;
-  }
-  return previous[b.length]!;
 }
 
 /**

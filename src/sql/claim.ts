@@ -268,6 +268,26 @@ export const laneAfterClaimSql = (schema: string) => `  GET DIAGNOSTICS v_claime
 `;
 
 /**
+ * What both claim functions (this one and tenant-claim.ts's) declare before their variables: the
+ * rows they return (`extra`: more columns after `shadow`) and the settings {@link claimFunctionSql}
+ * explains.
+ */
+export const claimFunctionHead = (
+  extra: string,
+) => `RETURNS TABLE ("rowId" text, id text, topic text, "aggregateId" text, sequence text,
+               ordered boolean, payload jsonb, headers jsonb, "createdAt" timestamptz,
+               attempts int, shadow boolean${extra})
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET enable_sort = off
+SET jit = off
+AS $fn$
+#variable_conflict use_column
+DECLARE
+`;
+
+/**
  * The function of {@link claimQuery} (migration 012; 011 made the first version without the lane
  * floor), `#variable_conflict` as in settle.ts. Around the claim, the lane's bookkeeping
  * (sql/lane.ts): promote the recorded pair when every xid below it finished, move the floor up to
@@ -288,18 +308,7 @@ export const laneAfterClaimSql = (schema: string) => `  GET DIAGNOSTICS v_claime
  */
 export const claimFunctionSql = (schema: string) => `
 CREATE OR REPLACE FUNCTION ${schema}.outbox_claim(p_owner text, p_batch int, p_lease_ms float8)
-RETURNS TABLE ("rowId" text, id text, topic text, "aggregateId" text, sequence text,
-               ordered boolean, payload jsonb, headers jsonb, "createdAt" timestamptz,
-               attempts int, shadow boolean)
-LANGUAGE plpgsql
-SET enable_seqscan = off
-SET enable_bitmapscan = off
-SET enable_sort = off
-SET jit = off
-AS $fn$
-#variable_conflict use_column
-DECLARE
-${claimDeclarations}BEGIN
+${claimFunctionHead('')}${claimDeclarations}BEGIN
 ${laneBeforeClaimSql(schema)}  RETURN QUERY${claimQuery(schema, {
   owner: 'p_owner',
   batch: 'p_batch',

@@ -1,5 +1,6 @@
 import {
   claimDeclarations,
+  claimFunctionHead,
   claimQuery,
   claimRunsAndLeaseSql,
   dueHeadSql,
@@ -193,18 +194,7 @@ export const tenantClaimFunctionSql = (schema: string) => {
   return `
 CREATE OR REPLACE FUNCTION ${schema}.outbox_claim(p_owner text, p_batch int, p_lease_ms float8,
                                                   p_tenant_after text)
-RETURNS TABLE ("rowId" text, id text, topic text, "aggregateId" text, sequence text,
-               ordered boolean, payload jsonb, headers jsonb, "createdAt" timestamptz,
-               attempts int, shadow boolean, "tenantCursor" text)
-LANGUAGE plpgsql
-SET enable_seqscan = off
-SET enable_bitmapscan = off
-SET enable_sort = off
-SET jit = off
-AS $fn$
-#variable_conflict use_column
-DECLARE
-${claimDeclarations}  v_visit int := greatest(p_batch / 2, 1);
+${claimFunctionHead(', "tenantCursor" text')}${claimDeclarations}  v_visit int := greatest(p_batch / 2, 1);
   v_tenants text[];
   v_share int;
   v_cursor text;

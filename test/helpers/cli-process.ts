@@ -26,3 +26,20 @@ export function startCli(args: string[], env: NodeJS.ProcessEnv = {}): CliProces
   );
   return { child, output: () => output, exited };
 }
+
+/**
+ * The arguments of `outbox dispatch` to `publisherUrl` on `databaseUrl`, polling every 50 ms (the
+ * tests' pace), then `extra`: `startCli(dispatchArgs(db.url, receiver.url, '--rate-limit', ...))`.
+ */
+export function dispatchArgs(databaseUrl: string, publisherUrl: string, ...extra: string[]) {
+  return [
+    'dispatch',
+    '--database-url',
+    databaseUrl,
+    '--publisher',
+    publisherUrl,
+    '--poll-interval-ms',
+    '50',
+    ...extra,
+  ];
+}

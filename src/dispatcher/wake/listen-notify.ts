@@ -1,3 +1,4 @@
+import { toError } from '../../core/errors.js';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { OutboxValidationError } from '../../core/errors.js';
@@ -291,10 +292,6 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
 function destroy(client: ListenClient): void {
   client.end().catch(() => undefined);
   client.connection?.stream?.destroy();
-}
-
-function toError(error: unknown): Error {
-  return error instanceof Error ? error : new Error(String(error));
 }
 
 /** A {@link WakeSource} on LISTEN/NOTIFY, with its connection events. */

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCli, type CliProcess } from '../../helpers/cli-process.js';
+import { dispatchArgs, startCli, type CliProcess } from '../../helpers/cli-process.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
 import { runCli } from '../../helpers/run-cli.js';
@@ -36,11 +36,8 @@ describe('an outage through outbox dispatch (issue 27)', () => {
   it('pauses the route for both dispatchers: 0 dead letters, all delivered after it', async () => {
     const total = 300;
     await enqueueCommitted(db.pool, manyMessages(100, 3));
-    const args = [
-      'dispatch',
-      '--database-url',
+    const args = dispatchArgs(
       db.url,
-      '--publisher',
       receiver.url,
       '--batch-size',
       '50',
@@ -52,11 +49,9 @@ describe('an outage through outbox dispatch (issue 27)', () => {
       '200',
       '--backoff-jitter-ms',
       '0',
-      '--poll-interval-ms',
-      '50',
       '--route-pause-max-ms',
       '1000',
-    ];
+    );
     dispatchers.push(startCli(args), startCli(args));
     await expect
       .poll(() => count('SELECT count(*)::int AS n FROM outbox_route_pauses'), { timeout: 30_000 })

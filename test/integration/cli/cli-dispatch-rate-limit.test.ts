@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCli, type CliProcess } from '../../helpers/cli-process.js';
+import { dispatchArgs, startCli, type CliProcess } from '../../helpers/cli-process.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
 import { runCli } from '../../helpers/run-cli.js';
@@ -24,17 +24,7 @@ describe('--rate-limit across dispatchers (issue 27)', () => {
     const total = 120;
     await enqueueCommitted(db.pool, manyMessages(20, 6));
     await enqueueCommitted(db.pool, manyMessages(10, 1, 'mail.send'));
-    const args = [
-      'dispatch',
-      '--database-url',
-      db.url,
-      '--publisher',
-      receiver.url,
-      '--poll-interval-ms',
-      '50',
-      '--rate-limit',
-      'payment.*=20/s:5',
-    ];
+    const args = dispatchArgs(db.url, receiver.url, '--rate-limit', 'payment.*=20/s:5');
     dispatchers.push(startCli(args), startCli(args));
     await expect.poll(() => receiver.distinct(), { timeout: 60_000 }).toBe(total + 10);
     for (const d of dispatchers) d.child.kill('SIGTERM');

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OutboxMessage } from '../../../src/index.js';
-import { startCli, type CliProcess } from '../../helpers/cli-process.js';
+import { dispatchArgs, startCli, type CliProcess } from '../../helpers/cli-process.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { enqueueCommitted } from '../../helpers/outbox-fixtures.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
@@ -48,15 +48,7 @@ describe('tenant shares through `outbox dispatch` (issue 27)', () => {
         });
     await enqueueCommitted(db.pool, burst);
 
-    dispatcher = startCli([
-      'dispatch',
-      '--database-url',
-      db.url,
-      '--publisher',
-      receiver.url,
-      '--poll-interval-ms',
-      '50',
-    ]);
+    dispatcher = startCli(dispatchArgs(db.url, receiver.url));
     // A's burst is being delivered: now B commits, one message at a time, on two aggregates.
     await expect.poll(() => receiver.envelopes.length, { timeout: 60_000 }).toBeGreaterThan(100);
     const aDeliveredAtCommit = new Map<number, number>();

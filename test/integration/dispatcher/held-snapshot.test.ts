@@ -24,7 +24,6 @@ import {
  */
 let db: TestDatabase;
 let holder: Awaited<ReturnType<typeof holdSnapshot>> | undefined;
-const noop = noopPublisher;
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -50,7 +49,7 @@ async function insert(count: number, aggregate?: string) {
 async function drain(): Promise<number> {
   const dispatcher = createDispatcher({
     executor: fromPg(db.pool),
-    publisher: noop,
+    publisher: noopPublisher,
     batchSize: 200,
   });
   return (await dispatcher.drain()).published;

@@ -15,7 +15,6 @@ import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.j
  */
 let db: TestDatabase;
 let holder: Awaited<ReturnType<typeof holdSnapshot>> | undefined;
-const noop = noopPublisher;
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -38,7 +37,7 @@ async function insert(count: number, tenant: string) {
 }
 
 async function drain(): Promise<number> {
-  const dispatcher = createDispatcher({ executor: fromPg(db.pool), publisher: noop });
+  const dispatcher = createDispatcher({ executor: fromPg(db.pool), publisher: noopPublisher });
   return (await dispatcher.drain()).published;
 }
 
