@@ -61,7 +61,9 @@ export async function createBenchDatabase(suffix?: string): Promise<BenchDatabas
 
 /** Empties the outbox (between cases) and refreshes statistics so plans are comparable. */
 export async function resetOutbox(pool: pg.Pool): Promise<void> {
-  await pool.query('TRUNCATE outbox, outbox_aggregates, outbox_waiters');
+  await pool.query(
+    'TRUNCATE outbox, outbox_aggregates, outbox_waiters, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
+  );
   await pool.query('VACUUM ANALYZE outbox');
 }
 

@@ -90,12 +90,12 @@ await call(
 );
 
 const ordersBefore = await count('SELECT count(*)::int AS n FROM orders');
-const messagesBefore = await count('SELECT count(*)::int AS n FROM outbox');
+const messagesBefore = await count('SELECT count(*)::int AS n FROM outbox_messages');
 await call('create_order', order('carol', 4800, 'JPY', 'req-1003'), '(fails midway)');
 const leftOver =
   (await count('SELECT count(*)::int AS n FROM orders')) -
   ordersBefore +
-  ((await count('SELECT count(*)::int AS n FROM outbox')) - messagesBefore);
+  ((await count('SELECT count(*)::int AS n FROM outbox_messages')) - messagesBefore);
 log(
   `[check] after the failed call: ${leftOver === 0 ? 'no order and no outbox row left behind (G1)' : `${leftOver} rows LEFT BEHIND`}`,
 );

@@ -132,7 +132,7 @@ export async function buildReport(
     }>(
       `SELECT message_id::text AS id, topic, aggregate_id, headers->>'traceparent' AS traceparent,
               dispatched_at IS NOT NULL AS dispatched, dead_lettered_at IS NOT NULL AS dead
-         FROM outbox ORDER BY id`,
+         FROM outbox_messages ORDER BY id`,
     )
   ).rows;
   const keys = (
@@ -146,7 +146,7 @@ export async function buildReport(
               count(*) FILTER (WHERE approval_state = 'awaiting')::int AS waiting,
               coalesce(string_agg(DISTINCT approval_decided_by, ', ')
                          FILTER (WHERE approval_state = 'approved'), '') AS approvers
-         FROM outbox`,
+         FROM outbox_messages`,
     )
   ).rows[0]!;
 

@@ -1,11 +1,11 @@
 import { claimFunctionSql } from '../sql/claim.js';
-import { settleAdvanceFunctionSql } from '../sql/settle.js';
 import {
   insertTriggerFunctionSql,
   laneEnterTriggerSql,
   laneSequencesSql,
   pendingPredecessorFunctionSql,
 } from '../sql/lane.js';
+import { settleAdvanceFunction012 } from './012-frozen-settle.js';
 import type { Migration } from './migration.js';
 
 /**
@@ -63,6 +63,6 @@ WHERE a.aggregate_id = l.aggregate_id`,
     insertTriggerFunctionSql(s),
     ...laneEnterTriggerSql(s),
     claimFunctionSql(s),
-    settleAdvanceFunctionSql(s),
+    settleAdvanceFunction012(s),
   ],
 };

@@ -15,6 +15,7 @@ import { destinationLimits } from './014-destination-limits.js';
 import { counterFillfactor } from './015-counter-fillfactor.js';
 import { tenantFairClaims } from './016-tenant-fair-claims.js';
 import { archiveDedupeKeys } from './017-archive-dedupe-keys.js';
+import { dispatchedLog } from './018-dispatched-log.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -36,6 +37,7 @@ export const MIGRATIONS: readonly Migration[] = [
   counterFillfactor,
   tenantFairClaims,
   archiveDedupeKeys,
+  dispatchedLog,
 ];
 
 /** The schema version this build of agent-outbox expects. */

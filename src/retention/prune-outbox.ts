@@ -7,6 +7,7 @@ import {
   pruneDispatchedBatchSql,
 } from '../sql/retention.js';
 import { countExpiredDedupeKeysSql } from '../sql/dedupe.js';
+import { pruneRingSql } from '../sql/dispatched-log.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
 /** Default outbox retention: dispatched rows older than 30 days (SPEC §4.9). */
@@ -75,8 +76,11 @@ export function resolvePruneOptions(options: PruneOutboxOptions): {
 }
 
 /**
- * Deletes (or archives) dispatched outbox rows older than `olderThanMs`, `batchSize` rows per
- * statement, each statement its own transaction, until none is left (or `maxBatches`). Pending
+ * Deletes (or archives) dispatched messages older than `olderThanMs`. Those in the dispatched ring
+ * (migration 018) go a whole table at a time, each kept between `olderThanMs` and about one and a
+ * half times that (sql/dispatched-log.ts); rows dispatched before migration 018 are deleted from
+ * `outbox`, `batchSize` rows per statement, each statement its own transaction, until none is
+ * left (or `maxBatches`). Pending
  * and dead-lettered rows are never touched. Pass a Pool-backed executor (`fromPg(pool)`) or a
  * dedicated connection outside any transaction: inside one, the batches would share its locks.
  *
@@ -94,6 +98,19 @@ export async function pruneOutbox(
   const sql = archive ? archiveDispatchedBatchSql(schema) : pruneDispatchedBatchSql(schema);
   let removed = 0;
   let batches = 0;
+  // The dispatched ring (migration 018) first: whole tables at once (sql/dispatched-log.ts).
+  const ring = await executor.query<{ n: number }>(pruneRingSql(schema), [
+    olderThanMs,
+    archive,
+    false,
+  ]);
+  const ringRows = Number(ring.rows[0]?.n ?? 0);
+  if (ringRows > 0) {
+    removed += ringRows;
+    batches += 1;
+    options.onBatch?.({ removed, batches, lastBatch: ringRows });
+  }
+  // Then rows dispatched before migration 018, still in `outbox`, by batches.
   while (batches < maxBatches && !options.shouldStop?.()) {
     const { rows } = await executor.query<{ n: number }>(sql, [olderThanMs, batchSize]);
     const n = Number(rows[0]?.n ?? 0);
@@ -130,10 +147,18 @@ export async function previewPrune(
     countPrunableSql(schema),
     [olderThanMs],
   );
+  const ring = await executor.query<{ n: number; oldest: Date | string | null }>(
+    pruneRingSql(schema),
+    [olderThanMs, false, true],
+  );
   const keys = await executor.query<{ n: number }>(countExpiredDedupeKeysSql(schema));
+  const oldest = [rows[0]?.oldest, ring.rows[0]?.oldest]
+    .filter((d): d is Date | string => d !== null && d !== undefined)
+    .map((d) => new Date(d))
+    .sort((a, b) => a.getTime() - b.getTime())[0];
   const preview: PrunePreview = {
-    outboxRows: Number(rows[0]?.n ?? 0),
-    oldestDispatchedAt: rows[0]?.oldest ? new Date(rows[0].oldest) : null,
+    outboxRows: Number(rows[0]?.n ?? 0) + Number(ring.rows[0]?.n ?? 0),
+    oldestDispatchedAt: oldest ?? null,
     dedupeKeys: Number(keys.rows[0]?.n ?? 0),
   };
   if (options.ledgerOlderThanMs !== undefined) {

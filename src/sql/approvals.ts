@@ -100,6 +100,28 @@ const WANTED_COLUMNS = `o.id, o.message_id, o.topic, o.aggregate_id, o.sequence,
          o.dispatched_at, o.approval_state, o.approval_expires_at, o.approval_decided_by,
          o.approval_decided_at`;
 
+/**
+ * The requested rows: those in the outbox locked (latest versions), and those already dispatched
+ * into the ring (migration 018) read as they are, so that a decision on a message that went out
+ * is refused as dispatched, as it was when the row stayed in the outbox, not as unknown.
+ */
+const wantedCtes = (s: string) => `in_outbox AS MATERIALIZED (
+  SELECT ${WANTED_COLUMNS}
+  FROM ${s}.outbox o
+  WHERE o.id = ANY ($1::bigint[]) OR o.message_id = ANY ($2::uuid[])
+  ORDER BY o.id
+  FOR NO KEY UPDATE NOWAIT
+),
+wanted AS MATERIALIZED (
+  SELECT * FROM in_outbox
+  UNION ALL
+  SELECT ${WANTED_COLUMNS}
+  FROM ${s}.outbox_messages o
+  WHERE (o.id = ANY ($1::bigint[]) OR o.message_id = ANY ($2::uuid[]))
+    AND o.dispatched_at IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM in_outbox l WHERE l.id = o.id)
+)`;
+
 /** Requested ids that match no row: the decision is then refused as a whole. */
 const MISSING_CTE = `
 missing AS (
@@ -142,13 +164,7 @@ SELECT w.id::text AS id,
  * $1 row ids (bigint[]), $2 message ids (uuid[]), $3 decided by, $4 note (or NULL).
  */
 export const approveSql = (s: string) => `
-WITH wanted AS MATERIALIZED (
-  SELECT ${WANTED_COLUMNS}
-  FROM ${s}.outbox o
-  WHERE o.id = ANY ($1::bigint[]) OR o.message_id = ANY ($2::uuid[])
-  ORDER BY o.id
-  FOR NO KEY UPDATE NOWAIT
-),${MISSING_CTE},
+WITH ${wantedCtes(s)},${MISSING_CTE},
 go AS (
   SELECT NOT EXISTS (SELECT 1 FROM missing)
      AND NOT EXISTS (SELECT 1 FROM wanted WHERE ${UNDECIDABLE}) AS ok
@@ -185,13 +201,7 @@ ORDER BY w.id`;
  * $1 row ids (bigint[]), $2 message ids (uuid[]), $3 decided by, $4 reason, $5 skip (boolean).
  */
 export const rejectSql = (s: string) => `
-WITH wanted AS MATERIALIZED (
-  SELECT ${WANTED_COLUMNS}
-  FROM ${s}.outbox o
-  WHERE o.id = ANY ($1::bigint[]) OR o.message_id = ANY ($2::uuid[])
-  ORDER BY o.id
-  FOR NO KEY UPDATE NOWAIT
-),${MISSING_CTE},
+WITH ${wantedCtes(s)},${MISSING_CTE},
 leaving AS MATERIALIZED (
   SELECT id, aggregate_id, sequence, ready
   FROM wanted

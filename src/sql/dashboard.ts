@@ -1,7 +1,9 @@
 /**
- * Queries behind the dashboard (SPEC §4.13). Both read dispatched history, so both are bounded
- * by time and served by `outbox_dispatched_at_idx` (migration 006): their cost follows the recent
- * traffic, never the table's size.
+ * Queries behind the dashboard (SPEC §4.13). Those that read dispatched history read it through
+ * `outbox_messages` (migration 018: the outbox and the ring of dispatched tables), bounded by
+ * time: rows dispatched before migration 018 through `outbox_dispatched_at_idx` (migration 006),
+ * the ring's through its BRIN index on `dispatched_at`. Their cost follows the recent traffic,
+ * never the table's size.
  */
 
 /**
@@ -13,7 +15,7 @@
  */
 export const dispatchedSinceSql = (s: string) => `
 SELECT now() AS at, count(*)::int AS n
-FROM ${s}.outbox
+FROM ${s}.outbox_messages
 WHERE dispatched_at > $1::timestamptz AND dispatched_at <= now()`;
 
 /**
@@ -25,7 +27,7 @@ WHERE dispatched_at > $1::timestamptz AND dispatched_at <= now()`;
 export const latencyHistogramSql = (s: string) => `
 WITH recent AS (
   SELECT extract(epoch FROM dispatched_at - created_at)::float8 AS seconds
-  FROM ${s}.outbox
+  FROM ${s}.outbox_messages
   WHERE dispatched_at >= now() - interval '1 hour' AND NOT shadow
   ORDER BY dispatched_at DESC
   LIMIT $1
@@ -61,7 +63,7 @@ export const chartHistorySql = (s: string) => `
 WITH bounds AS (
   SELECT now() AS until, $3::float8 * interval '1 millisecond' AS step,
          greatest(now() - $1::float8 * interval '1 millisecond',
-                  coalesce((SELECT dispatched_at FROM ${s}.outbox
+                  coalesce((SELECT dispatched_at FROM ${s}.outbox_messages
                              WHERE dispatched_at IS NOT NULL AND dispatched_at <= now()
                                AND dispatched_at >= now() - $1::float8 * interval '1 millisecond'
                              ORDER BY dispatched_at DESC OFFSET $2 LIMIT 1), '-infinity')) AS since
@@ -70,7 +72,7 @@ WITH bounds AS (
   FROM bounds
 ), settled AS (
   SELECT o.created_at, o.dispatched_at, o.dead_lettered_at, o.approval_state, o.approval_decided_at
-  FROM ${s}.outbox o, bounds b
+  FROM ${s}.outbox_messages o, bounds b
   WHERE o.dispatched_at IS NOT NULL AND o.dispatched_at >= b.since AND o.dispatched_at <= b.until
 ), unsettled AS (
   SELECT created_at, dispatched_at, dead_lettered_at, approval_state, approval_decided_at

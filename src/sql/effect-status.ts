@@ -5,7 +5,8 @@
  */
 
 /**
- * The messages, by message id (`outbox_message_id_key`), of one tenant when `$2` is given (their
+ * The messages, by message id (`outbox_message_id_key`, and the `message_id` index of each table of
+ * the dispatched ring: `outbox_messages`, migration 018), of one tenant when `$2` is given (their
  * `tenant_id` header): another tenant's message is simply not found, as an unknown id is.
  * A held message's `available_at` is `infinity` (migration 010), reported as no time at all.
  *
@@ -28,7 +29,7 @@ SELECT o.message_id::text AS "messageId",
        CASE WHEN o.available_at = 'infinity' THEN NULL ELSE o.available_at END AS "availableAt",
        coalesce(o.lease_expires_at > now(), false) AS "inFlight",
        now() AS now
-FROM ${s}.outbox o
+FROM ${s}.outbox_messages o
 WHERE o.message_id = ANY ($1::uuid[])
   AND ($2::text IS NULL OR o.headers->>'tenant_id' = $2)`;
 

@@ -1,11 +1,15 @@
 import { ASYNC_COMMIT_PREDICATE, commitModeClause, type CommitMode } from './commit-mode.js';
+import { DISPATCHED_COLUMNS, dispatchedValues, ringTables, RING_SLOTS } from './dispatched-log.js';
 import { emptiedAggregatesCtes } from './emptied-aggregates.js';
 
 /**
  * Settles the messages that leave their aggregate's chain — published, shadow (settled without
  * publishing), and ordered messages dead-lettered under the `skip` policy — and marks the
  * aggregate's next message ready (migration 009). Fenced by `lease_owner = $1` like
- * `settleFailedSql`. Returns each row as `settled` or `deferred`.
+ * `settleFailedSql`. Returns each row as `settled` or `deferred`. Published and shadow rows are
+ * DELETEd from the outbox and appended, whole, to the dispatched ring's current table in the same
+ * statement (migration 018, dispatched-log.ts: a delete record instead of a non-HOT update, and
+ * nothing left for retention to delete); dead-lettered ones stay, updated.
  *
  * The race it closes. A writer decides in the insert trigger, under its aggregate's counter row,
  * whether its message is the head ("nothing ordered of this aggregate pending?"). A settle that
@@ -54,7 +58,7 @@ import { emptiedAggregatesCtes } from './emptied-aggregates.js';
  */
 const settleAdvanceQuery = (
   schema: string,
-  p: { owner: string; ids: string; dead: string; errors: string; leaseMs: string },
+  p: { owner: string; ids: string; dead: string; errors: string; leaseMs: string; log: string },
 ) => `
 WITH mine AS MATERIALIZED (
   SELECT o.id, o.aggregate_id, o.sequence, o.ordered
@@ -103,27 +107,41 @@ readied AS (
   WHERE o.id = ANY (ARRAY(SELECT next_id FROM nexts WHERE next_id IS NOT NULL))
     AND NOT o.ready
 ),
-settled AS (
+settling AS MATERIALIZED (
+  SELECT m.id FROM mine m
+  WHERE m.ordered IS NOT TRUE
+     OR m.aggregate_id <> ALL (ARRAY(SELECT aggregate_id FROM deferred))
+),
+-- Ordered messages dead-lettered under skip stay in the outbox, out of the chain: they no longer
+-- block anything.
+dead AS (
   UPDATE ${schema}.outbox o
-  SET dispatched_at    = CASE WHEN o.id = ANY(${p.dead}) THEN NULL ELSE now() END,
-      dead_lettered_at = CASE WHEN o.id = ANY(${p.dead}) THEN now() END,
-      last_error       = CASE WHEN o.id = ANY(${p.dead})
-                              THEN (SELECT k.error
-                                    FROM unnest(${p.dead}, ${p.errors}) AS k(id, error)
-                                    WHERE k.id = o.id)
-                              ELSE o.last_error END,
-      -- A message dead-lettered under skip leaves the chain: it no longer blocks anything.
-      ordered          = CASE WHEN o.id = ANY(${p.dead}) THEN false ELSE o.ordered END,
+  SET dead_lettered_at = now(),
+      last_error       = (SELECT k.error
+                          FROM unnest(${p.dead}, ${p.errors}) AS k(id, error)
+                          WHERE k.id = o.id),
+      ordered          = false,
       lease_owner      = NULL,
       lease_expires_at = NULL
-  WHERE o.id = ANY (ARRAY(
-    SELECT m.id FROM mine m
-    WHERE m.ordered IS NOT TRUE
-       OR m.aggregate_id <> ALL (ARRAY(SELECT aggregate_id FROM deferred))))
+  WHERE o.id = ANY (ARRAY(SELECT id FROM settling WHERE id = ANY(${p.dead})))
     AND o.lease_owner = ${p.owner}
   RETURNING o.id
+),
+-- Published (and shadow) messages leave the outbox for the dispatched log (dispatched-log.ts):
+-- one small delete record instead of a non-HOT update, and nothing for retention to delete.
+moved AS (
+  DELETE FROM ${schema}.outbox o
+  WHERE o.id = ANY (ARRAY(SELECT id FROM settling WHERE id <> ALL(${p.dead})))
+    AND o.lease_owner = ${p.owner}
+  RETURNING o.*
+),
+logged AS (
+  INSERT INTO ${p.log} (${DISPATCHED_COLUMNS.join(', ')})
+  SELECT ${dispatchedValues} FROM moved o
 )
-SELECT id::text AS id, 'settled' AS state FROM settled
+SELECT id::text AS id, 'settled' AS state FROM dead
+UNION ALL
+SELECT id::text, 'settled' FROM moved
 UNION ALL
 SELECT m.id::text, 'deferred'
 FROM mine m JOIN deferred d ON d.aggregate_id = m.aggregate_id
@@ -143,14 +161,29 @@ SET enable_seqscan = off
 SET jit = off
 AS $fn$
 #variable_conflict use_column
+DECLARE
+  v_slot smallint;
 BEGIN
-  RETURN QUERY${settleAdvanceQuery(schema, {
-    owner: 'p_owner',
-    ids: 'p_ids',
-    dead: 'p_dead',
-    errors: 'p_errors',
-    leaseMs: 'p_lease_ms',
-  })};
+  -- The ring's current table (dispatched-log.ts). One statement per table, so that each keeps a
+  -- cached plan of its own; a rotation committed meanwhile only means this settle writes the
+  -- table that was current when it started, which retention re-checks before emptying it.
+  SELECT r.slot INTO v_slot FROM ${schema}.outbox_dispatched_ring r;
+${ringTables(schema)
+  .map(
+    (table, k) => `  ${k === 0 ? 'IF' : 'ELSIF'} v_slot = ${k} THEN
+    RETURN QUERY${settleAdvanceQuery(schema, {
+      owner: 'p_owner',
+      ids: 'p_ids',
+      dead: 'p_dead',
+      errors: 'p_errors',
+      leaseMs: 'p_lease_ms',
+      log: table,
+    })};`,
+  )
+  .join('\n')}
+  ELSE
+    RAISE EXCEPTION 'agent-outbox: outbox_dispatched_ring.slot is %, expected 0 to ${RING_SLOTS - 1}', v_slot;
+  END IF;
 END
 $fn$`;
 

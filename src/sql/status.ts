@@ -63,7 +63,7 @@ SELECT topic,
        count(*) FILTER (WHERE NOT shadow)::int AS live,
        count(*) FILTER (WHERE shadow AND dispatched_at IS NOT NULL)::int AS "shadowDispatched",
        count(*) FILTER (WHERE NOT shadow AND dispatched_at IS NOT NULL)::int AS "liveDispatched"
-FROM ${schema}.outbox
+FROM ${schema}.outbox_messages
 WHERE created_at >= now() - $1::float8 * interval '1 second'
 GROUP BY topic
 ORDER BY topic`;

@@ -95,7 +95,7 @@ describe('network partition of a CDC dispatcher (connections frozen, not reset)'
     expect(report.concurrentDuplicates).toEqual([]);
     // As in partition.test.ts: a message goes out again only after a lease expiry, which counts.
     const { rows } = await pool.query<{ extra: number }>(
-      `SELECT coalesce(sum(attempts - 1), 0)::int AS extra FROM outbox`,
+      `SELECT coalesce(sum(attempts - 1), 0)::int AS extra FROM outbox_messages`,
     );
     expect(report.duplicates).toBeLessThanOrEqual(rows[0]!.extra);
     expect(dispatcher.output()).toContain('CDC stream lost');

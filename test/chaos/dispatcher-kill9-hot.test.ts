@@ -87,7 +87,7 @@ describe('kill -9 of a dispatcher in the middle of ordered runs', () => {
     // by the victim or not) claimed a second time.
     const expiry = Math.max(...leased.rows.map((r) => r.lease_expires_at.getTime()));
     const { rows } = await db.pool.query<{ attempts: number; dispatched_at: Date }>(
-      `SELECT attempts, dispatched_at FROM outbox WHERE message_id = ANY($1)`,
+      `SELECT attempts, dispatched_at FROM outbox_messages WHERE message_id = ANY($1)`,
       [leased.rows.map((r) => r.message_id)],
     );
     expect(rows).toHaveLength(leased.rows.length);

@@ -76,9 +76,10 @@ describe('kill -9 of a dispatcher in the middle of a batch', () => {
       message_id: string;
       attempts: number;
       dispatched_at: Date;
-    }>(`SELECT message_id, attempts, dispatched_at FROM outbox WHERE message_id = ANY($1)`, [
-      leased.rows.map((r) => r.message_id),
-    ]);
+    }>(
+      `SELECT message_id, attempts, dispatched_at FROM outbox_messages WHERE message_id = ANY($1)`,
+      [leased.rows.map((r) => r.message_id)],
+    );
     expect(rows.length).toBe(leased.rows.length);
     const expiry = Math.max(...leased.rows.map((r) => r.lease_expires_at.getTime()));
     for (const row of rows) {

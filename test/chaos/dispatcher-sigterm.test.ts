@@ -46,7 +46,7 @@ describe('SIGTERM during a batch', () => {
     expect(Date.now() - started).toBeLessThan(15_000);
     expect(dispatcher.output()).toMatch(/stopping: finishing in-flight work/);
     const { rows } = await db.pool.query<{ leased: number; dispatched: number }>(
-      `SELECT count(*) FILTER (WHERE lease_owner IS NOT NULL)::int AS leased, count(*) FILTER (WHERE dispatched_at IS NOT NULL)::int AS dispatched FROM outbox`,
+      `SELECT count(*) FILTER (WHERE lease_owner IS NOT NULL)::int AS leased, count(*) FILTER (WHERE dispatched_at IS NOT NULL)::int AS dispatched FROM outbox_messages`,
     );
     // The batch in flight was delivered and settled; the next heads were never claimed.
     expect(rows[0]).toEqual({ leased: 0, dispatched: 10 });

@@ -150,7 +150,7 @@ async function failoverRun(
     )
     .toBe(0);
   const { rows } = await fresh.query<Outcome['rows'][number]>(
-    `SELECT message_id::text, attempts, dispatched_at IS NOT NULL AS dispatched FROM outbox`,
+    `SELECT message_id::text, attempts, dispatched_at IS NOT NULL AS dispatched FROM outbox_messages`,
   );
   return { acknowledged, inDoubt, receiver, rows, dispatcher };
 }

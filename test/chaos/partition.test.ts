@@ -85,7 +85,7 @@ describe('network partition (connections frozen, not reset)', () => {
     const { rows } = await db.pool.query<{ extra: number; pending: number }>(
       `SELECT coalesce(sum(attempts - 1), 0)::int AS extra,
               count(*) FILTER (WHERE dispatched_at IS NULL)::int AS pending
-       FROM outbox`,
+       FROM outbox_messages`,
     );
     expect(report.duplicates).toBeLessThanOrEqual(rows[0]!.extra);
     await expect

@@ -60,11 +60,11 @@ test("the README's first app runs: order, message dispatched, receipt once, ledg
     ledger: number;
   }>(
     `SELECT (SELECT count(*)::int FROM orders) AS orders,
-            (SELECT count(*)::int FROM outbox
+            (SELECT count(*)::int FROM outbox_messages
               WHERE topic = 'receipt.send' AND aggregate_id = 'order:1'
                 AND dispatched_at IS NOT NULL) AS dispatched,
             (SELECT count(*)::int FROM receipts WHERE order_id = 1) AS receipts,
-            (SELECT count(*)::int FROM processed_messages p JOIN outbox o
+            (SELECT count(*)::int FROM processed_messages p JOIN outbox_messages o
                  ON o.message_id::text = p.message_id
               WHERE p.consumer = 'receipts' AND p.state = 'done') AS ledger`,
   );

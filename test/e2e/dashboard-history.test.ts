@@ -102,7 +102,8 @@ describe('dashboard history, labels, errors and layout in headless Chromium', ()
     seededAt = rows[0]!.now;
     const at = `to_timestamp($1::float8 / 1000)`;
     await db.pool.query(
-      `UPDATE outbox SET created_at = ${at} - interval '200 s',
+      // Dispatched rows are in the current table of the dispatched ring (migration 018).
+      `UPDATE outbox_dispatched_0 SET created_at = ${at} - interval '200 s',
               dispatched_at = ${at} - interval '150 s' + ((id - 1) % 100) * interval '1 s'
         WHERE topic = 'mail.send'`,
       [seededAt],
@@ -123,7 +124,7 @@ describe('dashboard history, labels, errors and layout in headless Chromium', ()
       [retryingId],
     );
     const ids = await db.pool.query<{ id: string }>(
-      `SELECT id::text FROM outbox WHERE topic = 'mail.send' ORDER BY id`,
+      `SELECT id::text FROM outbox_messages WHERE topic = 'mail.send' ORDER BY id`,
     );
     expect(ids.rows).toHaveLength(HISTORY);
     for (const { id } of ids.rows)

@@ -124,7 +124,7 @@ describe('orders tools through query() with a fake Messages API, on Postgres', (
         }>(
           `SELECT message_id::text AS id, topic, aggregate_id, sequence::text,
                 headers->>'traceparent' AS traceparent, dispatched_at IS NOT NULL AS dispatched
-           FROM outbox ORDER BY aggregate_id, sequence`,
+           FROM outbox_messages ORDER BY aggregate_id, sequence`,
         )
       ).rows;
       const [alice, bob, carol] = orders.map((o) => `order:${o.id}`);
@@ -196,7 +196,7 @@ describe('orders tools through query() with a fake Messages API, on Postgres', (
       ).rows;
       expect(statuses.find((o) => o.user_id === 'u-bob')?.status).toBe('placed');
       const refunds = await database.pool.query(
-        "SELECT 1 FROM outbox WHERE topic = 'payment.refund'",
+        "SELECT 1 FROM outbox_messages WHERE topic = 'payment.refund'",
       );
       expect(refunds.rows).toHaveLength(0);
       expect(pipeline.example.provider.list('refund')).toHaveLength(0);

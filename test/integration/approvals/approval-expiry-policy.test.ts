@@ -30,7 +30,7 @@ const decisionOf = async (messageId: string) =>
       dispatched: boolean;
     }>(
       `SELECT approval_state, approval_decided_by, approval_note, dispatched_at IS NOT NULL AS dispatched
-       FROM outbox WHERE message_id = $1`,
+       FROM outbox_messages WHERE message_id = $1`,
       [messageId],
     )
   ).rows[0]!;

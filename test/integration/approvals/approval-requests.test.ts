@@ -25,7 +25,9 @@ afterAll(async () => {
   await db?.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE outbox, outbox_aggregates');
+  await db.pool.query(
+    'TRUNCATE outbox, outbox_aggregates, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
+  );
   receiver.envelopes.length = 0;
 });
 

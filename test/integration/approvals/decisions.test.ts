@@ -30,7 +30,9 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE outbox, outbox_aggregates');
+  await db.pool.query(
+    'TRUNCATE outbox, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2, outbox_aggregates',
+  );
   receiver.envelopes.length = 0;
 });
 
@@ -54,7 +56,7 @@ const audit = async (id: string) =>
       `SELECT approval_state, approval_decided_by, approval_note,
               approval_decided_at IS NOT NULL AS decided, dead_lettered_at IS NOT NULL AS dead,
               ordered, ready, dispatched_at IS NOT NULL AS dispatched
-       FROM outbox WHERE id = $1`,
+       FROM outbox_messages WHERE id = $1`,
       [id],
     )
   ).rows[0]!;
@@ -99,6 +101,17 @@ describe('approve', () => {
     expect(published()).toEqual(['order:1#1', 'order:1#2']);
     expect(receiver.distinct()).toBeGreaterThanOrEqual(2);
     expect(await audit(held!.id)).toMatchObject({ approval_state: 'approved', dispatched: true });
+    // Dispatched, the row lives in the dispatched ring (migration 018): a second decision still
+    // finds it and names who decided, by id or by message id, rather than "not found".
+    for (const ref of [held!.id, held!.messageId]) {
+      const error = (await rejectMessages(executor(), [ref], { by: 'bob', reason: 'late' }).catch(
+        (e: unknown) => e,
+      )) as OutboxApprovalError;
+      expect(error).toBeInstanceOf(OutboxApprovalError);
+      expect(error.problems).toEqual([
+        expect.objectContaining({ reason: 'decided', state: 'approved', decidedBy: 'alice' }),
+      ]);
+    }
   });
 
   it('makes a held head claimable even when its ready flag was left unset', async () => {

@@ -36,7 +36,10 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  if (natsUp) await db.pool.query('TRUNCATE outbox, outbox_aggregates');
+  if (natsUp)
+    await db.pool.query(
+      'TRUNCATE outbox, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2, outbox_aggregates',
+    );
 });
 
 /** A stream name for this test, deleted in afterAll whoever creates it. */
@@ -91,7 +94,7 @@ async function rows(): Promise<
   const { rows } = await db.pool.query(
     `SELECT message_id::text AS id, dispatched_at IS NOT NULL AS dispatched,
             dead_lettered_at IS NOT NULL AS dead, attempts, last_error AS "lastError"
-       FROM outbox o ORDER BY o.id`, // o.id: a bare "id" would sort by the message_id alias (random within a ms)
+       FROM outbox_messages o ORDER BY o.id`, // o.id: a bare "id" would sort by the message_id alias (random within a ms)
   );
   return rows;
 }

@@ -47,7 +47,7 @@ describe('--rate-limit across dispatchers (issue 27)', () => {
       last.set(e.aggregateId, e.sequence);
     }
     const { rows } = await db.pool.query(
-      'SELECT max(attempts)::int AS attempts, count(*) FILTER (WHERE dead_lettered_at IS NOT NULL)::int AS dead FROM outbox',
+      'SELECT max(attempts)::int AS attempts, count(*) FILTER (WHERE dead_lettered_at IS NOT NULL)::int AS dead FROM outbox_messages',
     );
     expect(rows[0]).toEqual({ attempts: 1, dead: 0 });
 

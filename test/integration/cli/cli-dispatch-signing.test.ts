@@ -42,7 +42,9 @@ afterAll(async () => {
 beforeEach(async () => {
   verified.length = 0;
   refused.length = 0;
-  await db.pool.query('TRUNCATE outbox, outbox_aggregates');
+  await db.pool.query(
+    'TRUNCATE outbox, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2, outbox_aggregates',
+  );
 });
 
 /** `outbox dispatch --once` against this file's database, with `env` added. */
@@ -80,7 +82,9 @@ describe('outbox dispatch signs webhooks (Standard Webhooks)', () => {
     expect(run.code, run.stderr).toBe(0);
     expect(refused).toEqual([]);
     expect(verified).toHaveLength(13);
-    const ids = (await db.pool.query<{ message_id: string }>('SELECT message_id FROM outbox')).rows;
+    const ids = (
+      await db.pool.query<{ message_id: string }>('SELECT message_id FROM outbox_messages')
+    ).rows;
     expect(new Set(verified.map((v) => v.id))).toEqual(new Set(ids.map((r) => r.message_id)));
     expect(verified.map((v) => v.envelope)).toContainEqual(
       expect.objectContaining({ payload: { text: 'grüße ✓ 日本語 🎉' } }),

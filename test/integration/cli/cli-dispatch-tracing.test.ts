@@ -101,7 +101,9 @@ beforeEach(() => seed());
 async function seed(): Promise<void> {
   webhook.requests.length = 0;
   collector.requests.length = 0;
-  await db.pool.query('TRUNCATE outbox, outbox_aggregates');
+  await db.pool.query(
+    'TRUNCATE outbox, outbox_aggregates, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
+  );
   // Written in a producer's trace (the traceparent a create span would have written), and one
   // in another trace that will be dead-lettered.
   const client = await db.pool.connect();

@@ -22,7 +22,9 @@ afterAll(async () => {
 });
 beforeEach(async () => {
   failAggregate = undefined;
-  await db.pool.query('TRUNCATE outbox, outbox_aggregates');
+  await db.pool.query(
+    'TRUNCATE outbox, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2, outbox_aggregates',
+  );
 });
 
 /** `outbox dispatch --once` against this file's database and receiver, plus `flags`. */
@@ -98,7 +100,9 @@ describe('outbox dispatch / status / dead / replay', () => {
   });
 
   it('dispatch --async-settle settles without waiting for the WAL flush; by default settles wait', async () => {
-    // Records, from inside each settle (it sets dispatched_at), the synchronous_commit it ran with.
+    // Records, from inside each settle (it moves the published row into the dispatched ring,
+    // migration 018: an INSERT into the ring's current table), the synchronous_commit it ran with.
+    const ring = [0, 1, 2].map((k) => `outbox_dispatched_${k}`);
     await db.pool.query(`
       CREATE TABLE IF NOT EXISTS settle_log (synchronous_commit text NOT NULL);
       TRUNCATE settle_log;
@@ -109,8 +113,12 @@ describe('outbox dispatch / status / dead / replay', () => {
         END IF;
         RETURN NULL;
       END $$;
-      CREATE OR REPLACE TRIGGER log_settle AFTER UPDATE ON outbox
-        FOR EACH ROW EXECUTE FUNCTION log_settle();`);
+      ${ring
+        .map(
+          (t) => `CREATE OR REPLACE TRIGGER log_settle AFTER INSERT ON ${t}
+        FOR EACH ROW EXECUTE FUNCTION log_settle();`,
+        )
+        .join('\n')}`);
     const settled = async () =>
       (await db.pool.query(`SELECT synchronous_commit AS s FROM settle_log`)).rows.map((r) => r.s);
     try {
@@ -123,7 +131,7 @@ describe('outbox dispatch / status / dead / replay', () => {
       expect(await settled()).toEqual(['off', 'off']);
       expect((await runCli(['dispatch', '--help'])).stdout).toMatch(/--async-settle/);
     } finally {
-      await db.pool.query('DROP TRIGGER log_settle ON outbox');
+      for (const t of ring) await db.pool.query(`DROP TRIGGER log_settle ON ${t}`);
     }
   });
 

@@ -26,7 +26,9 @@ describe('claim plan', () => {
   it.each(['force_generic_plan', 'auto'] as const)(
     'plan_cache_mode %s: every cached plan walks outbox_ready_idx in due order, on 20 rows and after growing to 50,000',
     async (planCacheMode) => {
-      await db.pool.query('TRUNCATE outbox, outbox_aggregates');
+      await db.pool.query(
+        'TRUNCATE outbox, outbox_aggregates, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
+      );
       await insert(20);
       await db.pool.query('ANALYZE outbox');
       const client = await db.pool.connect();

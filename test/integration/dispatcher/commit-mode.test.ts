@@ -38,6 +38,19 @@ beforeAll(async () => {
     END $$;
     CREATE TRIGGER log_commit_mode AFTER UPDATE ON outbox
       FOR EACH ROW EXECUTE FUNCTION log_commit_mode();
+    -- A published message's settle moves it from the outbox to the dispatched ring (migration
+    -- 018): its write is the insert into the ring table.
+    CREATE FUNCTION log_settle_commit_mode() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      INSERT INTO commit_log VALUES ('settle', current_setting('synchronous_commit'));
+      RETURN NULL;
+    END $$;
+    CREATE TRIGGER log_settle_commit_mode AFTER INSERT ON outbox_dispatched_0
+      FOR EACH ROW EXECUTE FUNCTION log_settle_commit_mode();
+    CREATE TRIGGER log_settle_commit_mode AFTER INSERT ON outbox_dispatched_1
+      FOR EACH ROW EXECUTE FUNCTION log_settle_commit_mode();
+    CREATE TRIGGER log_settle_commit_mode AFTER INSERT ON outbox_dispatched_2
+      FOR EACH ROW EXECUTE FUNCTION log_settle_commit_mode();
     CREATE FUNCTION log_waiter_commit_mode() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
       INSERT INTO commit_log VALUES (lower(TG_OP), current_setting('synchronous_commit'));
@@ -51,7 +64,9 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE outbox, outbox_aggregates, commit_log');
+  await db.pool
+    .query(`TRUNCATE outbox, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2,
+       outbox_aggregates, commit_log`);
 });
 
 async function logged(): Promise<Record<string, string[]>> {

@@ -139,7 +139,7 @@ describe('rate limits (issue 27)', () => {
     expect(seconds).toBeGreaterThan(2.2);
     const report = checkHistory(expectedOf(enqueued), eventsInOrder(publisher.published));
     expect(report).toMatchObject({ lost: [], orderViolations: [], duplicates: 0 });
-    expect(await count('SELECT max(attempts)::int AS n FROM outbox')).toBe(1);
+    expect(await count('SELECT max(attempts)::int AS n FROM outbox_messages')).toBe(1);
     const { rows } = await db.pool.query('SELECT pattern, taken::int FROM outbox_rate_limits');
     expect(rows).toEqual([{ pattern: 'payment.*', taken: 60 }]);
   });

@@ -20,7 +20,10 @@ beforeAll(async () => {
 });
 afterAll(() => db.drop());
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE outbox, outbox_aggregates, outbox_route_pauses');
+  await db.pool.query(
+    `TRUNCATE outbox, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2,
+       outbox_aggregates, outbox_route_pauses`,
+  );
 });
 
 /** A wake source that records the dispatcher's calls; `wake()` wakes the dispatcher. */
@@ -56,7 +59,7 @@ describe('polling dispatcher', () => {
     const status = await readStatus(fromPg(db.pool));
     expect(status).toMatchObject({ backlog: 0, deadLetters: 0, inFlight: 0 });
     const { rows } = await db.pool.query(
-      'SELECT count(*)::int AS n FROM outbox WHERE dispatched_at IS NOT NULL AND lease_owner IS NULL AND attempts = 1',
+      'SELECT count(*)::int AS n FROM outbox_messages WHERE dispatched_at IS NOT NULL AND lease_owner IS NULL AND attempts = 1',
     );
     expect(rows[0].n).toBe(100);
   });
@@ -252,7 +255,7 @@ describe('polling dispatcher', () => {
     const firstResult = await first.drain();
     expect(firstResult.settleFailures).toBe(1);
     expect(publisher.published.map((m) => m.id)).toEqual([message!.messageId]);
-    const { rows } = await db.pool.query('SELECT dispatched_at FROM outbox');
+    const { rows } = await db.pool.query('SELECT dispatched_at FROM outbox_messages');
     expect(rows[0].dispatched_at).toBeNull();
     // Before the lease expires nobody may take it; after, the next run publishes it again.
     expect(
@@ -288,7 +291,7 @@ describe('polling dispatcher', () => {
     expect(await store.settle('old#1', [{ rowId: old!.rowId, kind: 'published' }], settle)).toEqual(
       { settled: [], deferred: [] },
     );
-    const { rows } = await db.pool.query('SELECT lease_owner, dispatched_at FROM outbox');
+    const { rows } = await db.pool.query('SELECT lease_owner, dispatched_at FROM outbox_messages');
     expect(rows[0]).toMatchObject({ lease_owner: 'new#1', dispatched_at: null });
     expect(
       await store.settle('new#1', [{ rowId: current!.rowId, kind: 'published' }], settle),

@@ -34,7 +34,9 @@ describe('claims as HOT updates (migration 008)', () => {
   });
 
   it('claimed rows stay on their page', async () => {
-    await db.pool.query('TRUNCATE outbox, outbox_aggregates');
+    await db.pool.query(
+      'TRUNCATE outbox, outbox_aggregates, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
+    );
     const client = await db.pool.connect();
     try {
       await client.query('BEGIN');

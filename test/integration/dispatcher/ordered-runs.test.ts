@@ -20,7 +20,10 @@ beforeAll(async () => {
 });
 afterAll(() => db.drop());
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE outbox, outbox_aggregates, outbox_unordered_topics');
+  await db.pool.query(
+    `TRUNCATE outbox, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2,
+       outbox_aggregates, outbox_unordered_topics`,
+  );
 });
 
 const noBackoff = { backoff: { baseMs: 0, maxMs: 0, jitterMs: 0 }, pollIntervalMs: 20 };
@@ -35,8 +38,10 @@ async function rows(aggregateId: string) {
     ready: boolean;
     last_error: string | null;
   }>(
+    // Pending and dispatched alike: a published message has left `outbox` for the dispatched
+    // log (migration 018), where it is kept with `ready` false.
     `SELECT sequence, dispatched_at, attempts, available_at, lease_owner, ready, last_error
-     FROM outbox WHERE aggregate_id = $1 ORDER BY sequence`,
+     FROM outbox_messages WHERE aggregate_id = $1 ORDER BY sequence`,
     [aggregateId],
   );
   return found;
@@ -88,8 +93,9 @@ describe('ordered runs', () => {
     expect(after[2]!.last_error).toContain('broker hiccup');
     expect(after[2]!.available_at.getTime()).toBeGreaterThan(Date.now() + 50_000);
     expect(after[3]!.last_error).toBeNull();
-    // 3 is the head now; 4.. wait behind it, not in the claim's index.
-    expect(after.map((r) => r.ready)).toEqual([true, false, true, false, false, false]);
+    // 3 is the head now; 4.. wait behind it, not in the claim's index (1-2 are in the
+    // dispatched log, never ready there).
+    expect(after.map((r) => r.ready)).toEqual([false, false, true, false, false, false]);
 
     // While 3 backs off nothing of A is claimable.
     const store = new PgOutboxStore(fromPg(db.pool));
@@ -223,7 +229,7 @@ describe('the settle that ends a chain while a writer of its aggregate is mid-tr
     }
     const after = await rows('A');
     expect(after.map((r) => [r.dispatched_at !== null, r.ready])).toEqual([
-      [true, true],
+      [true, false],
       [false, true],
     ]);
     const [next] = await store.claim({ owner: 'd#2', batchSize: 10, leaseMs: 5_000 });
@@ -282,7 +288,7 @@ describe('the settle that ends a chain while a writer of its aggregate is mid-tr
     expect(result).toMatchObject({ published: 0, deferred: 1, failed: true });
     expect(result.settleFailures).toBeGreaterThanOrEqual(1);
     expect(settles).toBeGreaterThan(2);
-    const { rows: left } = await db.pool.query(`SELECT dispatched_at FROM outbox`);
+    const { rows: left } = await db.pool.query(`SELECT dispatched_at FROM outbox_messages`);
     expect(left).toEqual([{ dispatched_at: null }]);
   });
 
@@ -312,7 +318,10 @@ describe('the settle that ends a chain while a writer of its aggregate is mid-tr
     await db.pool.query(
       `INSERT INTO outbox (aggregate_id, topic, payload) VALUES ('A', 'payment.charge', '2')`,
     );
-    expect((await rows('A')).map((r) => r.ready)).toEqual([true, true]);
+    expect((await rows('A')).map((r) => [r.dispatched_at !== null, r.ready])).toEqual([
+      [true, false],
+      [false, true],
+    ]);
   });
 });
 
@@ -353,10 +362,14 @@ describe('heads left unmarked by a dispatcher older than migration 009', () => {
         `UPDATE outbox_migrations SET applied_at = now() - interval '1 hour' WHERE version = 1`,
       );
       expect(await drain()).toEqual(['B2', 'B3']);
-      await db.pool.query(`UPDATE outbox SET ready = false WHERE aggregate_id = 'A' AND id IN (
-        SELECT id FROM outbox WHERE aggregate_id = 'A' ORDER BY sequence DESC LIMIT 1)`);
-      await db.pool.query(`UPDATE outbox SET dispatched_at = NULL WHERE aggregate_id = 'A'
-        AND sequence = 3`);
+      // A new head of A (A2 and A3 have left the outbox for the dispatched log), left unmarked.
+      await enqueueCommitted(db.pool, [
+        { topic: 'payment.charge', aggregateId: 'A', payload: { n: 4 } },
+      ]);
+      const unmarked = await db.pool.query(`UPDATE outbox SET ready = false WHERE aggregate_id = 'A'
+        AND id IN (SELECT id FROM outbox WHERE aggregate_id = 'A' ORDER BY sequence DESC LIMIT 1)
+        AND sequence = 4 AND dispatched_at IS NULL AND ready`);
+      expect(unmarked.rowCount).toBe(1);
       // Eight days after that upgrade: no more automatic repair.
       await db.pool.query(
         `UPDATE outbox_migrations SET applied_at = now() - interval '8 days' WHERE version = 9`,
@@ -366,7 +379,7 @@ describe('heads left unmarked by a dispatcher older than migration 009', () => {
       );
       expect(await drain()).toEqual([]);
       expect(await repairHeads(fromPg(db.pool))).toBe(1);
-      expect(await drain()).toEqual(['A3']);
+      expect(await drain()).toEqual(['A4']);
     } finally {
       for (const m of migrations.rows)
         await db.pool.query(`UPDATE outbox_migrations SET applied_at = $2 WHERE version = $1`, [

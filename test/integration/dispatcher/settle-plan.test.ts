@@ -131,7 +131,9 @@ describe('settle plan', () => {
 });
 
 async function fill(rows: number): Promise<void> {
-  await db.pool.query('TRUNCATE outbox, outbox_aggregates');
+  await db.pool.query(
+    'TRUNCATE outbox, outbox_aggregates, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
+  );
   await db.pool.query(
     `INSERT INTO outbox (aggregate_id, topic, payload)
      SELECT 'agg-' || g, 'mail.send', '{}'::jsonb FROM generate_series(1, $1::int) g`,

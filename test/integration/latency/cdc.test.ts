@@ -37,7 +37,9 @@ let slotNumber = 0;
 let slot = '';
 const running: CdcDispatcher[] = [];
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE outbox, outbox_aggregates');
+  await db.pool.query(
+    'TRUNCATE outbox, outbox_aggregates, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
+  );
   slot = `ao_cdc_${db.name.slice(-8)}_${++slotNumber}`;
 });
 afterEach(async () => {
@@ -197,7 +199,7 @@ describe('CDC dispatcher (logical replication, pgoutput)', () => {
       'flaky:2',
     ]);
     const { rows } = await db.pool.query(
-      `SELECT aggregate_id, attempts, dead_lettered_at IS NOT NULL AS dead, last_error FROM outbox ORDER BY aggregate_id, sequence`,
+      `SELECT aggregate_id, attempts, dead_lettered_at IS NOT NULL AS dead, last_error FROM outbox_messages ORDER BY aggregate_id, sequence`,
     );
     expect(rows).toEqual([
       { aggregate_id: 'fine', attempts: 1, dead: false, last_error: null },

@@ -42,7 +42,9 @@ beforeAll(async () => {
 });
 afterAll(() => db.drop());
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE outbox, outbox_aggregates');
+  await db.pool.query(
+    'TRUNCATE outbox, outbox_aggregates, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
+  );
 });
 
 async function runEndToEnd(broker: BrokerUnderTest): Promise<void> {

@@ -195,7 +195,7 @@ describe.skipIf(!up)('tracing: tool call → enqueue → dispatch to NATS → co
 
     // The stored traceparent is the create span's; NATS carries it in its own headers too.
     const { rows } = await db.pool.query<{ message_id: string; traceparent: string }>(
-      `SELECT message_id, headers->>'traceparent' AS traceparent FROM outbox`,
+      `SELECT message_id, headers->>'traceparent' AS traceparent FROM outbox_messages`,
     );
     expect(rows).toEqual([
       {
