@@ -106,6 +106,12 @@ export async function walPerMessage(db: BenchDatabase, count: number) {
   if (drained.published !== count)
     throw new Error(`bench: drained ${drained.published} of ${count}`);
   const dispatched = await lsn(db);
+  // Read before the prune: its TRUNCATE gives the ring's tables new relfilenodes, and the
+  // records of the drain would then no longer name the tables they were written to.
+  const dispatchRecords = {
+    enqueue: await walRecords(db, start, enqueued, count),
+    dispatch: await walRecords(db, enqueued, dispatched, count),
+  };
   await db.pool.query('CHECKPOINT');
   const beforePrune = await lsn(db);
   const pruned = await pruneOutbox(fromPg(db.pool), { olderThanMs: 0 });
@@ -115,8 +121,7 @@ export async function walPerMessage(db: BenchDatabase, count: number) {
   const dispatch = await walBytes(db, enqueued, dispatched);
   const retention = await walBytes(db, beforePrune, end);
   const records = {
-    enqueue: await walRecords(db, start, enqueued, count),
-    dispatch: await walRecords(db, enqueued, dispatched, count),
+    ...dispatchRecords,
     retention: await walRecords(db, beforePrune, end, count),
   };
   pin.release(true);
