@@ -10,6 +10,7 @@ import {
   type OutboxMessage,
   type Publisher,
 } from '../../src/index.js';
+import { ringTables } from '../../src/sql/dispatched-log.js';
 
 /** Enqueues messages in one committed transaction on `pool`. */
 export async function enqueueCommitted(
@@ -96,4 +97,20 @@ export async function insertWithTriggersOff(
   } finally {
     client.release();
   }
+}
+
+/** Empties the outbox, its aggregate counters and the dispatched ring (migration 018) — plus `also` tables — in one TRUNCATE. */
+export async function resetOutbox(
+  executor: { query(text: string): Promise<unknown> },
+  options: { schema?: string; also?: string[] } = {},
+): Promise<void> {
+  const schema = options.schema ?? 'public';
+  const also = (options.also ?? []).map((t) => (t.includes('.') ? t : `${schema}.${t}`));
+  const tables = [
+    `${schema}.outbox`,
+    `${schema}.outbox_aggregates`,
+    ...ringTables(schema),
+    ...also,
+  ];
+  await executor.query(`TRUNCATE ${tables.join(', ')}`);
 }

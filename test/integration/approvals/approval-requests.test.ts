@@ -8,6 +8,7 @@ import {
 } from '../../../src/index.js';
 import { HttpPublisher } from '../../../src/publishers/http/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { resetOutbox } from '../../helpers/outbox-fixtures.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
 
 /**
@@ -25,9 +26,7 @@ afterAll(async () => {
   await db?.drop();
 });
 beforeEach(async () => {
-  await db.pool.query(
-    'TRUNCATE outbox, outbox_aggregates, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
-  );
+  await resetOutbox(db.pool);
   receiver.envelopes.length = 0;
 });
 

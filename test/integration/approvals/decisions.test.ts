@@ -15,7 +15,7 @@ import {
   type EnqueuedMessage,
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { enqueueCommitted } from '../../helpers/outbox-fixtures.js';
+import { enqueueCommitted, resetOutbox } from '../../helpers/outbox-fixtures.js';
 import { runCli } from '../../helpers/run-cli.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
 
@@ -30,9 +30,7 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query(
-    'TRUNCATE outbox, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2, outbox_aggregates',
-  );
+  await resetOutbox(db.pool);
   receiver.envelopes.length = 0;
 });
 

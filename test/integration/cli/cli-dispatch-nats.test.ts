@@ -2,7 +2,7 @@ import { connect, type NatsConnection, type StreamConfig } from 'nats';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { uniqueName } from '../../contract/messages.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
+import { enqueueCommitted, manyMessages, resetOutbox } from '../../helpers/outbox-fixtures.js';
 import { runCli } from '../../helpers/run-cli.js';
 import { requireService } from '../../helpers/services.js';
 
@@ -36,10 +36,7 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  if (natsUp)
-    await db.pool.query(
-      'TRUNCATE outbox, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2, outbox_aggregates',
-    );
+  if (natsUp) await resetOutbox(db.pool);
 });
 
 /** A stream name for this test, deleted in afterAll whoever creates it. */

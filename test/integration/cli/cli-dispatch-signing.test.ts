@@ -9,7 +9,7 @@ import { createVerifyingReceiver } from '../../../examples/webhook-receiver/veri
 import { startDashboard } from '../../../src/dashboard/server.js';
 import { fromPg } from '../../../src/store/from-pg.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
+import { enqueueCommitted, manyMessages, resetOutbox } from '../../helpers/outbox-fixtures.js';
 import { runCli, type CliResult } from '../../helpers/run-cli.js';
 import { startTestWebhook, type TestWebhook } from '../publishers/http-test-server.js';
 
@@ -42,9 +42,7 @@ afterAll(async () => {
 beforeEach(async () => {
   verified.length = 0;
   refused.length = 0;
-  await db.pool.query(
-    'TRUNCATE outbox, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2, outbox_aggregates',
-  );
+  await resetOutbox(db.pool);
 });
 
 /** `outbox dispatch --once` against this file's database, with `env` added. */

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createOutbox, fromPg } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { resetOutbox } from '../../helpers/outbox-fixtures.js';
 import { runCli } from '../../helpers/run-cli.js';
 
 /**
@@ -101,9 +102,7 @@ beforeEach(() => seed());
 async function seed(): Promise<void> {
   webhook.requests.length = 0;
   collector.requests.length = 0;
-  await db.pool.query(
-    'TRUNCATE outbox, outbox_aggregates, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
-  );
+  await resetOutbox(db.pool);
   // Written in a producer's trace (the traceparent a create span would have written), and one
   // in another trace that will be dead-lettered.
   const client = await db.pool.connect();

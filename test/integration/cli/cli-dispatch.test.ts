@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
+import { enqueueCommitted, manyMessages, resetOutbox } from '../../helpers/outbox-fixtures.js';
 import { runCli } from '../../helpers/run-cli.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
 
@@ -22,9 +22,7 @@ afterAll(async () => {
 });
 beforeEach(async () => {
   failAggregate = undefined;
-  await db.pool.query(
-    'TRUNCATE outbox, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2, outbox_aggregates',
-  );
+  await resetOutbox(db.pool);
 });
 
 /** `outbox dispatch --once` against this file's database and receiver, plus `flags`. */

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PgOutboxStore, type SqlExecutor } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
+import { resetOutbox } from '../../helpers/outbox-fixtures.js';
 
 /**
  * The claim runs inside `outbox_claim` (migration 011), whose plan PL/pgSQL caches per connection
@@ -26,9 +27,7 @@ describe('claim plan', () => {
   it.each(['force_generic_plan', 'auto'] as const)(
     'plan_cache_mode %s: every cached plan walks outbox_ready_idx in due order, on 20 rows and after growing to 50,000',
     async (planCacheMode) => {
-      await db.pool.query(
-        'TRUNCATE outbox, outbox_aggregates, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
-      );
+      await resetOutbox(db.pool);
       await insert(20);
       await db.pool.query('ANALYZE outbox');
       const client = await db.pool.connect();

@@ -11,7 +11,7 @@ import {
   type Publisher,
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
+import { enqueueCommitted, manyMessages, resetOutbox } from '../../helpers/outbox-fixtures.js';
 
 /**
  * The dispatcher's commit modes (sql/commit-mode.ts), observed from inside the statements: row
@@ -64,9 +64,7 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool
-    .query(`TRUNCATE outbox, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2,
-       outbox_aggregates, commit_log`);
+  await resetOutbox(db.pool, { also: ['commit_log'] });
 });
 
 async function logged(): Promise<Record<string, string[]>> {

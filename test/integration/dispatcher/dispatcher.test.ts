@@ -12,7 +12,12 @@ import {
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { checkHistory, expectedOf, eventsInOrder } from '../../helpers/history.js';
-import { enqueueCommitted, manyMessages, slowDispatcher } from '../../helpers/outbox-fixtures.js';
+import {
+  enqueueCommitted,
+  manyMessages,
+  resetOutbox,
+  slowDispatcher,
+} from '../../helpers/outbox-fixtures.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -20,10 +25,7 @@ beforeAll(async () => {
 });
 afterAll(() => db.drop());
 beforeEach(async () => {
-  await db.pool.query(
-    `TRUNCATE outbox, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2,
-       outbox_aggregates, outbox_route_pauses`,
-  );
+  await resetOutbox(db.pool, { also: ['outbox_route_pauses'] });
 });
 
 /** A wake source that records the dispatcher's calls; `wake()` wakes the dispatcher. */

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOutbox, fromPg, PgOutboxStore } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { resetOutbox } from '../../helpers/outbox-fixtures.js';
 
 /**
  * Migration 008 leaves half of every outbox page free so a claim's new row version fits on the
@@ -34,9 +35,7 @@ describe('claims as HOT updates (migration 008)', () => {
   });
 
   it('claimed rows stay on their page', async () => {
-    await db.pool.query(
-      'TRUNCATE outbox, outbox_aggregates, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
-    );
+    await resetOutbox(db.pool);
     const client = await db.pool.connect();
     try {
       await client.query('BEGIN');

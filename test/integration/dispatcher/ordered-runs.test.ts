@@ -11,7 +11,7 @@ import {
   type OutgoingMessage,
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { enqueueCommitted } from '../../helpers/outbox-fixtures.js';
+import { enqueueCommitted, resetOutbox } from '../../helpers/outbox-fixtures.js';
 
 /** Issue 16: ordered runs, their failure handling, and the settle that waits for a writer. */
 let db: TestDatabase;
@@ -20,10 +20,7 @@ beforeAll(async () => {
 });
 afterAll(() => db.drop());
 beforeEach(async () => {
-  await db.pool.query(
-    `TRUNCATE outbox, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2,
-       outbox_aggregates, outbox_unordered_topics`,
-  );
+  await resetOutbox(db.pool, { also: ['outbox_unordered_topics'] });
 });
 
 const noBackoff = { backoff: { baseMs: 0, maxMs: 0, jitterMs: 0 }, pollIntervalMs: 20 };

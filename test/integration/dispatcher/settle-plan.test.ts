@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fromPg, PgOutboxStore, type SqlExecutor } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { explainAnalyze, rowsRead } from '../../helpers/explain.js';
+import { resetOutbox } from '../../helpers/outbox-fixtures.js';
 
 /**
  * Settles must reach their rows through the primary key whatever the outbox holds, and expand a
@@ -131,9 +132,7 @@ describe('settle plan', () => {
 });
 
 async function fill(rows: number): Promise<void> {
-  await db.pool.query(
-    'TRUNCATE outbox, outbox_aggregates, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
-  );
+  await resetOutbox(db.pool);
   await db.pool.query(
     `INSERT INTO outbox (aggregate_id, topic, payload)
      SELECT 'agg-' || g, 'mail.send', '{}'::jsonb FROM generate_series(1, $1::int) g`,

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { fromPg, PgOutboxStore } from '../../../src/index.js';
 import { candidateStatesSql, HEAD_WALK_STEPS, nextDueSql } from '../../../src/sql/cdc.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { enqueueCommitted } from '../../helpers/outbox-fixtures.js';
+import { enqueueCommitted, resetOutbox } from '../../helpers/outbox-fixtures.js';
 
 /**
  * The CDC dispatcher's own statements (sql/cdc.ts), on the shared server — a stock Postgres,
@@ -15,9 +15,7 @@ beforeAll(async () => {
 });
 afterAll(() => db.drop());
 beforeEach(async () => {
-  await db.pool.query(
-    'TRUNCATE outbox, outbox_aggregates, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
-  );
+  await resetOutbox(db.pool);
 });
 
 const topic = 'payment.charge';

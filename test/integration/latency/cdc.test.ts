@@ -15,7 +15,7 @@ import {
 import type { TestDatabase } from '../../helpers/database.js';
 import { createLogicalTestDatabase } from '../../helpers/logical-database.js';
 import { checkHistory, eventsInOrder, expectedOf } from '../../helpers/history.js';
-import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
+import { enqueueCommitted, manyMessages, resetOutbox } from '../../helpers/outbox-fixtures.js';
 import { dropSlots, slotState } from '../../fixtures/latency/cdc-helpers.js';
 
 let db: TestDatabase;
@@ -37,9 +37,7 @@ let slotNumber = 0;
 let slot = '';
 const running: CdcDispatcher[] = [];
 beforeEach(async () => {
-  await db.pool.query(
-    'TRUNCATE outbox, outbox_aggregates, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
-  );
+  await resetOutbox(db.pool);
   slot = `ao_cdc_${db.name.slice(-8)}_${++slotNumber}`;
 });
 afterEach(async () => {

@@ -11,7 +11,7 @@ import { createCollector, type Collector } from '../../contract/collector.js';
 import { uniqueName } from '../../contract/messages.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { checkHistory, expectedOf } from '../../helpers/history.js';
-import { enqueueCommitted, manyMessages } from '../../helpers/outbox-fixtures.js';
+import { enqueueCommitted, manyMessages, resetOutbox } from '../../helpers/outbox-fixtures.js';
 import { requireService } from '../../helpers/services.js';
 
 // Outbox → two dispatchers → real broker → the broker's own client, checked by the history
@@ -42,9 +42,7 @@ beforeAll(async () => {
 });
 afterAll(() => db.drop());
 beforeEach(async () => {
-  await db.pool.query(
-    'TRUNCATE outbox, outbox_aggregates, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
-  );
+  await resetOutbox(db.pool);
 });
 
 async function runEndToEnd(broker: BrokerUnderTest): Promise<void> {
