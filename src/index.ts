@@ -83,6 +83,7 @@ export {
 } from './dispatcher/dispatcher.js';
 export {
   resolveDispatcherOptions,
+  type ClaimShapeOption,
   type DeadLetterPolicy,
   type DispatcherOptions,
 } from './dispatcher/options.js';

@@ -7,6 +7,7 @@ import type { DispatcherStats } from './dispatcher-stats.js';
 import type { DispatcherEventMap, TypedEmitter } from './events.js';
 import type { IdleTracker } from './idle-tracker.js';
 import type { ResolvedDispatcherOptions } from './options.js';
+import { ClaimShape } from './claim-shape.js';
 import { publishInOrder } from './ordered-publish.js';
 import type { OutboxStore } from './outbox-store.js';
 import { declareRateLimits } from './rate-limits.js';
@@ -73,9 +74,16 @@ export class ClaimLoop {
   #claimNumber = 0;
   #consecutiveClaimFailures = 0;
   #prepared: Promise<void> | undefined;
+  /** Heads first or runs first (claim-shape.ts), from how fast the publisher's calls return. */
+  readonly #shape: ClaimShape;
 
   constructor(parts: ClaimLoopParts) {
     this.#parts = parts;
+    this.#shape = new ClaimShape(
+      parts.options.batchSize,
+      parts.publisher.ordersWithinCall === true,
+      parts.options.claimShape,
+    );
   }
 
   /** One loop, until the dispatcher stops running; its last settle is awaited. */
@@ -169,8 +177,10 @@ export class ClaimLoop {
           batchSize: options.batchSize,
           leaseMs: options.leaseMs,
           deadLettersBlock: options.deadLetterPolicy === 'hold',
+          maxHeads: this.#shape.maxHeads(),
         });
         this.#consecutiveClaimFailures = 0;
+        this.#shape.noteClaim(messages);
       } catch (error) {
         this.#consecutiveClaimFailures++;
         stats.claimFailures++;
@@ -225,14 +235,16 @@ export class ClaimLoop {
         deadline: leaseDeadline - Math.max(500, options.leaseMs * 0.1),
         timeoutError: `publish did not finish within the lease (${options.leaseMs} ms)`,
         trace: batch,
-        onOutcomes: (sent, outcomes, durationMs) =>
+        onOutcomes: (sent, outcomes, durationMs) => {
+          this.#shape.noteCall(durationMs);
           sent.forEach((message, i) =>
             events.emit('dispatcher:publish:outcome', {
               message,
               outcome: outcomes[i]!,
               durationMs,
             }),
-          ),
+          );
+        },
       });
       const { settler } = this.#parts;
       const settlements = sending.map((m, i) => settler.settlementOf(m, fates[i]!));

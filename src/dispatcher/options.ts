@@ -12,6 +12,15 @@ import type { WakeSource } from './wake-source.js';
 /** What happens to later messages of an aggregate whose ordered message was dead-lettered. */
 export type DeadLetterPolicy = 'hold' | 'skip';
 
+/**
+ * Which claim the dispatcher asks for (claim-shape.ts): `auto` (default) takes runs first while
+ * the publisher's calls return in under half a millisecond (or it sends a run in one call) and
+ * there are runs to take, heads first otherwise; `heads-first` always spreads a batch over as many
+ * aggregates as it holds (lowest latency per aggregate for a slow, one-message-per-call
+ * destination); `runs-first` always takes a few aggregates' heads with the runs behind them.
+ */
+export type ClaimShapeOption = 'auto' | 'heads-first' | 'runs-first';
+
 /** Options of {@link createDispatcher}. Every duration is in milliseconds. */
 export interface DispatcherOptions {
   /**
@@ -96,6 +105,11 @@ export interface DispatcherOptions {
    * route's messages wait without attempts; one probe per pause tells when it is back.
    */
   routePause?: RoutePauseOptions;
+  /**
+   * Heads first or runs first (see {@link ClaimShapeOption}). Default `auto`. Either way every
+   * aggregate's messages go out in order; only how a batch is filled changes.
+   */
+  claimShape?: ClaimShapeOption;
 }
 
 /** Default of {@link DispatcherOptions.statementTimeoutMs}. */
@@ -118,6 +132,7 @@ export interface ResolvedDispatcherOptions {
   statementTimeoutMs: number;
   rateLimits: Required<RateLimit>[];
   routePause: Required<RoutePauseOptions>;
+  claimShape: ClaimShapeOption;
 }
 
 function positiveInteger(name: string, value: number | undefined, fallback: number): number {
@@ -150,6 +165,12 @@ export function resolveDispatcherOptions(options: DispatcherOptions): ResolvedDi
     maxMs: nonNegative('backoff.maxMs', options.backoff?.maxMs, DEFAULT_BACKOFF.maxMs),
     jitterMs: nonNegative('backoff.jitterMs', options.backoff?.jitterMs, DEFAULT_BACKOFF.jitterMs),
   };
+  const shape = options.claimShape ?? 'auto';
+  if (shape !== 'auto' && shape !== 'heads-first' && shape !== 'runs-first')
+    throw new OutboxValidationError(
+      'claimShape',
+      `must be "auto", "heads-first" or "runs-first", got ${JSON.stringify(shape)}`,
+    );
   const policy = options.deadLetterPolicy ?? 'hold';
   if (policy !== 'hold' && policy !== 'skip')
     throw new OutboxValidationError(
@@ -182,5 +203,6 @@ export function resolveDispatcherOptions(options: DispatcherOptions): ResolvedDi
       initialMs: positiveInteger('routePause.initialMs', options.routePause?.initialMs, 1_000),
       maxMs: positiveInteger('routePause.maxMs', options.routePause?.maxMs, 60_000),
     },
+    claimShape: shape,
   };
 }

@@ -26,6 +26,12 @@ export interface ClaimRequest {
   leaseMs: number;
   /** `true`: a dead letter blocks later messages of its aggregate (policy `hold`). */
   deadLettersBlock?: boolean;
+  /**
+   * Take at most this many aggregates' heads first, with the runs behind them, then more heads if
+   * the batch has room (the runs-first claim, sql/runs-first-claim.ts). Undefined: heads first.
+   * A store may ignore it.
+   */
+  maxHeads?: number;
 }
 
 /** Options of one settle. */

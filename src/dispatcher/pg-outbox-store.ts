@@ -6,7 +6,7 @@ import { claimSql } from '../sql/claim.js';
 import type { CommitMode } from '../sql/commit-mode.js';
 import { deferSql } from '../sql/defer.js';
 import { releaseSql, settleAdvanceSql, settleFailedSql } from '../sql/settle.js';
-import { tenantClaimSql } from '../sql/tenant-claim.js';
+import { runsFirstTenantClaimSql, tenantClaimSql } from '../sql/tenant-claim.js';
 import type { QueryOptions, SqlExecutor } from '../store/sql-executor.js';
 import type {
   ClaimRequest,
@@ -81,6 +81,9 @@ const EXPIRY_BATCH = 100;
 export class PgOutboxStore implements OutboxStore {
   readonly #executor: SqlExecutor;
   readonly #claimSql: string;
+  readonly #runsFirstClaimSql: string;
+  /** Set once the runs-first claim (migration 019) turned out not to exist: a schema behind. */
+  #runsFirstMissing = false;
   readonly #tenantShares: boolean;
   readonly #settleFailedSql: string;
   readonly #settleAdvanceSql: string;
@@ -99,6 +102,7 @@ export class PgOutboxStore implements OutboxStore {
     this.#executor = executor;
     this.#tenantShares = options.tenantShares ?? true;
     this.#claimSql = this.#tenantShares ? tenantClaimSql(schema) : claimSql(schema);
+    this.#runsFirstClaimSql = runsFirstTenantClaimSql(schema);
     // Neither is prepared (statement-name.ts): a generic plan made while the outbox is small can
     // be a sequential scan, and it stays while the table grows.
     this.#settleFailedSql = settleFailedSql(schema, commit);
@@ -114,13 +118,7 @@ export class PgOutboxStore implements OutboxStore {
 
   async claim(request: ClaimRequest): Promise<OutgoingMessage[]> {
     if (Date.now() >= this.#nextSweepAt) await this.#expireApprovals(request);
-    const { rows } = await this.#executor.query<ClaimedRow>(
-      this.#claimSql,
-      this.#tenantShares
-        ? [request.owner, request.batchSize, request.leaseMs, this.#tenantCursor]
-        : [request.owner, request.batchSize, request.leaseMs],
-      this.#queryOptions,
-    );
+    const rows = await this.#claimRows(request);
     // No rows: nothing was due, so where the round stands does not matter.
     if (this.#tenantShares && rows.length > 0) this.#tenantCursor = rows[0]!.tenantCursor ?? null;
     return rows.map((row) => ({
@@ -136,6 +134,40 @@ export class PgOutboxStore implements OutboxStore {
       attempts: Number(row.attempts),
       ...(row.shadow ? { shadow: true } : {}),
     }));
+  }
+
+  /**
+   * The claim's rows: the runs-first claim (sql/runs-first-claim.ts) when the request asks for it
+   * and tenant shares are on (it is an overload of the tenant claim), else the claim as before.
+   * A database whose schema is behind migration 019 has no runs-first claim: then the claim as
+   * before, from then on (a library user who upgraded the package before running the migration
+   * keeps dispatching, heads first).
+   */
+  async #claimRows(request: ClaimRequest): Promise<ClaimedRow[]> {
+    const base = [request.owner, request.batchSize, request.leaseMs];
+    if (!this.#tenantShares)
+      return (await this.#executor.query<ClaimedRow>(this.#claimSql, base, this.#queryOptions))
+        .rows;
+    if (request.maxHeads !== undefined && !this.#runsFirstMissing) {
+      try {
+        const { rows } = await this.#executor.query<ClaimedRow>(
+          this.#runsFirstClaimSql,
+          [...base, this.#tenantCursor, request.maxHeads],
+          this.#queryOptions,
+        );
+        return rows;
+      } catch (error) {
+        // undefined_function: the five-argument outbox_claim is not there.
+        if ((error as { code?: unknown }).code !== '42883') throw error;
+        this.#runsFirstMissing = true;
+      }
+    }
+    const { rows } = await this.#executor.query<ClaimedRow>(
+      this.#claimSql,
+      [...base, this.#tenantCursor],
+      this.#queryOptions,
+    );
+    return rows;
   }
 
   async settle(

@@ -16,6 +16,7 @@ import { counterFillfactor } from './015-counter-fillfactor.js';
 import { tenantFairClaims } from './016-tenant-fair-claims.js';
 import { archiveDedupeKeys } from './017-archive-dedupe-keys.js';
 import { dispatchedLog } from './018-dispatched-log.js';
+import { runsFirstClaims } from './019-runs-first-claims.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -38,6 +39,7 @@ export const MIGRATIONS: readonly Migration[] = [
   tenantFairClaims,
   archiveDedupeKeys,
   dispatchedLog,
+  runsFirstClaims,
 ];
 
 /** The schema version this build of agent-outbox expects. */

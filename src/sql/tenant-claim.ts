@@ -9,6 +9,7 @@ import {
   runBehindSql,
   type ClaimParams,
 } from './claim.js';
+import { runsFirstClaimQuery } from './runs-first-claim.js';
 
 /**
  * Fair shares between tenants (issue 27): a claim that gives every tenant with due messages a
@@ -184,16 +185,31 @@ ${claimRunsAndLeaseSql(schema, p, { taken: 'taken', returning: `,\n          v_c
  * The tenant claim (migration 016), with claim.ts's settings and lane bookkeeping; see the module
  * comment. `p_tenant_after` is the caller's round-robin cursor (`NULL` at first).
  */
-export const tenantClaimFunctionSql = (schema: string) => {
+export const tenantClaimFunctionSql = (
+  schema: string,
+  /**
+   * The overload of migration 019 (runs-first-claims.ts): a fifth argument, `p_max_heads`, and
+   * without tenants the runs-first claim when it is not NULL.
+   */
+  runsFirst = false,
+) => {
   const p: ClaimParams = {
     owner: 'p_owner',
     batch: 'p_batch',
     leaseMs: 'p_lease_ms',
     floor: FLOOR,
   };
+  const plain = claimQuery(schema, p, `,\n          NULL::text AS "tenantCursor"`);
+  const untenanted = runsFirst
+    ? `IF p_max_heads IS NULL THEN
+      RETURN QUERY${plain};
+    ELSE
+      RETURN QUERY${runsFirstClaimQuery(schema, p, 'p_max_heads')};
+    END IF;`
+    : `RETURN QUERY${plain};`;
   return `
 CREATE OR REPLACE FUNCTION ${schema}.outbox_claim(p_owner text, p_batch int, p_lease_ms float8,
-                                                  p_tenant_after text)
+                                                  p_tenant_after text${runsFirst ? ', p_max_heads int' : ''})
 ${claimFunctionHead(', "tenantCursor" text')}${claimDeclarations}  v_visit int := greatest(p_batch / 2, 1);
   v_tenants text[];
   v_share int;
@@ -213,7 +229,7 @@ ${laneBeforeClaimSql(schema)}  IF p_tenant_after IS NULL THEN
     END IF;
   END IF;
   IF cardinality(v_tenants) = 0 THEN
-    RETURN QUERY${claimQuery(schema, p, `,\n          NULL::text AS "tenantCursor"`)};
+    ${untenanted}
   ELSE
     v_share := greatest((p_batch / 2) / cardinality(v_tenants), 1);
     v_cursor := v_tenants[cardinality(v_tenants)];
@@ -229,3 +245,11 @@ $fn$`;
  */
 export const tenantClaimSql = (schema: string) =>
   `SELECT * FROM ${schema}.outbox_claim($1, $2::int, $3::float8, $4::text)`;
+
+/**
+ * Calls the runs-first overload (migration 019, runs-first-claim.ts): as {@link tenantClaimSql},
+ * and $5 the most aggregates' heads to take before the runs behind them (`NULL`: heads first,
+ * the claim above).
+ */
+export const runsFirstTenantClaimSql = (schema: string) =>
+  `SELECT * FROM ${schema}.outbox_claim($1, $2::int, $3::float8, $4::text, $5::int)`;

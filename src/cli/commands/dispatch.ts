@@ -1,7 +1,7 @@
 import { parseFlags } from '../parse-flags.js';
 import pg from 'pg';
 import { createDispatcher, type Dispatcher } from '../../dispatcher/dispatcher.js';
-import { DEFAULT_STATEMENT_TIMEOUT_MS } from '../../dispatcher/options.js';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, type ClaimShapeOption } from '../../dispatcher/options.js';
 import { parseRateLimitFlag } from '../../dispatcher/rate-limits.js';
 import { assertSchemaCurrent } from '../../migrations/migrate.js';
 import { createPublisherFromUrl } from '../../publishers/from-url.js';
@@ -76,6 +76,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       'route-pause-after': { type: 'string' },
       'route-pause-max-ms': { type: 'string' },
       'dead-letter-policy': { type: 'string', default: 'hold' },
+      'claim-shape': { type: 'string', default: 'auto' },
       'nats-stream': { type: 'string' },
       'nats-subjects': { type: 'string', multiple: true },
       'http-timeout-ms': { type: 'string' },
@@ -115,6 +116,9 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
   const policy = values['dead-letter-policy'];
   if (policy !== 'hold' && policy !== 'skip')
     throw new UsageError(`--dead-letter-policy must be hold or skip, got "${policy}"`);
+  const shape = values['claim-shape'];
+  if (shape !== 'auto' && shape !== 'heads-first' && shape !== 'runs-first')
+    throw new UsageError(`--claim-shape must be auto, heads-first or runs-first, got "${shape}"`);
   const nonNegative = (flag: string, value: string | undefined): number | undefined => {
     if (value === undefined) return undefined;
     const n = Number(value);
@@ -143,6 +147,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       .map((v) => v.trim())
       .filter(Boolean),
     deadLetterPolicy: policy as 'hold' | 'skip',
+    claimShape: shape as ClaimShapeOption,
     rateLimits: (values['rate-limit'] ?? []).map((v) => {
       try {
         return parseRateLimitFlag(v);

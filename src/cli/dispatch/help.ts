@@ -66,6 +66,10 @@ Options:
   --route-pause-max-ms N     longest pause between probes, doubling from 1000 (default 60000)
   --dead-letter-policy P     hold (default): a dead letter blocks its aggregate's later
                              ordered messages; skip: they go on
+  --claim-shape S            auto (default): take a few aggregates with the messages queued
+                             behind them while the destination answers in under 0.5 ms, many
+                             aggregates one message each otherwise; heads-first or runs-first
+                             to choose it yourself. Order holds either way
   --nats-stream NAME         nats:// only: the JetStream stream to publish into. An existing
                              stream (e.g. yours) is used as it is and never changed; a topic
                              whose subject it does not capture is dead-lettered with a
