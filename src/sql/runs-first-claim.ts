@@ -36,7 +36,7 @@ import { claimRunsAndLeaseSql, dueHeadSql, runBehindSql, type ClaimParams } from
  *
  * Measured with a no-op publisher, 50,000 messages on 500 aggregates, batch 200 (2026-12-03, this
  * machine, best of three alternated drains): heads first 21.0k msg/s; at most 100 heads 26.0k, 50
- * heads 28.7k, 20 heads 33.3k.
+ * heads 28.7k, 20 heads 33.3k; the dispatcher asks for 10 (claim-shape.ts `RUN_LENGTH`).
  */
 export const runsFirstClaimQuery = (schema: string, p: ClaimParams, heads: string) => `
 WITH fair AS MATERIALIZED (
