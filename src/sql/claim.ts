@@ -175,6 +175,33 @@ RETURNING o.id::text AS "rowId",
           o.shadow${extras.returning ?? ''}`;
 
 /**
+ * After a first part `fair` (ids, with the runs behind them in `fair_run`): what it took
+ * (`taken`), then the rest of the batch oldest first as in claim.ts, skipping what it took, with
+ * the runs behind those and the lease (`returning`: the columns added to the result). Shared by
+ * the tenant claim and the runs-first claim (runs-first-claim.ts).
+ */
+export const restOfBatchSql = (
+  schema: string,
+  p: ClaimParams,
+  returning: string,
+) => `taken AS MATERIALIZED (
+  SELECT id FROM fair
+  UNION ALL
+  SELECT id FROM fair_run
+),
+heads AS MATERIALIZED (
+  SELECT o.id, o.aggregate_id, o.sequence, o.ordered
+  FROM ${schema}.outbox o
+  WHERE ${dueHeadSql(schema, p.floor)}
+    -- our own locks do not skip: without this, a head both parts found would count twice
+    AND NOT (o.id = ANY (ARRAY(SELECT id FROM fair)))
+  ORDER BY o.available_at, o.id
+  LIMIT ${p.batch} - (SELECT count(*) FROM taken)
+  FOR UPDATE OF o SKIP LOCKED
+),
+${claimRunsAndLeaseSql(schema, p, { taken: 'taken', returning })}`;
+
+/**
  * The claim's statement (see the module comment). `returning`: columns added to the result.
  */
 export const claimQuery = (schema: string, p: ClaimParams, returning = '') => `

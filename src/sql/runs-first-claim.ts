@@ -1,4 +1,4 @@
-import { claimRunsAndLeaseSql, dueHeadSql, runBehindSql, type ClaimParams } from './claim.js';
+import { dueHeadSql, restOfBatchSql, runBehindSql, type ClaimParams } from './claim.js';
 
 /**
  * The runs-first claim (migration 019, issue 25): a batch of a few aggregates' heads with the runs
@@ -60,19 +60,4 @@ fair_run AS MATERIALIZED (
   ) c
   WHERE h.ordered AND s.per_run > 0 AND c.unbroken
 ),
-taken AS MATERIALIZED (
-  SELECT id FROM fair
-  UNION ALL
-  SELECT id FROM fair_run
-),
-heads AS MATERIALIZED (
-  SELECT o.id, o.aggregate_id, o.sequence, o.ordered
-  FROM ${schema}.outbox o
-  WHERE ${dueHeadSql(schema, p.floor)}
-    -- our own locks do not skip: without this, a head of step 1 would count twice
-    AND NOT (o.id = ANY (ARRAY(SELECT id FROM fair)))
-  ORDER BY o.available_at, o.id
-  LIMIT ${p.batch} - (SELECT count(*) FROM taken)
-  FOR UPDATE OF o SKIP LOCKED
-),
-${claimRunsAndLeaseSql(schema, p, { taken: 'taken', returning: `,\n          NULL::text AS "tenantCursor"` })}`;
+${restOfBatchSql(schema, p, `,\n          NULL::text AS "tenantCursor"`)}`;

@@ -2,10 +2,10 @@ import {
   claimDeclarations,
   claimFunctionHead,
   claimQuery,
-  claimRunsAndLeaseSql,
   dueHeadSql,
   laneAfterClaimSql,
   laneBeforeClaimSql,
+  restOfBatchSql,
   runBehindSql,
   type ClaimParams,
 } from './claim.js';
@@ -164,22 +164,7 @@ fair_run AS MATERIALIZED (
   ) c
   WHERE h.ordered AND s.per_run > 0 AND c.unbroken
 ),
-taken AS MATERIALIZED (
-  SELECT id FROM fair
-  UNION ALL
-  SELECT id FROM fair_run
-),
-heads AS MATERIALIZED (
-  SELECT o.id, o.aggregate_id, o.sequence, o.ordered
-  FROM ${schema}.outbox o
-  WHERE ${dueHeadSql(schema, p.floor)}
-    -- our own locks do not skip: without this, a head both parts found would count twice
-    AND NOT (o.id = ANY (ARRAY(SELECT id FROM fair)))
-  ORDER BY o.available_at, o.id
-  LIMIT ${p.batch} - (SELECT count(*) FROM taken)
-  FOR UPDATE OF o SKIP LOCKED
-),
-${claimRunsAndLeaseSql(schema, p, { taken: 'taken', returning: `,\n          v_cursor AS "tenantCursor"` })}`;
+${restOfBatchSql(schema, p, `,\n          v_cursor AS "tenantCursor"`)}`;
 
 /**
  * The tenant claim (migration 016), with claim.ts's settings and lane bookkeeping; see the module
