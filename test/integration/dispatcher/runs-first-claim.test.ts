@@ -4,11 +4,12 @@ import {
   fromPg,
   PgOutboxStore,
   type OutgoingMessage,
+  type Publisher,
   type SqlExecutor,
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
-import { blocksOf } from '../../helpers/held-snapshot.js';
+import { blocksOf, holdSnapshot, noopPublisher } from '../../helpers/held-snapshot.js';
 import { insertWithTriggersOff, resetOutbox } from '../../helpers/outbox-fixtures.js';
 
 /**
@@ -51,6 +52,61 @@ function byAggregate(messages: OutgoingMessage[]) {
   const out = new Map<string, number[]>();
   for (const m of messages) out.set(m.aggregateId, [...(out.get(m.aggregateId) ?? []), m.sequence]);
   return out;
+}
+
+/** A fast publisher that records, per aggregate, the sequences it published, in order. */
+function recordingPublisher(seen: Map<string, number[]>): Publisher {
+  return {
+    publish: async (messages) =>
+      messages.map((m) => {
+        seen.set(m.aggregateId, [...(seen.get(m.aggregateId) ?? []), m.sequence]);
+        return { status: 'published' as const };
+      }),
+  };
+}
+
+/** One runs-first claim of 200 (at most 20 heads) under EXPLAIN (ANALYZE, BUFFERS), rolled back. */
+async function explainRunsFirstClaim() {
+  let plan: PlanNode | undefined;
+  let claimed: OutgoingMessage[] = [];
+  const client = await db.pool.connect();
+  try {
+    await client.query('BEGIN');
+    const explaining: SqlExecutor = {
+      query: async <Row>(text: string, values?: readonly unknown[]) => {
+        await client.query('SAVEPOINT explained');
+        plan = await explainAnalyze(client, text, values);
+        await client.query('ROLLBACK TO SAVEPOINT explained');
+        return (await client.query(text, [...(values ?? [])])) as unknown as { rows: Row[] };
+      },
+    };
+    claimed = await new PgOutboxStore(explaining).claim({
+      owner: 'explain#1',
+      batchSize: 200,
+      leaseMs: 30_000,
+      maxHeads: 20,
+    });
+  } finally {
+    await client.query('ROLLBACK');
+    client.release();
+  }
+  return { claimed: claimed.length, rows: rowsRead(plan!), blocks: blocksOf(plan!) };
+}
+
+/** 100,000 messages on aggregate `deep`, loaded as the trigger writes them; its head dead-lettered if `blocked`. */
+async function deepAggregate(blocked: boolean) {
+  await insertWithTriggersOff(db.pool, [
+    {
+      text: `INSERT INTO outbox (aggregate_id, topic, payload, sequence, ordered, ready, dead_lettered_at)
+       SELECT 'deep', 'payment.charge', '{}'::jsonb, g, true, g = 1,
+              CASE WHEN $1::boolean AND g = 1 THEN now() END
+       FROM generate_series(1, 100000) g`,
+      values: [blocked],
+    },
+    {
+      text: `INSERT INTO outbox_aggregates (aggregate_id, last_sequence) VALUES ('deep', 100000)`,
+    },
+  ]);
 }
 
 describe('the runs-first claim', () => {
@@ -99,13 +155,7 @@ describe('the runs-first claim', () => {
       executor: fromPg(db.pool),
       claimShape: 'runs-first',
       batchSize: 100,
-      publisher: {
-        publish: async (messages) =>
-          messages.map((m) => {
-            seen.set(m.aggregateId, [...(seen.get(m.aggregateId) ?? []), m.sequence]);
-            return { status: 'published' as const };
-          }),
-      },
+      publisher: recordingPublisher(seen),
     });
     expect((await dispatcher.drain()).published).toBe(1_000);
     expect(seen.size).toBe(40);
@@ -114,46 +164,52 @@ describe('the runs-first claim', () => {
   });
 
   it('reads about its batch beside 100,000 messages queued behind one head (EXPLAIN ANALYZE)', async () => {
-    await insertWithTriggersOff(db.pool, [
-      {
-        text: `INSERT INTO outbox (aggregate_id, topic, payload, sequence, ordered, ready)
-         SELECT 'deep', 'payment.charge', '{}'::jsonb, g, true, g = 1
-         FROM generate_series(1, 100000) g`,
-      },
-      {
-        text: `INSERT INTO outbox_aggregates (aggregate_id, last_sequence) VALUES ('deep', 100000)`,
-      },
-    ]);
+    await deepAggregate(false);
     await chains(500, 4);
     await db.pool.query('ANALYZE outbox');
-    let plan: PlanNode | undefined;
-    const client = await db.pool.connect();
-    let claimed: OutgoingMessage[] = [];
+    const read = await explainRunsFirstClaim();
+    console.log(`runs-first claim of 200 beside a deep aggregate: ${JSON.stringify(read)}`);
+    expect(read.claimed).toBe(200);
+    expect(read.rows).toBeGreaterThan(0);
+    expect(read.rows).toBeLessThan(1_500);
+  });
+
+  it('the same with that head dead-lettered under hold: the 100,000 behind it are not read', async () => {
+    await deepAggregate(true);
+    await chains(500, 4);
+    await db.pool.query('ANALYZE outbox');
+    const read = await explainRunsFirstClaim();
+    console.log(`runs-first claim of 200 beside a blocked aggregate: ${JSON.stringify(read)}`);
+    expect(read.claimed).toBe(200);
+    expect(read.rows).toBeLessThan(1_500);
+  });
+
+  it('reads the same after 20,000 messages were dispatched runs first under a held snapshot', async () => {
+    const holder = await holdSnapshot(db.url);
     try {
-      await client.query('BEGIN');
-      const explaining: SqlExecutor = {
-        query: async <Row>(text: string, values?: readonly unknown[]) => {
-          await client.query('SAVEPOINT explained');
-          plan = await explainAnalyze(client, text, values);
-          await client.query('ROLLBACK TO SAVEPOINT explained');
-          return (await client.query(text, [...(values ?? [])])) as unknown as { rows: Row[] };
-        },
-      };
-      claimed = await new PgOutboxStore(explaining).claim({
-        owner: 'explain#1',
-        batchSize: 200,
-        leaseMs: 30_000,
-        maxHeads: 20,
-      });
+      const drainAll = () =>
+        createDispatcher({
+          executor: fromPg(db.pool),
+          claimShape: 'runs-first',
+          publisher: noopPublisher,
+        }).drain();
+      await chains(500, 4);
+      expect((await drainAll()).published).toBe(2_000);
+      await chains(500, 4);
+      const shallow = await explainRunsFirstClaim();
+      expect((await drainAll()).published).toBe(2_000);
+      await chains(500, 40);
+      expect((await drainAll()).published).toBe(20_000);
+      await chains(500, 4);
+      const deep = await explainRunsFirstClaim();
+      const why = JSON.stringify({ shallow, deep });
+      console.log(`runs-first claim under a held snapshot: ${why}`);
+      expect(deep.claimed, why).toBe(200);
+      expect(deep.rows, why).toBeLessThan(shallow.rows * 1.5 + 100);
+      expect(deep.blocks, why).toBeLessThan(shallow.blocks * 1.5 + 200);
     } finally {
-      await client.query('ROLLBACK');
-      client.release();
+      await holder.release();
     }
-    expect(claimed).toHaveLength(200);
-    const rows = rowsRead(plan!);
-    console.log(`runs-first claim of 200: ${rows} outbox rows, ${blocksOf(plan!)} buffers`);
-    expect(rows).toBeGreaterThan(0);
-    expect(rows).toBeLessThan(1_500);
   });
 
   it('on a schema without migration 019 the store claims heads first, and keeps doing so', async () => {
@@ -205,13 +261,7 @@ describe('the runs-first claim', () => {
         settle: (owner, settlements, request) => pgStore.settle(owner, settlements, request),
         release: (owner, rowIds) => pgStore.release(owner, rowIds),
       },
-      publisher: {
-        publish: async (messages) =>
-          messages.map((m) => {
-            seen.set(m.aggregateId, [...(seen.get(m.aggregateId) ?? []), m.sequence]);
-            return { status: 'published' as const };
-          }),
-      },
+      publisher: recordingPublisher(seen),
     });
     expect((await dispatcher.drain()).published).toBe(3_000);
     // Heads first until a publish call was timed, runs first after.
