@@ -1,5 +1,10 @@
 import type pg from 'pg';
-import type { SqlExecutor } from '../../src/index.js';
+import {
+  PgOutboxStore,
+  type ClaimRequest,
+  type OutgoingMessage,
+  type SqlExecutor,
+} from '../../src/index.js';
 
 /** One node of `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`, the fields the tests read. */
 export interface PlanNode {
@@ -67,6 +72,41 @@ export async function explainAnalyze(
     Plans: nested.map((p) => p.Plan),
   } as PlanNode;
 }
+
+/**
+ * One claim through a `PgOutboxStore` on a connection of `pool`, in a transaction rolled back
+ * afterwards (the outbox is left as loaded): the claim statement runs under `EXPLAIN (ANALYZE,
+ * BUFFERS)` first, in a savepoint rolled back (EXPLAIN ANALYZE really runs the UPDATE), then for
+ * its result. Other statements the store runs first (the approval expiry sweep) are not explained.
+ */
+export async function explainedClaim(
+  pool: pg.Pool,
+  request: ClaimRequest,
+): Promise<{ plan: PlanNode; claimed: OutgoingMessage[] }> {
+  let plan: PlanNode | undefined;
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const explaining: SqlExecutor = {
+      query: async <Row>(text: string, values: readonly unknown[] = []) => {
+        if (CALLS_CLAIM.test(text)) {
+          await client.query('SAVEPOINT explained');
+          plan = await explainAnalyze(client, text, values);
+          await client.query('ROLLBACK TO SAVEPOINT explained');
+        }
+        return (await client.query(text, [...values])) as unknown as { rows: Row[] };
+      },
+    };
+    const claimed = await new PgOutboxStore(explaining).claim(request);
+    if (!plan) throw new Error('explainedClaim: the store ran no outbox_claim statement');
+    return { plan, claimed };
+  } finally {
+    await client.query('ROLLBACK');
+    client.release();
+  }
+}
+
+const CALLS_CLAIM = /\boutbox_claim\(/;
 
 /** What {@link explainingExecutor} saw of one statement. */
 export interface StatementSample {

@@ -10,11 +10,10 @@ import {
   createOutbox,
   fromPg,
   OutboxValidationError,
-  PgOutboxStore,
   type SqlExecutor,
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
+import { explainedClaim, rowsRead } from '../../helpers/explain.js';
 import { enqueueCommitted, resetOutbox } from '../../helpers/outbox-fixtures.js';
 import { runCli } from '../../helpers/run-cli.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
@@ -313,33 +312,14 @@ describe('claim cost', () => {
     }
     await db.pool.query('ANALYZE outbox');
 
-    let plan: PlanNode | undefined;
-    let claimed: { aggregateId: string }[] = [];
-    const client2 = await db.pool.connect();
-    try {
-      await client2.query('BEGIN');
-      const explaining: SqlExecutor = {
-        query: async <R>(text: string, values?: readonly unknown[]) => {
-          if (!text.includes('outbox_claim('))
-            return (await client2.query(text, [...(values ?? [])])) as unknown as { rows: R[] };
-          await client2.query('SAVEPOINT explained');
-          plan = await explainAnalyze(client2, text, values);
-          await client2.query('ROLLBACK TO SAVEPOINT explained');
-          return (await client2.query(text, [...(values ?? [])])) as unknown as { rows: R[] };
-        },
-      };
-      claimed = await new PgOutboxStore(explaining).claim({
-        owner: 'cost#1',
-        batchSize: 200,
-        leaseMs: 30_000,
-      });
-    } finally {
-      await client2.query('ROLLBACK');
-      client2.release();
-    }
+    const { plan, claimed } = await explainedClaim(db.pool, {
+      owner: 'cost#1',
+      batchSize: 200,
+      leaseMs: 30_000,
+    });
     expect(claimed).toHaveLength(50);
     expect(claimed.every((m) => m.aggregateId.startsWith('due-'))).toBe(true);
     // The 50 due heads, their probes and leases: nothing of the 4,001 held or blocked rows.
-    expect(rowsRead(plan!)).toBeLessThan(400);
+    expect(rowsRead(plan)).toBeLessThan(400);
   });
 });

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PgOutboxStore, type SqlExecutor } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
+import { explainedClaim, rowsRead, type PlanNode } from '../../helpers/explain.js';
 import { insertWithTriggersOff } from '../../helpers/outbox-fixtures.js';
 
 /**
@@ -45,31 +44,15 @@ const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatM
 
 /** Claims under EXPLAIN (ANALYZE, BUFFERS) in a transaction that is rolled back. */
 async function explainClaim(batchSize: number) {
-  let plan: PlanNode | undefined;
-  let claimed: { aggregateId: string; sequence: number }[] = [];
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    const explaining: SqlExecutor = {
-      query: async <Row>(text: string, values?: readonly unknown[]) => {
-        // EXPLAIN ANALYZE really runs the UPDATE: undo it before claiming for the result.
-        await client.query('SAVEPOINT explained');
-        plan = await explainAnalyze(client, text, values);
-        await client.query('ROLLBACK TO SAVEPOINT explained');
-        // The claim itself, for its result (still inside the transaction rolled back below).
-        return (await client.query(text, [...(values ?? [])])) as unknown as { rows: Row[] };
-      },
-    };
-    const store = new PgOutboxStore(explaining);
-    claimed = await store.claim({ owner: 'explain#1', batchSize, leaseMs: 30_000 });
-  } finally {
-    await client.query('ROLLBACK');
-    client.release();
-  }
+  const { plan, claimed } = await explainedClaim(db.pool, {
+    owner: 'explain#1',
+    batchSize,
+    leaseMs: 30_000,
+  });
   // Buffer counts of a node include its children's: the root's are the statement's.
-  const blocks = (plan!['Shared Hit Blocks'] ?? 0) + (plan!['Shared Read Blocks'] ?? 0);
+  const blocks = (plan['Shared Hit Blocks'] ?? 0) + (plan['Shared Read Blocks'] ?? 0);
   // On failure, the plan's outbox scans say where the rows went.
-  const scans = nodes(plan!)
+  const scans = nodes(plan)
     .filter((n) => n['Relation Name'] === 'outbox')
     .map((n) => ({
       node: (n as { 'Node Type'?: string })['Node Type'],
@@ -78,7 +61,7 @@ async function explainClaim(batchSize: number) {
       loops: n['Actual Loops'],
       removed: n['Rows Removed by Filter'],
     }));
-  return { rowsRead: rowsRead(plan!), blocks, claimed, why: JSON.stringify(scans) };
+  return { rowsRead: rowsRead(plan), blocks, claimed, why: JSON.stringify(scans) };
 }
 
 const deepHead = `(SELECT id FROM outbox WHERE aggregate_id = 'deep' AND sequence = 1)`;

@@ -8,7 +8,7 @@ import {
   type SqlExecutor,
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
+import { explainedClaim, rowsRead } from '../../helpers/explain.js';
 import { blocksOf, holdSnapshot, noopPublisher } from '../../helpers/held-snapshot.js';
 import { insertWithTriggersOff, resetOutbox } from '../../helpers/outbox-fixtures.js';
 
@@ -67,30 +67,13 @@ function recordingPublisher(seen: Map<string, number[]>): Publisher {
 
 /** One runs-first claim of 200 (at most 20 heads) under EXPLAIN (ANALYZE, BUFFERS), rolled back. */
 async function explainRunsFirstClaim() {
-  let plan: PlanNode | undefined;
-  let claimed: OutgoingMessage[] = [];
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    const explaining: SqlExecutor = {
-      query: async <Row>(text: string, values?: readonly unknown[]) => {
-        await client.query('SAVEPOINT explained');
-        plan = await explainAnalyze(client, text, values);
-        await client.query('ROLLBACK TO SAVEPOINT explained');
-        return (await client.query(text, [...(values ?? [])])) as unknown as { rows: Row[] };
-      },
-    };
-    claimed = await new PgOutboxStore(explaining).claim({
-      owner: 'explain#1',
-      batchSize: 200,
-      leaseMs: 30_000,
-      maxHeads: 20,
-    });
-  } finally {
-    await client.query('ROLLBACK');
-    client.release();
-  }
-  return { claimed: claimed.length, rows: rowsRead(plan!), blocks: blocksOf(plan!) };
+  const { plan, claimed } = await explainedClaim(db.pool, {
+    owner: 'explain#1',
+    batchSize: 200,
+    leaseMs: 30_000,
+    maxHeads: 20,
+  });
+  return { claimed: claimed.length, rows: rowsRead(plan), blocks: blocksOf(plan) };
 }
 
 /** 100,000 messages on aggregate `deep`, loaded as the trigger writes them; its head dead-lettered if `blocked`. */
