@@ -1,11 +1,11 @@
 import { claimFunctionSql } from '../sql/claim.js';
 import {
-  insertTriggerFunctionSql,
   laneEnterTriggerSql,
   laneSequencesSql,
   pendingPredecessorFunctionSql,
 } from '../sql/lane.js';
 import { settleAdvanceFunction012 } from './012-frozen-settle.js';
+import { insertTriggerFunction012 } from './012-frozen-trigger.js';
 import type { Migration } from './migration.js';
 
 /**
@@ -60,7 +60,7 @@ FROM (
 WHERE a.aggregate_id = l.aggregate_id`,
     ...laneSequencesSql(s),
     pendingPredecessorFunctionSql(s),
-    insertTriggerFunctionSql(s),
+    insertTriggerFunction012(s),
     ...laneEnterTriggerSql(s),
     claimFunctionSql(s),
     settleAdvanceFunction012(s),

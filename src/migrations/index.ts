@@ -17,6 +17,7 @@ import { tenantFairClaims } from './016-tenant-fair-claims.js';
 import { archiveDedupeKeys } from './017-archive-dedupe-keys.js';
 import { dispatchedLog } from './018-dispatched-log.js';
 import { runsFirstClaims } from './019-runs-first-claims.js';
+import { advisorySettleGuard } from './020-advisory-settle-guard.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -40,6 +41,7 @@ export const MIGRATIONS: readonly Migration[] = [
   archiveDedupeKeys,
   dispatchedLog,
   runsFirstClaims,
+  advisorySettleGuard,
 ];
 
 /** The schema version this build of agent-outbox expects. */

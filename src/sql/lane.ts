@@ -107,6 +107,48 @@ export const blockedByPredecessorSql = (s: string, prev: string) => `EXISTS (
       )`;
 
 /**
+ * The first key of the advisory locks of migration 020: "aout" read as a 32-bit integer. A
+ * constant, not the schema's hash: two schemas' outboxes in one database then share the keys,
+ * which costs no more than any collision (below).
+ */
+const AGGREGATE_LOCK_CLASS = 1634694516;
+
+/**
+ * The advisory lock of an aggregate (migration 020), between a writer whose message waits behind
+ * a pending one and the settle that may leave the aggregate empty (settle.ts `settleGuardSql`):
+ * two 32-bit keys, {@link AGGREGATE_LOCK_CLASS} and the aggregate's hash, so it does not meet a
+ * one-key (bigint) advisory lock of the application. A collision with the application's two-key
+ * ones, or between two aggregates, only makes a writer wait for a settle or a settle defer, never
+ * decides anything. `wait`: the writer's (held to its commit); `try`: the settle's, which returns
+ * false instead of waiting.
+ */
+export const aggregateLockSql = (aggregate: string, mode: 'wait' | 'try') =>
+  `${mode === 'try' ? 'pg_try_advisory_xact_lock' : 'pg_advisory_xact_lock'}(${AGGREGATE_LOCK_CLASS}, hashtext(${aggregate}))`;
+
+/**
+ * How many aggregates one transaction's writes take the lock of (above). Each is an entry of the
+ * server's shared lock table, which holds about `max_locks_per_transaction` × `max_connections`
+ * (6,400 by default) for every session together: a transaction that wrote behind pending messages
+ * of 20,000 aggregates failed with "out of shared memory" (test/integration/dispatcher/
+ * settle-plan.test.ts). Past this many, the transaction takes {@link writersLockSql} instead.
+ */
+export const GUARDED_AGGREGATES_CAP = 500;
+
+/**
+ * The writers' lock: one key for every aggregate, which a transaction past
+ * {@link GUARDED_AGGREGATES_CAP} takes (exclusive, to its commit) instead of more aggregates' locks,
+ * and which every settle of ordered messages tries shared (`try`) before its aggregates' own.
+ * While such a transaction runs, settles cannot tell which aggregates it wrote, so they defer
+ * every aggregate they would leave empty until it commits. Two such transactions take turns: the
+ * second waits for the first, and if the first then waits for a counter row the second holds,
+ * PostgreSQL ends one of them with a deadlock error (40P01) after `deadlock_timeout`; retry it.
+ */
+export const writersLockSql = (mode: 'wait' | 'try') =>
+  mode === 'wait'
+    ? `pg_advisory_xact_lock(${AGGREGATE_LOCK_CLASS + 1}, 0)`
+    : `pg_try_advisory_xact_lock_shared(${AGGREGATE_LOCK_CLASS + 1}, 0)`;
+
+/**
  * The insert trigger: sequence, order, head and lane key, decided while the writer holds its
  * aggregate's counter row (migration 001).
  *
@@ -120,6 +162,15 @@ export const blockedByPredecessorSql = (s: string, prev: string) => `EXISTS (
  *   every message dispatched since the snapshot.
  * - `available_at`: a ready row enters the lane (see the module comment), after the counter
  *   upsert gave the transaction its xid.
+ * - The aggregate's advisory lock (migration 020, {@link aggregateLockSql}), taken when the probe
+ *   finds the predecessor pending, after which the probe is asked again, and held to the commit:
+ *   the settle that may empty the aggregate tries it (settle.ts `settleGuardSql`), so the two
+ *   never miss each other. A message that is the head at once has nothing to miss. Under
+ *   REPEATABLE READ or SERIALIZABLE, a message not made the head also locks what its probe read
+ *   as pending (FOR KEY SHARE), so that a settle committed after its snapshot fails it with a
+ *   serialization error (as the counter row's update did before 020). A KEY SHARE lock fails
+ *   only on a row deleted (or its key changed) since the snapshot, not on one leased since
+ *   (checked in psql, PostgreSQL 15), so a claim of that message does not fail the writer.
  *
  * `enable_seqscan = off` as since migration 009: the plan PL/pgSQL caches stays a probe; `jit =
  * off` because a plan with a disabled node costs over `jit_above_cost` (see claim.ts).
@@ -132,6 +183,8 @@ SET jit = off
 AS $$
 DECLARE
   v_prev bigint;
+  v_at bigint;
+  v_guarded int;
 BEGIN
   IF NEW.ordered IS NULL THEN
     NEW.ordered := NOT EXISTS (
@@ -153,6 +206,36 @@ BEGIN
     -- The head of its aggregate when its predecessor is not pending (this statement runs with a
     -- fresh snapshot, after the counter row was locked: see settle.ts).
     NEW.ready := v_prev IS NULL OR NOT ${blockedByPredecessorSql(s, 'v_prev')};
+    IF NOT NEW.ready THEN
+      -- Behind a pending message: a settle may be emptying the aggregate right now, or may later
+      -- (settle.ts settleGuardSql). Take the aggregate's lock (waiting for such a settle) and ask
+      -- again; holding it to the commit makes a later settle defer. Past ${GUARDED_AGGREGATES_CAP} aggregates in one
+      -- transaction, the writers' lock instead (see writersLockSql).
+      v_guarded := coalesce(nullif(current_setting('agent_outbox.guarded_aggregates', true), ''), '0')::int;
+      IF current_setting('agent_outbox.guarded_last', true) IS NOT DISTINCT FROM NEW.aggregate_id THEN
+        NULL; -- this transaction holds it already (a batch is sorted by aggregate)
+      ELSIF v_guarded < ${GUARDED_AGGREGATES_CAP} THEN
+        PERFORM ${aggregateLockSql('NEW.aggregate_id', 'wait')};
+        PERFORM set_config('agent_outbox.guarded_aggregates', (v_guarded + 1)::text, true);
+        PERFORM set_config('agent_outbox.guarded_last', NEW.aggregate_id, true);
+      ELSE
+        PERFORM ${writersLockSql('wait')};
+      END IF;
+      NEW.ready := NOT ${blockedByPredecessorSql(s, 'v_prev')};
+    END IF;
+    -- Under REPEATABLE READ or SERIALIZABLE the probe read the transaction's snapshot, which may
+    -- predate a settle that emptied the aggregate: lock what it found pending, up to the first
+    -- ordered message, so that a row deleted since then fails to serialise and the writer
+    -- retries instead of leaving its message behind a message that is gone.
+    IF NOT NEW.ready AND current_setting('transaction_isolation') <> 'read committed' THEN
+      v_at := v_prev;
+      WHILE v_at IS NOT NULL LOOP
+        SELECT CASE WHEN p.ordered THEN NULL ELSE p.prev_id END INTO v_at
+        FROM ${s}.outbox p
+        WHERE p.id = v_at AND num_nulls(p.dispatched_at) = 1
+        FOR KEY SHARE;
+      END LOOP;
+    END IF;
   ELSE
     NEW.prev_id := NULL;
     NEW.ready := true;

@@ -39,7 +39,7 @@ export async function dumpSchema(executor: SqlExecutor, schema: string): Promise
   for (const i of indexes) lines.push(`index ${i.indexname} ${i.indexdef}`);
   const functions = await q<{ name: string; def: string }>(`
     SELECT p.proname AS name, pg_get_functiondef(p.oid) AS def
-    FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 ORDER BY 1`);
+    FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 ORDER BY 1, 2`);
   for (const f of functions) lines.push(`function ${f.name}\n${f.def.trim()}`);
   const triggers = await q<{ name: string; def: string }>(`
     SELECT t.tgname AS name, pg_get_triggerdef(t.oid) AS def

@@ -1,0 +1,24 @@
+import { insertTriggerFunctionSql } from '../sql/lane.js';
+import { settleAdvanceFunctionSql } from '../sql/settle.js';
+import type { Migration } from './migration.js';
+
+/**
+ * The settle's guard in memory (issue 25, writes per message): a settle that leaves an aggregate
+ * without pending ordered messages no longer locks and rewrites the aggregate's counter row. The
+ * writer takes an advisory lock of its aggregate in the insert trigger (after its counter row,
+ * before it decides whether its message is the head) and the settle tries the same lock before
+ * its statement (settle.ts `settleGuardSql`). A settle called in a REPEATABLE READ or
+ * SERIALIZABLE transaction keeps the counter-row guard, as does the rejection of a held message
+ * (approvals.ts).
+ *
+ * Rolling upgrade: both functions are re-created in place, so every dispatcher, old or new, settles
+ * through the new function and every writer inserts through the new trigger once this commits.
+ * The counter-row guard (a dispatcher's settle in a REPEATABLE READ transaction, approvals) still
+ * works beside it: writers still take their counter row first. A writer of an earlier version's
+ * library needs nothing (the trigger is in the database).
+ */
+export const advisorySettleGuard: Migration = {
+  version: 20,
+  name: 'advisory-settle-guard',
+  up: (s) => [insertTriggerFunctionSql(s), settleAdvanceFunctionSql(s)],
+};
