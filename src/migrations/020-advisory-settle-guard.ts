@@ -13,6 +13,10 @@ import type { Migration } from './migration.js';
  *
  * Rolling upgrade: both functions are re-created in place, so every dispatcher, old or new, settles
  * through the new function and every writer inserts through the new trigger once this commits.
+ * A writer still open from before would hold no advisory lock, and a settle after the commit
+ * could then empty its aggregate behind its message's back; so the migration first takes the
+ * outbox in SHARE mode, which waits for every transaction that wrote to it to end (and holds new
+ * writes, claims and settles for the moment the two functions take to replace).
  * The counter-row guard (a dispatcher's settle in a REPEATABLE READ transaction, approvals) still
  * works beside it: writers still take their counter row first. A writer of an earlier version's
  * library needs nothing (the trigger is in the database).
@@ -20,5 +24,9 @@ import type { Migration } from './migration.js';
 export const advisorySettleGuard: Migration = {
   version: 20,
   name: 'advisory-settle-guard',
-  up: (s) => [insertTriggerFunctionSql(s), settleAdvanceFunctionSql(s)],
+  up: (s) => [
+    `LOCK TABLE ${s}.outbox IN SHARE MODE`,
+    insertTriggerFunctionSql(s),
+    settleAdvanceFunctionSql(s),
+  ],
 };
