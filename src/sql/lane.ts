@@ -165,7 +165,9 @@ export const writersLockSql = (mode: 'wait' | 'try') =>
  * - The aggregate's advisory lock (migration 020, {@link aggregateLockSql}), taken when the probe
  *   finds the predecessor pending, after which the probe is asked again, and held to the commit:
  *   the settle that may empty the aggregate tries it (settle.ts `settleGuardSql`), so the two
- *   never miss each other. A message that is the head at once has nothing to miss. Under
+ *   never miss each other. A message that is the head at once has nothing to miss, nor has one
+ *   behind a message of its own transaction (a batch on one aggregate: 0.97 ms a transaction of two
+ *   messages with the lock, 0.89 without, 0.91 before 020; median of alternated blocks). Under
  *   REPEATABLE READ or SERIALIZABLE, a message not made the head also locks what its probe read
  *   as pending (FOR KEY SHARE), so that a settle committed after its snapshot fails it with a
  *   serialization error (as the counter row's update did before 020). A KEY SHARE lock fails
@@ -206,7 +208,12 @@ BEGIN
     -- The head of its aggregate when its predecessor is not pending (this statement runs with a
     -- fresh snapshot, after the counter row was locked: see settle.ts).
     NEW.ready := v_prev IS NULL OR NOT ${blockedByPredecessorSql(s, 'v_prev')};
-    IF NOT NEW.ready THEN
+    -- Behind a message this transaction wrote itself: nobody can claim it before this commits,
+    -- and then the two are seen together (the enqueue of a batch on one aggregate).
+    IF NOT NEW.ready AND NOT EXISTS (
+      SELECT 1 FROM ${s}.outbox p
+      WHERE p.id = v_prev AND p.ordered AND p.xmin = xid(pg_current_xact_id())
+    ) THEN
       -- Behind a pending message: a settle may be emptying the aggregate right now, or may later
       -- (settle.ts settleGuardSql). Take the aggregate's lock (waiting for such a settle) and ask
       -- again; holding it to the commit makes a later settle defer. Past ${GUARDED_AGGREGATES_CAP} aggregates in one

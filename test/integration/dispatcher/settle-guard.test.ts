@@ -194,4 +194,32 @@ describe('the settle that empties an aggregate (migration 020)', () => {
     // Every second message waits behind its head, none is ready: the heads are still pending.
     expect(waiting).toEqual([{ ready: false, n: '20000' }]);
   });
+
+  it("a writer takes the aggregate's lock only behind a pending message of another transaction", async () => {
+    await enqueueCommitted(db.pool, [{ topic: 'payment.charge', aggregateId: 'A', payload: 1 }]);
+    const writer = await db.pool.connect();
+    const locks = async () =>
+      (
+        await db.pool.query<{ n: string }>(
+          `SELECT count(*)::text AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = $1`,
+          [(writer as unknown as { processID: number }).processID],
+        )
+      ).rows[0]!.n;
+    try {
+      await writer.query('BEGIN');
+      // A new aggregate, two messages: the second waits behind the first, written by this same
+      // transaction, which nobody can claim before it commits.
+      await writer.query(
+        `INSERT INTO outbox (aggregate_id, topic, payload)
+         VALUES ('B', 'payment.charge', '1'), ('B', 'payment.charge', '2')`,
+      );
+      expect(await locks()).toBe('0');
+      // Behind A's committed, pending message: the lock.
+      await writer.query(insertA);
+      expect(await locks()).toBe('1');
+      await writer.query('COMMIT');
+    } finally {
+      writer.release();
+    }
+  });
 });
