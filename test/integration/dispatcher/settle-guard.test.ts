@@ -222,4 +222,45 @@ describe('the settle that empties an aggregate (migration 020)', () => {
       writer.release();
     }
   });
+
+  it('a batch with nothing ordered settles through one DELETE, fenced like the rest', async () => {
+    await enqueueCommitted(
+      db.pool,
+      ['u1', 'u2', 'u3'].map((aggregateId) => ({
+        topic: 'mail.send',
+        aggregateId,
+        payload: 1,
+        ordered: false,
+      })),
+    );
+    const store = new PgOutboxStore(fromPg(db.pool));
+    const batch = await store.claim({ owner: 'g#6', batchSize: 10, leaseMs: 5_000 });
+    expect(batch).toHaveLength(3);
+    // u3's lease expired and another dispatcher took it: our settle must leave it alone.
+    await db.pool.query(
+      `UPDATE outbox SET lease_owner = 'g#7', lease_expires_at = now() + interval '5 seconds'
+       WHERE id = $1`,
+      [batch[2]!.rowId],
+    );
+    const result = await store.settle(
+      'g#6',
+      batch.map((m) => ({ rowId: m.rowId, kind: 'published' as const })),
+      settleOptions,
+    );
+    expect([...result.settled].sort()).toEqual([batch[0]!.rowId, batch[1]!.rowId].sort());
+    const { rows } = await db.pool.query<{ aggregate_id: string; where: string }>(
+      `SELECT aggregate_id, 'ring' AS where FROM outbox_dispatched_0
+       UNION ALL SELECT aggregate_id, 'outbox' FROM outbox ORDER BY 1`,
+    );
+    expect(rows).toEqual([
+      { aggregate_id: 'u1', where: 'ring' },
+      { aggregate_id: 'u2', where: 'ring' },
+      { aggregate_id: 'u3', where: 'outbox' },
+    ]);
+    // No chain to move on: no counter row was locked or written.
+    const { rows: counters } = await db.pool.query<{ n: string }>(
+      `SELECT count(*)::text AS n FROM outbox_aggregates WHERE xmax <> '0'`,
+    );
+    expect(counters).toEqual([{ n: '0' }]);
+  });
 });
