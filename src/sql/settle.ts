@@ -223,8 +223,6 @@ BEGIN
   -- transaction's snapshot predates them, and the guard on the counter row does the work.
   IF v_fresh THEN
 ${settleGuardSql(schema)}
-    -- Nothing ordered and nothing dead-lettered: no chain to move on, no race to guard.
-    v_plain := NOT (true = ANY (v_mine_ordered)) AND cardinality(p_dead) = 0;
   END IF;
 ${ringTables(schema)
   .flatMap((table, k) => [
@@ -301,7 +299,9 @@ const settleGuardSql = (
       AND o.lease_owner = p_owner
       -- dispatched_at IS NULL, said so that no partial index matches (see the claim's UPDATE).
       AND num_nulls(o.dispatched_at) = 1;
-    IF true = ANY (v_mine_ordered) THEN
+    -- Nothing ordered and nothing dead-lettered: no chain to move on, no race to guard.
+    v_plain := NOT (true = ANY (v_mine_ordered)) AND cardinality(p_dead) = 0;
+    IF NOT v_plain THEN
       IF ${writersLockSql('try')} THEN
         SELECT coalesce(array_agg(b.aggregate_id), '{}') INTO v_busy
         FROM (

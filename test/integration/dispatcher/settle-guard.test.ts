@@ -19,6 +19,9 @@ beforeEach(async () => {
   await resetOutbox(db.pool);
 });
 
+/** The server process of a pooled client (pg sets it at connect; its types leave it out). */
+const pidOf = (client: object) => (client as { processID: number }).processID;
+
 const settleOptions = { deadLettersBlock: true, leaseMs: 5_000 };
 const insertA = `INSERT INTO outbox (aggregate_id, topic, payload) VALUES ('A', 'payment.charge', '2')`;
 
@@ -74,7 +77,7 @@ describe('the settle that empties an aggregate (migration 020)', () => {
       expect(waited).toBe('waiting');
       const { rows: waiting } = await db.pool.query<{ wait_event_type: string }>(
         `SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`,
-        [(writer as unknown as { processID: number }).processID],
+        [pidOf(writer)],
       );
       expect(waiting).toEqual([{ wait_event_type: 'Lock' }]);
       await settler.query('COMMIT');
@@ -171,7 +174,7 @@ describe('the settle that empties an aggregate (migration 020)', () => {
       );
       const { rows: held } = await db.pool.query<{ n: string }>(
         `SELECT count(*)::text AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = $1`,
-        [(writer as unknown as { processID: number }).processID],
+        [pidOf(writer)],
       );
       expect(Number(held[0]!.n)).toBe(GUARDED_AGGREGATES_CAP + 1);
       // A (not written by the bulk transaction) cannot be told apart from its aggregates: deferred.
@@ -202,7 +205,7 @@ describe('the settle that empties an aggregate (migration 020)', () => {
       (
         await db.pool.query<{ n: string }>(
           `SELECT count(*)::text AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = $1`,
-          [(writer as unknown as { processID: number }).processID],
+          [pidOf(writer)],
         )
       ).rows[0]!.n;
     try {
