@@ -8,15 +8,19 @@ export interface ChainLoad {
   aggregates: number;
   prefix: string;
   topic: string;
-  /** Written as history: created 10 days ago, dispatched 9 days ago. Default: pending. */
+  /**
+   * Written as history: created 10 days ago, dispatched 9 days ago, into the dispatched ring's
+   * first table, where settles put published messages since migration 018. Default: pending.
+   */
   dispatched?: boolean;
 }
 
 /**
  * Bulk-loads ordered messages exactly as the insert trigger writes them (migrations 001 and 009):
- * per aggregate, sequences 1…k in id order, `ordered`, `ready` on its first pending message only
- * (dispatched history: on every message, as settles leave it), and its counter row in
- * `outbox_aggregates` — but in one statement with triggers off (`SET LOCAL
+ * per aggregate, sequences 1…k in id order, `ordered`, `ready` on its first pending message only,
+ * and its counter row in `outbox_aggregates` — or, as history, the rows a settle leaves in
+ * `outbox_dispatched_0` (dispatched, `ready` false, ids from the outbox's sequence) with the same
+ * counter rows — but in one statement with triggers off (`SET LOCAL
  * session_replication_role = replica`), as test/integration/dispatcher/claim-bound.test.ts does.
  * Through the trigger, one statement writing one aggregate's messages costs more the longer its
  * chain (20,000 on one aggregate: 3.2 s here, 20,000 on 500: 0.7 s; 100,000 on one: a minute),
@@ -30,17 +34,23 @@ export async function loadChains(db: BenchDatabase, load: ChainLoad): Promise<vo
     await client.query('BEGIN');
     await client.query('SET LOCAL session_replication_role = replica');
     await client.query(
-      `INSERT INTO outbox (aggregate_id, topic, payload, sequence, ordered, ready,
-                           created_at, available_at, dispatched_at, attempts)
-       SELECT $3 || (g % $2), $4, jsonb_build_object('n', g), g / $2 + 1, true,
-              $5 OR g < $2,
-              CASE WHEN $5 THEN now() - interval '10 days' ELSE now() END,
-              CASE WHEN $5 THEN now() - interval '10 days' ELSE now() END,
-              CASE WHEN $5 THEN now() - interval '9 days' END,
-              CASE WHEN $5 THEN 1 ELSE 0 END
-       FROM generate_series(0, $1::int - 1) g
-       ORDER BY g`,
-      [load.count, load.aggregates, load.prefix, load.topic, history],
+      history
+        ? `INSERT INTO outbox_dispatched_0
+             (id, message_id, aggregate_id, topic, payload, headers, sequence, ordered, ready,
+              created_at, available_at, dispatched_at, attempts, shadow)
+           SELECT nextval(pg_get_serial_sequence('outbox', 'id')), gen_random_uuid(),
+                  $3 || (g % $2), $4, jsonb_build_object('n', g), '{}'::jsonb, g / $2 + 1, true,
+                  false, now() - interval '10 days', now() - interval '10 days',
+                  now() - interval '9 days', 1, false
+           FROM generate_series(0, $1::int - 1) g
+           ORDER BY g`
+        : `INSERT INTO outbox (aggregate_id, topic, payload, sequence, ordered, ready,
+                               created_at, available_at, attempts)
+           SELECT $3 || (g % $2), $4, jsonb_build_object('n', g), g / $2 + 1, true, g < $2,
+                  now(), now(), 0
+           FROM generate_series(0, $1::int - 1) g
+           ORDER BY g`,
+      [load.count, load.aggregates, load.prefix, load.topic],
     );
     // Aggregate a has the rows g ≡ a (mod aggregates): count / aggregates of them, one more for
     // the first count % aggregates.
@@ -57,5 +67,5 @@ export async function loadChains(db: BenchDatabase, load: ChainLoad): Promise<vo
   } finally {
     await client.end();
   }
-  await db.pool.query('VACUUM ANALYZE outbox, outbox_aggregates');
+  await db.pool.query('VACUUM ANALYZE outbox, outbox_aggregates, outbox_dispatched_0');
 }
