@@ -11,7 +11,7 @@ const TOPIC = 'payment.charge';
  * read with pg_walinspect: the server is shared (other databases write WAL at the same time), so
  * a plain LSN difference would count their writes too.
  */
-async function walBytes(db: BenchDatabase, from: string, to: string) {
+export async function walBytes(db: BenchDatabase, from: string, to: string) {
   const { rows } = await db.pool.query<{ bytes: string | null; fpi: string | null }>(
     `WITH r AS (SELECT * FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)),
           mine AS (
@@ -34,7 +34,7 @@ async function walBytes(db: BenchDatabase, from: string, to: string) {
  * part writes, so a change to the storage can be read off the bench (issue 25 asked to count
  * them). `count` is the records per message: 1 is one tuple version (or lock) per message.
  */
-async function walRecords(db: BenchDatabase, from: string, to: string, messages: number) {
+export async function walRecords(db: BenchDatabase, from: string, to: string, messages: number) {
   const { rows } = await db.pool.query<{ key: string; records: string; bytes: string }>(
     `WITH r AS (
        SELECT record_type, record_length,
@@ -59,7 +59,7 @@ async function walRecords(db: BenchDatabase, from: string, to: string, messages:
   );
 }
 
-const lsn = async (db: BenchDatabase) =>
+export const lsn = async (db: BenchDatabase) =>
   (await db.pool.query<{ lsn: string }>(`SELECT pg_current_wal_insert_lsn()::text AS lsn`)).rows[0]!
     .lsn;
 
