@@ -5,6 +5,7 @@ import {
   createOutbox,
   fromPg,
   type Dispatcher,
+  type OutboxMessage,
   type Publisher,
 } from '../../src/index.js';
 import { createListenNotifyWakeSource } from '../../src/dispatcher/wake/listen-notify.js';
@@ -39,6 +40,12 @@ type EnqueueVariant =
 const ROWS_SQL = `INSERT INTO outbox (aggregate_id, topic, payload, sequence)
   VALUES ($1, 'payment.charge', $2, $4), ($1, 'mail.send', $3, $5)`;
 
+/** The two messages of the business transaction of order `id` (a charge and a receipt). */
+export const orderMessages = (id: string): OutboxMessage[] => [
+  { topic: 'payment.charge', aggregateId: `order:${id}`, payload: { orderId: id, total: 99.5 } },
+  { topic: 'mail.send', aggregateId: `order:${id}`, payload: { orderId: id, template: 'receipt' } },
+];
+
 async function businessTransaction(client: pg.Client, variant: EnqueueVariant): Promise<void> {
   await client.query('BEGIN');
   const order = await client.query<{ id: string }>(
@@ -47,18 +54,7 @@ async function businessTransaction(client: pg.Client, variant: EnqueueVariant): 
   );
   const id = order.rows[0]!.id;
   if (variant === 'writer') {
-    await outbox.enqueue(fromPg(client), [
-      {
-        topic: 'payment.charge',
-        aggregateId: `order:${id}`,
-        payload: { orderId: id, total: 99.5 },
-      },
-      {
-        topic: 'mail.send',
-        aggregateId: `order:${id}`,
-        payload: { orderId: id, template: 'receipt' },
-      },
-    ]);
+    await outbox.enqueue(fromPg(client), orderMessages(id));
   } else if (variant === 'roundTrip') {
     await client.query({ name: 'bench_round_trip', text: 'SELECT $1::bigint', values: [id] });
   } else if (variant === 'rowsOnly' || variant === 'rowsWithTriggers' || variant === 'heapOnly') {

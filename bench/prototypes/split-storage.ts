@@ -20,6 +20,7 @@ import { createOutbox, fromPg } from '../../src/index.js';
 import { createBenchDatabase, type BenchDatabase } from '../lib/database.js';
 import { log, median, round } from '../lib/measure.js';
 import { rate } from '../cases/dispatch.js';
+import { orderMessages } from '../cases/enqueue.js';
 import { lsn, walBytes, walRecords, walPerMessage } from '../cases/wal-per-message.js';
 
 const SCHEMA = `
@@ -181,19 +182,7 @@ async function enqueueBlocks(db: BenchDatabase, blocks: number) {
         text: `SELECT p.enqueue($1, 'payment.charge', $2, true), p.enqueue($1, 'mail.send', $3, true)`,
         values: [`order:${id}`, { orderId: id, total: 99.5 }, { orderId: id, template: 'receipt' }],
       });
-    else if (variant === 'writer')
-      await outbox.enqueue(fromPg(client), [
-        {
-          topic: 'payment.charge',
-          aggregateId: `order:${id}`,
-          payload: { orderId: id, total: 99.5 },
-        },
-        {
-          topic: 'mail.send',
-          aggregateId: `order:${id}`,
-          payload: { orderId: id, template: 'receipt' },
-        },
-      ]);
+    else if (variant === 'writer') await outbox.enqueue(fromPg(client), orderMessages(id));
     await client.query('COMMIT');
   };
   try {
