@@ -2,7 +2,8 @@ import { createDispatcher, fromPg } from '../../src/index.js';
 import type { BenchDatabase } from '../lib/database.js';
 import { quiesce, resetOutbox, seedPending } from '../lib/database.js';
 import { log, round, timed } from '../lib/measure.js';
-import { ringTables } from '../../src/sql/dispatched-log.js';
+import { batchTables } from '../../src/sql/dispatched-log.js';
+import { insertDispatchedHistory } from '../lib/dispatched-history.js';
 import { noopPublisher } from './enqueue.js';
 
 /**
@@ -81,11 +82,11 @@ async function rawLoop(db: BenchDatabase): Promise<number> {
   }
 }
 
-async function ourDrain(db: BenchDatabase, ordered: boolean): Promise<number> {
+async function ourDrain(db: BenchDatabase, ordered: boolean, batchSize: number): Promise<number> {
   const dispatcher = createDispatcher({
     executor: fromPg(db.pool),
     publisher: noopPublisher,
-    batchSize: 200,
+    batchSize,
     unorderedTopics: ordered ? [] : ['mail.*'],
   });
   const result = await dispatcher.drain();
@@ -94,13 +95,14 @@ async function ourDrain(db: BenchDatabase, ordered: boolean): Promise<number> {
 
 /**
  * Rows/s of one drain of `count` fresh rows: our dispatcher, the raw claim+mark loop, or the
- * lock-held loop (lease-cost.ts).
+ * lock-held loop (lease-cost.ts). `batchSize` is our dispatcher's (the raw loops claim 200).
  */
 export async function rate(
   db: BenchDatabase,
   who: 'raw' | 'ours' | 'lockHeld',
   count: number,
   ordered: boolean,
+  batchSize = 200,
 ): Promise<number> {
   await resetOutbox(db.pool);
   await seedPending(db.pool, count, {
@@ -118,7 +120,7 @@ export async function rate(
           ? await rawLoop(db)
           : who === 'lockHeld'
             ? await lockHeldLoop(db)
-            : await ourDrain(db, ordered);
+            : await ourDrain(db, ordered, batchSize);
     });
   } finally {
     if (who !== 'ours') await db.pool.query('DROP INDEX IF EXISTS bench_raw_pending_idx');
@@ -158,7 +160,7 @@ export async function dispatchVsRaw(db: BenchDatabase, count: number, rounds: nu
 /**
  * `history_scaling`: our dispatch rate with `historyRows` dispatched rows in the table over the
  * rate with none, on two databases created for it: `db` stays empty; `historyDb` gets the history
- * bulk-loaded into the dispatched ring (migration 018: where published messages are kept; nothing
+ * bulk-loaded into the dispatched ring (migrations 018 and 021: where published messages are kept; nothing
  * is pending), then VACUUM ANALYZE, as a long-running ring would be. The two are measured in alternation, best of
  * `rounds` each: measured one after the other (all empty runs, the 5M-row load, all history
  * runs), whatever the machine did during the load tilted the ratio — 0.82 to 1.24 across full
@@ -174,20 +176,20 @@ export async function historyScaling(
   const loadMs = await timed(async () => {
     const client = await historyDb.client();
     try {
-      // Into the ring's first table, as the settle writes it since migration 018 (ids from the
+      // Into the ring's first slot, as the settle writes it since migration 021 (ids from the
       // outbox's own sequence, so the pending rows the rounds add come after them).
-      await client.query(
-        `INSERT INTO outbox_dispatched_0
-           (id, message_id, aggregate_id, topic, payload, headers, sequence, created_at,
-            available_at, dispatched_at, attempts, shadow, ordered, ready)
-         SELECT nextval(pg_get_serial_sequence('outbox', 'id')), gen_random_uuid(),
-                'hist-' || (g % 100000), 'mail.send', '{"h":1}'::jsonb, '{}'::jsonb,
-                g / 100000 + 1, now() - interval '10 days', now() - interval '10 days',
-                now() - interval '9 days', 1, false, false, false
+      await insertDispatchedHistory(
+        client,
+        `SELECT nextval(pg_get_serial_sequence('outbox', 'id')) AS id,
+                outbox_uuid_v7() AS message_id, 'hist-' || (g % 100000) AS aggregate_id,
+                'mail.send' AS topic, '{"h":1}'::jsonb AS payload, '{}'::jsonb AS headers,
+                g / 100000 + 1 AS sequence, now() - interval '10 days' AS created_at,
+                now() - interval '10 days' AS available_at, now() - interval '9 days' AS dispatched_at,
+                1 AS attempts, false AS shadow, false AS ordered, false AS ready
          FROM generate_series(1, $1) g`,
         [historyRows],
       );
-      await client.query('VACUUM ANALYZE outbox_dispatched_0');
+      await client.query('VACUUM ANALYZE outbox_dispatched_batch_0');
     } finally {
       await client.end();
     }
@@ -211,14 +213,11 @@ export async function historyScaling(
 /** Like `rate` for our dispatcher, but keeps the history: deletes only the rows it added. */
 async function rateKeepingHistory(db: BenchDatabase, count: number): Promise<number> {
   await db.pool.query(`DELETE FROM outbox WHERE topic = 'bench.pending'`);
-  // Earlier rounds' messages were settled into the ring after the history: delete by id (the
-  // ring has no index on topic, and a scan of 5,000,000 rows per round would be the bench).
-  for (const table of ringTables('public')) {
-    await db.pool.query(
-      `DELETE FROM ${table}
-       WHERE id > coalesce((SELECT id FROM ${table} WHERE topic <> 'bench.pending'
-                            ORDER BY id DESC LIMIT 1), 0)`,
-    );
+  // Earlier rounds' messages were settled into the ring after the history, which was dispatched
+  // days ago: delete the batches of the last day (the index on dispatched_at; opening 5,000,000
+  // messages to find their topic would be the bench).
+  for (const table of batchTables('public')) {
+    await db.pool.query(`DELETE FROM ${table} WHERE dispatched_at > now() - interval '1 day'`);
   }
   await db.pool.query(
     `INSERT INTO outbox (aggregate_id, topic, payload)

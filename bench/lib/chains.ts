@@ -1,3 +1,4 @@
+import { insertDispatchedHistory } from './dispatched-history.js';
 import type { BenchDatabase } from './database.js';
 
 /** What {@link loadChains} writes. */
@@ -18,8 +19,8 @@ export interface ChainLoad {
 /**
  * Bulk-loads ordered messages exactly as the insert trigger writes them (migrations 001 and 009):
  * per aggregate, sequences 1…k in id order, `ordered`, `ready` on its first pending message only,
- * and its counter row in `outbox_aggregates` — or, as history, the rows a settle leaves in
- * `outbox_dispatched_0` (dispatched, `ready` false, ids from the outbox's sequence) with the same
+ * and its counter row in `outbox_aggregates` — or, as history, the batches a settle leaves in
+ * the ring's slot 0 (dispatched, `ready` false, ids from the outbox's sequence) with the same
  * counter rows — but in one statement with triggers off (`SET LOCAL
  * session_replication_role = replica`), as test/integration/dispatcher/claim-bound.test.ts does.
  * Through the trigger, one statement writing one aggregate's messages costs more the longer its
@@ -33,25 +34,28 @@ export async function loadChains(db: BenchDatabase, load: ChainLoad): Promise<vo
   try {
     await client.query('BEGIN');
     await client.query('SET LOCAL session_replication_role = replica');
-    await client.query(
-      history
-        ? `INSERT INTO outbox_dispatched_0
-             (id, message_id, aggregate_id, topic, payload, headers, sequence, ordered, ready,
-              created_at, available_at, dispatched_at, attempts, shadow)
-           SELECT nextval(pg_get_serial_sequence('outbox', 'id')), gen_random_uuid(),
-                  $3 || (g % $2), $4, jsonb_build_object('n', g), '{}'::jsonb, g / $2 + 1, true,
-                  false, now() - interval '10 days', now() - interval '10 days',
-                  now() - interval '9 days', 1, false
-           FROM generate_series(0, $1::int - 1) g
-           ORDER BY g`
-        : `INSERT INTO outbox (aggregate_id, topic, payload, sequence, ordered, ready,
-                               created_at, available_at, attempts)
-           SELECT $3 || (g % $2), $4, jsonb_build_object('n', g), g / $2 + 1, true, g < $2,
-                  now(), now(), 0
-           FROM generate_series(0, $1::int - 1) g
-           ORDER BY g`,
-      [load.count, load.aggregates, load.prefix, load.topic],
-    );
+    const rows = `SELECT $3 || (g % $2) AS aggregate_id, $4 AS topic, jsonb_build_object('n', g) AS payload,
+                         g / $2 + 1 AS sequence, true AS ordered`;
+    const values = [load.count, load.aggregates, load.prefix, load.topic];
+    if (history)
+      await insertDispatchedHistory(
+        client,
+        `${rows}, nextval(pg_get_serial_sequence('outbox', 'id')) AS id,
+                  outbox_uuid_v7() AS message_id, '{}'::jsonb AS headers, false AS ready,
+                  now() - interval '10 days' AS created_at, now() - interval '10 days' AS available_at,
+                  now() - interval '9 days' AS dispatched_at, 1 AS attempts, false AS shadow
+           FROM generate_series(0, $1::int - 1) g`,
+        values,
+      );
+    else
+      await client.query(
+        `INSERT INTO outbox (aggregate_id, topic, payload, sequence, ordered, ready,
+                             created_at, available_at, attempts)
+         ${rows}, g < $2, now(), now(), 0
+         FROM generate_series(0, $1::int - 1) g
+         ORDER BY g`,
+        values,
+      );
     // Aggregate a has the rows g ≡ a (mod aggregates): count / aggregates of them, one more for
     // the first count % aggregates.
     await client.query(
@@ -67,5 +71,5 @@ export async function loadChains(db: BenchDatabase, load: ChainLoad): Promise<vo
   } finally {
     await client.end();
   }
-  await db.pool.query('VACUUM ANALYZE outbox, outbox_aggregates, outbox_dispatched_0');
+  await db.pool.query('VACUUM ANALYZE outbox, outbox_aggregates, outbox_dispatched_batch_0');
 }

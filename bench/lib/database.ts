@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { batchTables, ringTables } from '../../src/sql/dispatched-log.js';
 import { fromPg, migrate } from '../../src/index.js';
 
 /** A throwaway, migrated database for one bench run, on the same server as every baseline. */
@@ -62,7 +63,7 @@ export async function createBenchDatabase(suffix?: string): Promise<BenchDatabas
 /** Empties the outbox (between cases) and refreshes statistics so plans are comparable. */
 export async function resetOutbox(pool: pg.Pool): Promise<void> {
   await pool.query(
-    'TRUNCATE outbox, outbox_aggregates, outbox_waiters, outbox_dispatched_0, outbox_dispatched_1, outbox_dispatched_2',
+    `TRUNCATE outbox, outbox_aggregates, outbox_waiters, ${[...ringTables('public'), ...batchTables('public')].join(', ')}`,
   );
   await pool.query('VACUUM ANALYZE outbox');
 }

@@ -122,10 +122,15 @@ export async function readEffectStatus(
   const wanted = unique.slice(0, limit);
   if (wanted.length === 0) return { effects: [], truncated: 0 };
 
-  const { rows } = await executor.query<StatusRow>(messagesStatusSql(schema), [
-    wanted,
-    query.tenantId ?? null,
-  ]);
+  const values = [wanted, query.tenantId ?? null];
+  const rows = await executor
+    .query<StatusRow>(messagesStatusSql(schema), values)
+    .catch(async (error: unknown) => {
+      // undefined_function: a schema before migration 021 has no lookup of the batched log.
+      if ((error as { code?: unknown }).code !== '42883') throw error;
+      return executor.query<StatusRow>(messagesStatusSql(schema, true), values);
+    })
+    .then((result) => result.rows);
   const performed = new Map<string, { consumer: string; at: string }[]>();
   if ((query.consumers?.length ?? 0) > 0) {
     const done = await executor.query<{

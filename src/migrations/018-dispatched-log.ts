@@ -1,4 +1,4 @@
-import { dispatchedLogDdl } from '../sql/dispatched-log.js';
+import { dispatchedLogDdl018 } from './018-frozen-log.js';
 import { settleAdvanceFunction018 } from './018-frozen-settle.js';
 import type { Migration } from './migration.js';
 
@@ -17,5 +17,5 @@ import type { Migration } from './migration.js';
 export const dispatchedLog: Migration = {
   version: 18,
   name: 'dispatched-log',
-  up: (s) => [...dispatchedLogDdl(s), settleAdvanceFunction018(s)],
+  up: (s) => [...dispatchedLogDdl018(s), settleAdvanceFunction018(s)],
 };

@@ -1,5 +1,5 @@
 import { insertTriggerFunctionSql } from '../sql/lane.js';
-import { settleAdvanceFunctionSql } from '../sql/settle.js';
+import { settleAdvanceFunction020 } from './020-frozen-settle.js';
 import type { Migration } from './migration.js';
 
 /**
@@ -27,6 +27,6 @@ export const advisorySettleGuard: Migration = {
   up: (s) => [
     `LOCK TABLE ${s}.outbox IN SHARE MODE`,
     insertTriggerFunctionSql(s),
-    settleAdvanceFunctionSql(s),
+    settleAdvanceFunction020(s),
   ],
 };

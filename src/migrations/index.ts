@@ -18,6 +18,7 @@ import { archiveDedupeKeys } from './017-archive-dedupe-keys.js';
 import { dispatchedLog } from './018-dispatched-log.js';
 import { runsFirstClaims } from './019-runs-first-claims.js';
 import { advisorySettleGuard } from './020-advisory-settle-guard.js';
+import { batchedLog } from './021-batched-log.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -42,6 +43,7 @@ export const MIGRATIONS: readonly Migration[] = [
   dispatchedLog,
   runsFirstClaims,
   advisorySettleGuard,
+  batchedLog,
 ];
 
 /** The schema version this build of agent-outbox expects. */

@@ -102,7 +102,7 @@ const WANTED_COLUMNS = `o.id, o.message_id, o.topic, o.aggregate_id, o.sequence,
 
 /**
  * The requested rows: those in the outbox locked (latest versions), and those already dispatched
- * into the ring (migration 018) read as they are, so that a decision on a message that went out
+ * into the log (migrations 018 and 021, through its lookup functions) read as they are, so that a decision on a message that went out
  * is refused as dispatched, as it was when the row stayed in the outbox, not as unknown.
  */
 const wantedCtes = (s: string) => `in_outbox AS MATERIALIZED (
@@ -116,9 +116,12 @@ wanted AS MATERIALIZED (
   SELECT * FROM in_outbox
   UNION ALL
   SELECT ${WANTED_COLUMNS}
-  FROM ${s}.outbox_messages o
-  WHERE (o.id = ANY ($1::bigint[]) OR o.message_id = ANY ($2::uuid[]))
-    AND o.dispatched_at IS NOT NULL
+  FROM (
+    SELECT * FROM ${s}.outbox_dispatched_by_id($1::bigint[])
+    UNION
+    SELECT * FROM ${s}.outbox_dispatched_by_message_id($2::uuid[])
+  ) o
+  WHERE o.dispatched_at IS NOT NULL
     AND NOT EXISTS (SELECT 1 FROM in_outbox l WHERE l.id = o.id)
 )`;
 

@@ -126,10 +126,10 @@ heads AS MATERIALIZED (
 )
 SELECT c.id::text AS id,
        CASE
-         -- Not in the outbox: settled already (moved to the dispatched ring, migration 018), or
-         -- not visible yet (classify.ts looks again).
+         -- Not in the outbox: settled already (moved to the dispatched log, migrations 018 and
+         -- 021: its lookup by id, dispatched-log.ts), or not visible yet (classify.ts looks again).
          WHEN o.id IS NULL AND EXISTS (
-           SELECT 1 FROM ${schema}.outbox_messages m WHERE m.id = c.id) THEN 'done'
+           SELECT 1 FROM ${schema}.outbox_dispatched_by_id(ARRAY[c.id])) THEN 'done'
          WHEN o.id IS NULL THEN 'gone'
          WHEN o.dispatched_at IS NOT NULL OR o.dead_lettered_at IS NOT NULL THEN 'done'
          WHEN o.available_at > now() THEN 'deferred'

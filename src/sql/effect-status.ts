@@ -5,14 +5,17 @@
  */
 
 /**
- * The messages, by message id (`outbox_message_id_key`, and the `message_id` index of each table of
- * the dispatched ring: `outbox_messages`, migration 018), of one tenant when `$2` is given (their
- * `tenant_id` header): another tenant's message is simply not found, as an unknown id is.
+ * The messages, by message id (`outbox_message_id_key`, and the dispatched log's lookup function,
+ * migration 021: the `message_id` index of each per-message table and the GiST index on each
+ * batch table's range, dispatched-log.ts), of one tenant when `$2` is given (their `tenant_id`
+ * header): another tenant's message is simply not found, as an unknown id is.
  * A held message's `available_at` is `infinity` (migration 010), reported as no time at all.
+ * `beforeBatches`: a schema before migration 021 (no lookup function) reads the view
+ * `outbox_messages` instead, as this did before.
  *
  * $1 message ids (uuid[]), $2 tenant id or NULL.
  */
-export const messagesStatusSql = (s: string) => `
+export const messagesStatusSql = (s: string, beforeBatches = false) => `
 SELECT o.message_id::text AS "messageId",
        o.topic,
        o.aggregate_id AS "aggregateId",
@@ -29,9 +32,18 @@ SELECT o.message_id::text AS "messageId",
        CASE WHEN o.available_at = 'infinity' THEN NULL ELSE o.available_at END AS "availableAt",
        coalesce(o.lease_expires_at > now(), false) AS "inFlight",
        now() AS now
-FROM ${s}.outbox_messages o
+FROM ${
+  beforeBatches
+    ? `${s}.outbox_messages o
 WHERE o.message_id = ANY ($1::uuid[])
-  AND ($2::text IS NULL OR o.headers->>'tenant_id' = $2)`;
+  AND`
+    : `(
+  SELECT * FROM ${s}.outbox WHERE message_id = ANY ($1::uuid[])
+  UNION ALL
+  SELECT * FROM ${s}.outbox_dispatched_by_message_id($1::uuid[])
+) o
+WHERE`
+} ($2::text IS NULL OR o.headers->>'tenant_id' = $2)`;
 
 /**
  * Which of the given consumers performed which of the messages: done rows of the consumer ledger

@@ -1,5 +1,5 @@
 import { ASYNC_COMMIT_PREDICATE, commitModeClause, type CommitMode } from './commit-mode.js';
-import { DISPATCHED_COLUMNS, dispatchedValues, ringTables, RING_SLOTS } from './dispatched-log.js';
+import { batchLogSql, batchTables, RING_SLOTS } from './dispatched-log.js';
 import { emptiedAggregatesCtes } from './emptied-aggregates.js';
 import { aggregateLockSql, writersLockSql } from './lane.js';
 
@@ -8,9 +8,10 @@ import { aggregateLockSql, writersLockSql } from './lane.js';
  * publishing), and ordered messages dead-lettered under the `skip` policy — and marks the
  * aggregate's next message ready (migration 009). Fenced by `lease_owner = $1` like
  * `settleFailedSql`. Returns each row as `settled` or `deferred`. Published and shadow rows are
- * DELETEd from the outbox and appended, whole, to the dispatched ring's current table in the same
+ * DELETEd from the outbox and appended, whole, to the dispatched ring's current slot in the same
  * statement (migration 018, dispatched-log.ts: a delete record instead of a non-HOT update, and
- * nothing left for retention to delete); dead-lettered ones stay, updated.
+ * nothing left for retention to delete), as one compressed batch row per run of ids (migration
+ * 021); dead-lettered ones stay, updated.
  *
  * The race it closes. A writer decides in the insert trigger whether its message is the head
  * ("nothing ordered of this aggregate pending?"). A settle that finishes an aggregate's last
@@ -160,7 +161,8 @@ dead AS (
   RETURNING o.id
 ),
 -- Published (and shadow) messages leave the outbox for the dispatched log (dispatched-log.ts):
--- one small delete record instead of a non-HOT update, and nothing for retention to delete.
+-- one small delete record instead of a non-HOT update, a batch row for all of them, and nothing
+-- for retention to delete.
 moved AS (
   DELETE FROM ${schema}.outbox o
   WHERE o.id = ANY (ARRAY(SELECT id FROM settling WHERE id <> ALL(${p.dead})))
@@ -168,8 +170,7 @@ moved AS (
   RETURNING o.*
 ),
 logged AS (
-  INSERT INTO ${p.log} (${DISPATCHED_COLUMNS.join(', ')})
-  SELECT ${dispatchedValues} FROM moved o
+  ${batchLogSql(schema, p.log)}
 )
 SELECT id::text AS id, 'settled' AS state FROM dead
 UNION ALL
@@ -224,7 +225,7 @@ BEGIN
   IF v_fresh THEN
 ${settleGuardSql(schema)}
   END IF;
-${ringTables(schema)
+${batchTables(schema)
   .flatMap((table, k) => [
     `  ${k === 0 ? 'IF' : 'ELSIF'} v_slot = ${k} AND v_fresh AND v_plain THEN
     RETURN QUERY${plainSettleQuery(schema, table)};`,
@@ -257,8 +258,7 @@ WITH moved AS (
   RETURNING o.*
 ),
 logged AS (
-  INSERT INTO ${log} (${DISPATCHED_COLUMNS.join(', ')})
-  SELECT ${dispatchedValues} FROM moved o
+  ${batchLogSql(schema, log)}
 )
 SELECT id::text, 'settled' FROM moved`;
 

@@ -102,10 +102,21 @@ describe('dashboard history, labels, errors and layout in headless Chromium', ()
     seededAt = rows[0]!.now;
     const at = `to_timestamp($1::float8 / 1000)`;
     await db.pool.query(
-      // Dispatched rows are in the current table of the dispatched ring (migration 018).
-      `UPDATE outbox_dispatched_0 SET created_at = ${at} - interval '200 s',
-              dispatched_at = ${at} - interval '150 s' + ((id - 1) % 100) * interval '1 s'
-        WHERE topic = 'mail.send'`,
+      // Dispatched messages are in batch rows of the dispatched ring's current slot (migrations
+      // 018 and 021), one dispatch time per batch: each is rewritten here as a batch of its own,
+      // dispatched at a second of its own.
+      `WITH old AS (DELETE FROM outbox_dispatched_batch_0 RETURNING messages),
+            m AS (
+              SELECT r.id, r.message_id,
+                     ${at} - interval '150 s' + ((r.id - 1) % 100) * interval '1 s' AS dispatched_at,
+                     to_jsonb(r) || jsonb_build_object('created_at', ${at} - interval '200 s') AS message
+              FROM old, unnest(old.messages) r
+              WHERE r.topic = 'mail.send')
+       INSERT INTO outbox_dispatched_batch_0 (ids, message_ids, dispatched_at, message_count, messages)
+       SELECT int8range(id, id, '[]'), outbox_uuid_range(message_id, message_id, '[]'), dispatched_at,
+              1, ARRAY[jsonb_populate_record(NULL::outbox_dispatched_message,
+                         message || jsonb_build_object('dispatched_at', dispatched_at))]
+       FROM m`,
       [seededAt],
     );
     const dead = await db.pool.query<{ id: string }>(

@@ -10,7 +10,7 @@ import {
   type OutboxMessage,
   type Publisher,
 } from '../../src/index.js';
-import { ringTables } from '../../src/sql/dispatched-log.js';
+import { batchTables, ringTables } from '../../src/sql/dispatched-log.js';
 
 /** Enqueues messages in one committed transaction on `pool`. */
 export async function enqueueCommitted(
@@ -99,7 +99,7 @@ export async function insertWithTriggersOff(
   }
 }
 
-/** Empties the outbox, its aggregate counters and the dispatched ring (migration 018) — plus `also` tables — in one TRUNCATE. */
+/** Empties the outbox, its aggregate counters and the dispatched ring (migrations 018 and 021) — plus `also` tables — in one TRUNCATE. */
 export async function resetOutbox(
   executor: { query(text: string): Promise<unknown> },
   options: { schema?: string; also?: string[] } = {},
@@ -110,6 +110,7 @@ export async function resetOutbox(
     `${schema}.outbox`,
     `${schema}.outbox_aggregates`,
     ...ringTables(schema),
+    ...batchTables(schema),
     ...also,
   ];
   await executor.query(`TRUNCATE ${tables.join(', ')}`);

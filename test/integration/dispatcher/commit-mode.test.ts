@@ -38,18 +38,18 @@ beforeAll(async () => {
     END $$;
     CREATE TRIGGER log_commit_mode AFTER UPDATE ON outbox
       FOR EACH ROW EXECUTE FUNCTION log_commit_mode();
-    -- A published message's settle moves it from the outbox to the dispatched ring (migration
-    -- 018): its write is the insert into the ring table.
+    -- A published message's settle moves it from the outbox to the dispatched ring (migrations
+    -- 018 and 021): its write is the insert of a batch row into the ring's batch table.
     CREATE FUNCTION log_settle_commit_mode() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
       INSERT INTO commit_log VALUES ('settle', current_setting('synchronous_commit'));
       RETURN NULL;
     END $$;
-    CREATE TRIGGER log_settle_commit_mode AFTER INSERT ON outbox_dispatched_0
+    CREATE TRIGGER log_settle_commit_mode AFTER INSERT ON outbox_dispatched_batch_0
       FOR EACH ROW EXECUTE FUNCTION log_settle_commit_mode();
-    CREATE TRIGGER log_settle_commit_mode AFTER INSERT ON outbox_dispatched_1
+    CREATE TRIGGER log_settle_commit_mode AFTER INSERT ON outbox_dispatched_batch_1
       FOR EACH ROW EXECUTE FUNCTION log_settle_commit_mode();
-    CREATE TRIGGER log_settle_commit_mode AFTER INSERT ON outbox_dispatched_2
+    CREATE TRIGGER log_settle_commit_mode AFTER INSERT ON outbox_dispatched_batch_2
       FOR EACH ROW EXECUTE FUNCTION log_settle_commit_mode();
     CREATE FUNCTION log_waiter_commit_mode() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN

@@ -252,7 +252,7 @@ describe('the settle that empties an aggregate (migration 020)', () => {
     );
     expect([...result.settled].sort()).toEqual([batch[0]!.rowId, batch[1]!.rowId].sort());
     const { rows } = await db.pool.query<{ aggregate_id: string; where: string }>(
-      `SELECT aggregate_id, 'ring' AS where FROM outbox_dispatched_0
+      `SELECT aggregate_id, 'ring' AS where FROM outbox_messages WHERE dispatched_at IS NOT NULL
        UNION ALL SELECT aggregate_id, 'outbox' FROM outbox ORDER BY 1`,
     );
     expect(rows).toEqual([

@@ -185,7 +185,12 @@ describe.skipIf(!up)('tracing: tool call → enqueue → dispatch to NATS → co
     expect(batch.parentSpanContext).toBeUndefined();
     expect(batch.links.some((l) => sameContext(l.context, create.spanContext()))).toBe(true);
     expect(send.links.some((l) => sameContext(l.context, batch.spanContext()))).toBe(true);
-    expect(send.startTime >= batch.startTime && send.endTime <= batch.endTime).toBe(true);
+    // HrTime is [seconds, nanoseconds]: compared as arrays, JavaScript compares their strings, and
+    // 99999999 ns sorts after 100000000 ns (this assertion failed now and then that way).
+    const ns = ([seconds, nanos]: readonly [number, number]) =>
+      BigInt(seconds) * 1_000_000_000n + BigInt(nanos);
+    expect(ns(send.startTime)).toBeGreaterThanOrEqual(ns(batch.startTime));
+    expect(ns(send.endTime)).toBeLessThanOrEqual(ns(batch.endTime));
 
     expect(tool.kind).toBe(SpanKind.INTERNAL);
     expect(create.kind).toBe(SpanKind.PRODUCER);
