@@ -1,0 +1,52 @@
+import type { OutgoingMessage, PublishOutcome } from '../publishers/publisher.js';
+import type { OutboxStatus } from '../admin/status.js';
+
+/** One tenant of a fleet: a database (or a schema of one) on a server. */
+export interface FleetTargetInfo {
+  /** The server's URL, password masked. */
+  server: string;
+  database: string;
+  schema: string;
+  /** `database` in database mode, `database/schema` in schema mode: the `database` label. */
+  name: string;
+}
+
+/** Events of a fleet dispatcher, named `fleet:subject:verb`. Listeners must not throw. */
+export interface FleetEventMap {
+  'fleet:start': [{ member: string; servers: number }];
+  'fleet:stop': [{ member: string }];
+  /** A tenant was discovered (at start or later) / is gone (dropped, or no longer matches). */
+  'fleet:target:discovered': [{ target: FleetTargetInfo }];
+  'fleet:target:gone': [{ target: FleetTargetInfo }];
+  /** This process serves the tenant from now on / no longer (rebalance, gone, stop, lost lease). */
+  'fleet:target:owned': [{ target: FleetTargetInfo }];
+  'fleet:target:released': [{ target: FleetTargetInfo; reason: string }];
+  /** A tenant was served: one turn of claims until nothing was due (or the turn ran out). */
+  'fleet:target:drained': [
+    { target: FleetTargetInfo; published: number; durationMs: number; reason: string },
+  ];
+  /** Serving a tenant failed (unreachable, not migrated, …); it is tried again after `retryInMs`. */
+  'fleet:target:failure': [{ target: FleetTargetInfo; error: Error; retryInMs: number }];
+  /** The latest status of a tenant (read at most every status interval, while it is served). */
+  'fleet:target:status': [{ target: FleetTargetInfo; status: OutboxStatus }];
+  /** The server's control connection (discovery, activity, ownership) failed. */
+  'fleet:control:failure': [{ server: string; error: Error }];
+  /** Membership changed on a server: how many live members, how many tenants this one owns. */
+  'fleet:members': [{ server: string; members: number; owned: number; targets: number }];
+  /** A tenant's retention run. */
+  'fleet:retention:run': [{ target: FleetTargetInfo; removed: number; durationMs: number }];
+  // The dispatcher events of every tenant, with the tenant.
+  'fleet:publish:outcome': [
+    {
+      target: FleetTargetInfo;
+      message: OutgoingMessage;
+      outcome: PublishOutcome;
+      durationMs: number;
+    },
+  ];
+  'fleet:dead-letter': [{ target: FleetTargetInfo; message: OutgoingMessage; error: string }];
+  'fleet:claim:failure': [{ target: FleetTargetInfo; error: Error }];
+  'fleet:settle:failure': [{ target: FleetTargetInfo; error: Error; messages: number }];
+  'fleet:route:paused': [{ target: FleetTargetInfo; route: string }];
+  'fleet:route:resumed': [{ target: FleetTargetInfo; route: string }];
+}

@@ -1,0 +1,170 @@
+/**
+ * The statements of fleet mode (`outbox dispatch --databases GLOB`, issue 40): one process
+ * serving many tenant databases (or schemas) of a server with a bounded number of connections.
+ *
+ * Everything here runs on ONE connection per server (the "control" connection, to the database
+ * named in `--database-url`), whatever the number of tenants: discovery, the activity probe and
+ * the ownership leases. A tenant's own database is only connected to while it has work.
+ */
+
+/**
+ * Databases of the server whose name matches the glob (as a LIKE pattern, `\` escaping).
+ * Templates and databases that refuse connections are left out: connecting to a template would
+ * make `CREATE DATABASE … TEMPLATE` fail with "source database is being accessed by other users".
+ */
+export const discoverDatabasesSql = `
+SELECT datname AS name
+FROM pg_database
+WHERE datallowconn AND NOT datistemplate AND datname LIKE $1 ESCAPE '\\'
+ORDER BY datname`;
+
+/**
+ * Schemas of the control database that match the glob and hold an outbox table: a schema
+ * created for a tenant but not migrated yet is found once `outbox migrate` made its tables.
+ */
+export const discoverSchemasSql = `
+SELECT n.nspname AS name
+FROM pg_namespace n
+JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = 'outbox' AND c.relkind IN ('r', 'p')
+WHERE n.nspname LIKE $1 ESCAPE '\\'
+ORDER BY n.nspname`;
+
+/**
+ * Which databases had writes, for all of them in one read: the cumulative statistics of
+ * `pg_stat_database` (shared memory, no table scanned, no privilege needed). The dispatcher
+ * compares each database's `changes` with the value it saw last; a database whose counter did not
+ * move had no INSERT or UPDATE committed or aborted, so no new message (an outbox row is an
+ * INSERT; a replay or an approval an UPDATE) and it is not polled.
+ *
+ * Why these counters and not `xact_commit`: our own empty claims are transactions too, so
+ * `xact_commit` moves after every poll and the database would look busy forever; an empty claim
+ * writes nothing. Our own settles do move `tup_inserted`/`tup_updated`, which costs one extra
+ * (empty) poll after a busy period, not a loop.
+ *
+ * The counters lag: a backend reports its counts when it goes idle, at most once a second, and
+ * a backend that reported less than a second ago waits up to 10 s (PostgreSQL's
+ * PGSTAT_IDLE_INTERVAL). A database that had work therefore stays polled for a while after it
+ * (fleet-target.ts, `warmMs`), and every database is polled at least every `safetyPollMs`.
+ * Tried: `pg_stat_activity.xact_start` per database (sees only transactions open at that
+ * instant, misses short ones); LISTEN (a connection per database, which is the cost we avoid);
+ * a trigger writing to a shared table (needs dblink across databases, and a write per message).
+ */
+export const databaseActivitySql = `
+SELECT datname AS name, (tup_inserted + tup_updated)::text AS changes
+FROM pg_stat_database
+WHERE datname LIKE $1 ESCAPE '\\'`;
+
+/**
+ * The same for schemas of one database: the outbox table's own statistics, per schema, which
+ * are exact to the table (no business row moves them).
+ */
+export const schemaActivitySql = `
+SELECT schemaname AS name, (n_tup_ins + n_tup_upd)::text AS changes
+FROM pg_stat_all_tables
+WHERE relname = 'outbox' AND schemaname LIKE $1 ESCAPE '\\'`;
+
+/**
+ * When the next message of a tenant becomes claimable, in ms from now (NULL: nothing pending).
+ * After a database goes idle the dispatcher sleeps on this instead of polling: a message backing
+ * off after a failure, or leased by a dispatcher that died, is due at a time no write announces.
+ * Reads the first entries of `outbox_ready_idx` only (heads and unordered messages, due order):
+ * the rows ahead that are leased are few (at most what is in flight), so a LIMIT well above a
+ * batch sees past them; what waits behind a head becomes due when the head is settled, by a
+ * write the activity probe sees.
+ */
+export const nextDueSql = (schema: string) => `
+SELECT (extract(epoch FROM min(greatest(available_at, coalesce(lease_expires_at, available_at)))
+        - now()) * 1000)::float8 AS "inMs"
+FROM (
+  SELECT available_at, lease_expires_at
+  FROM ${schema}.outbox
+  WHERE dispatched_at IS NULL AND dead_lettered_at IS NULL AND ready
+  ORDER BY available_at, id
+  LIMIT 1000
+) head`;
+
+/**
+ * The ownership tables, in the control database (created at start, idempotent). One row per live
+ * process (`members`) and per served tenant (`owners`): a process owns a tenant while its row's
+ * lease is unexpired; it renews every lease/3 and gives up what it cannot renew. The clock is the
+ * database's, so hosts' clocks do not matter. The transaction-scoped advisory lock only keeps two
+ * first starts from racing on CREATE (which is not safe concurrently even with IF NOT EXISTS).
+ */
+export const createFleetTablesSql = [
+  `SELECT pg_advisory_xact_lock(hashtext('agent_outbox_fleet'))`,
+  `CREATE SCHEMA IF NOT EXISTS agent_outbox_fleet`,
+  `CREATE TABLE IF NOT EXISTS agent_outbox_fleet.members (
+  member text PRIMARY KEY,
+  started_at timestamptz NOT NULL DEFAULT now(),
+  expires_at timestamptz NOT NULL
+)`,
+  `CREATE TABLE IF NOT EXISTS agent_outbox_fleet.owners (
+  scope text NOT NULL,
+  target text NOT NULL,
+  member text NOT NULL,
+  expires_at timestamptz NOT NULL,
+  PRIMARY KEY (scope, target)
+)`,
+];
+
+/**
+ * One heartbeat, one statement: renews this member, lists the live members (for the fair share)
+ * and what each owns. $1 member, $2 lease in ms, $3 scope (the glob: fleets serving different
+ * globs on one server do not count each other).
+ */
+export const heartbeatSql = `
+WITH me AS (
+  INSERT INTO agent_outbox_fleet.members (member, expires_at)
+  VALUES ($1, now() + $2 * interval '1 millisecond')
+  ON CONFLICT (member) DO UPDATE SET expires_at = EXCLUDED.expires_at
+  RETURNING member
+)
+SELECT m.member,
+       (SELECT count(*) FROM agent_outbox_fleet.owners o
+        WHERE o.scope = $3 AND o.member = m.member AND o.expires_at > now())::int AS owned
+FROM agent_outbox_fleet.members m
+WHERE m.expires_at > now() AND m.member <> $1
+UNION ALL
+SELECT member, 0 FROM me`;
+
+/** Renews this member's leases on the targets it keeps; returns the ones it still holds. */
+export const renewOwnershipSql = `
+UPDATE agent_outbox_fleet.owners
+SET expires_at = now() + $3 * interval '1 millisecond'
+WHERE scope = $1 AND member = $2 AND target = ANY($4::text[])
+RETURNING target`;
+
+/**
+ * Takes the targets that are free (no row, or a lease that expired: its owner died or gave up);
+ * returns the ones taken. A target another live member holds is left to it.
+ */
+export const acquireOwnershipSql = `
+INSERT INTO agent_outbox_fleet.owners (scope, target, member, expires_at)
+SELECT $1, t, $2, now() + $3 * interval '1 millisecond' FROM unnest($4::text[]) t
+ON CONFLICT (scope, target) DO UPDATE
+  SET member = EXCLUDED.member, expires_at = EXCLUDED.expires_at
+  WHERE agent_outbox_fleet.owners.expires_at <= now()
+     OR agent_outbox_fleet.owners.member = EXCLUDED.member
+RETURNING target`;
+
+/**
+ * Which of these targets another member holds now, and for how long yet: a target whose owner
+ * died is free when its lease runs out, and the next heartbeat is timed for that moment.
+ */
+export const ownedByOthersSql = `
+SELECT target, member, (extract(epoch FROM expires_at - now()) * 1000)::float8 AS "expiresInMs"
+FROM agent_outbox_fleet.owners
+WHERE scope = $1 AND member <> $2 AND expires_at > now() AND target = ANY($3::text[])`;
+
+/** Gives targets back (rebalance, a dropped database, a graceful stop). */
+export const releaseOwnershipSql = `
+DELETE FROM agent_outbox_fleet.owners WHERE scope = $1 AND member = $2 AND target = ANY($3::text[])`;
+
+/** A stopping member leaves, so the others count it out at once instead of after its lease. */
+export const leaveFleetSql = `
+WITH gone AS (DELETE FROM agent_outbox_fleet.owners WHERE member = $1)
+DELETE FROM agent_outbox_fleet.members WHERE member = $1`;
+
+/** Members long dead (a day past their lease) are removed so the table stays small. */
+export const forgetDeadMembersSql = `
+DELETE FROM agent_outbox_fleet.members WHERE expires_at < now() - interval '1 day'`;

@@ -1,0 +1,97 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { inject } from 'vitest';
+import { withDatabase } from './url.js';
+
+/**
+ * A family of tenant databases for fleet tests: all named `<run prefix>_<family>_<n>`, so a glob
+ * (`family.glob`) matches them and nothing else on a server shared with other test runs.
+ */
+export interface TenantFamily {
+  /** `…_t<hex>_*`. */
+  glob: string;
+  /** Name of tenant n. */
+  name(n: number): string;
+  url(name: string): string;
+  /** Clones the migrated template (or an empty database) as tenant n. */
+  create(n: number, options?: { migrated?: boolean }): Promise<string>;
+  drop(name: string): Promise<void>;
+  /** Drops every tenant of the family (WITH FORCE). */
+  dropAll(): Promise<void>;
+  admin(): Promise<pg.Client>;
+}
+
+export function tenantFamily(): TenantFamily {
+  const base = `${inject('databasePrefix')}_t${randomBytes(3).toString('hex')}`;
+  const adminUrl = inject('adminDatabaseUrl');
+  const created = new Set<string>();
+  const admin = async () => {
+    const client = new pg.Client({ connectionString: adminUrl });
+    client.on('error', () => undefined);
+    await client.connect();
+    return client;
+  };
+  const family: TenantFamily = {
+    glob: `${base}_*`,
+    name: (n) => `${base}_${String(n).padStart(3, '0')}`,
+    url: (name) => withDatabase(adminUrl, name),
+    admin,
+    async create(n, options = {}) {
+      const name = family.name(n);
+      const template = options.migrated === false ? 'template0' : inject('templateDatabase');
+      const client = await admin();
+      try {
+        for (let attempt = 0; ; attempt++) {
+          try {
+            await client.query(`CREATE DATABASE "${name}" TEMPLATE "${template}"`);
+            break;
+          } catch (error) {
+            if ((error as { code?: string }).code !== '55006' || attempt > 30) throw error;
+            await new Promise((r) => setTimeout(r, 100 + Math.random() * 200));
+          }
+        }
+      } finally {
+        await client.end();
+      }
+      created.add(name);
+      return name;
+    },
+    async drop(name) {
+      const client = await admin();
+      try {
+        await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      } finally {
+        await client.end();
+      }
+      created.delete(name);
+    },
+    async dropAll() {
+      for (const name of [...created]) await family.drop(name);
+    },
+  };
+  return family;
+}
+
+/** Commits `count` messages (one aggregate per message unless given) in `database`. */
+export async function commitMessages(
+  url: string,
+  messages: { topic: string; aggregateId: string; payload: unknown }[],
+): Promise<string[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query('BEGIN');
+    const ids: string[] = [];
+    for (const m of messages) {
+      const { rows } = await client.query<{ message_id: string }>(
+        'INSERT INTO outbox (aggregate_id, topic, payload) VALUES ($1, $2, $3) RETURNING message_id::text',
+        [m.aggregateId, m.topic, JSON.stringify(m.payload)],
+      );
+      ids.push(rows[0]!.message_id);
+    }
+    await client.query('COMMIT');
+    return ids;
+  } finally {
+    await client.end();
+  }
+}
