@@ -31,8 +31,13 @@ export interface FleetEventMap {
   'fleet:target:status': [{ target: FleetTargetInfo; status: OutboxStatus }];
   /** The server's control connection (discovery, activity, ownership) failed. */
   'fleet:control:failure': [{ server: string; error: Error }];
-  /** Membership changed on a server: how many live members, how many tenants this one owns. */
-  'fleet:members': [{ server: string; members: number; owned: number; targets: number }];
+  /**
+   * After every ownership round on a server (every lease/3): live members, tenants this one owns,
+   * tenants discovered; `changed` when members or ownership changed since the last round.
+   */
+  'fleet:members': [
+    { server: string; members: number; owned: number; targets: number; changed: boolean },
+  ];
   /** A tenant's retention run. */
   'fleet:retention:run': [{ target: FleetTargetInfo; removed: number; durationMs: number }];
   // The dispatcher events of every tenant, with the tenant.

@@ -256,13 +256,17 @@ export class ServerFleet implements TargetHost {
       }
       for (const name of result.acquired) this.#serve(name);
       const owned = this.#targets.size;
-      if (result.members !== this.#lastMembers || result.acquired.length || result.toRelease.length)
-        this.events.emit('fleet:members', {
-          server: this.server,
-          members: result.members,
-          owned,
-          targets: this.#discovered.length,
-        });
+      this.events.emit('fleet:members', {
+        server: this.server,
+        members: result.members,
+        owned,
+        targets: this.#discovered.length,
+        changed:
+          result.members !== this.#lastMembers ||
+          result.acquired.length > 0 ||
+          result.toRelease.length > 0 ||
+          result.lost.length > 0,
+      });
       this.#lastMembers = result.members;
     } catch (error) {
       this.events.emit('fleet:control:failure', { server: this.server, error: error as Error });

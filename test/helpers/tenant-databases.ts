@@ -72,25 +72,37 @@ export function tenantFamily(): TenantFamily {
   return family;
 }
 
-/** Commits `count` messages (one aggregate per message unless given) in `database`. */
+/** Commits the messages in one transaction on the database at `url`, by plain SQL inserts. */
 export async function commitMessages(
   url: string,
   messages: { topic: string; aggregateId: string; payload: unknown }[],
 ): Promise<string[]> {
+  return (await commitWithSequences(url, messages)).map((m) => m.messageId);
+}
+
+/** {@link commitMessages}, with each message's per-aggregate sequence (for the history checker). */
+export async function commitWithSequences(
+  url: string,
+  messages: { topic: string; aggregateId: string; payload: unknown }[],
+): Promise<{ messageId: string; aggregateId: string; sequence: number }[]> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     await client.query('BEGIN');
-    const ids: string[] = [];
+    const out: { messageId: string; aggregateId: string; sequence: number }[] = [];
     for (const m of messages) {
-      const { rows } = await client.query<{ message_id: string }>(
-        'INSERT INTO outbox (aggregate_id, topic, payload) VALUES ($1, $2, $3) RETURNING message_id::text',
+      const { rows } = await client.query<{ message_id: string; sequence: string }>(
+        'INSERT INTO outbox (aggregate_id, topic, payload) VALUES ($1, $2, $3) RETURNING message_id::text, sequence::text',
         [m.aggregateId, m.topic, JSON.stringify(m.payload)],
       );
-      ids.push(rows[0]!.message_id);
+      out.push({
+        messageId: rows[0]!.message_id,
+        aggregateId: m.aggregateId,
+        sequence: Number(rows[0]!.sequence),
+      });
     }
     await client.query('COMMIT');
-    return ids;
+    return out;
   } finally {
     await client.end();
   }

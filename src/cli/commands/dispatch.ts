@@ -39,6 +39,8 @@ import {
   settleWithin,
   trackPoolConnections,
 } from '../dispatch/pool-shutdown.js';
+import { runFleet, type FleetRun } from '../dispatch/fleet.js';
+import { checkGlob } from '../../fleet/glob.js';
 import { createLogger, LOG_FORMAT_ENV, resolveLogFormat, type Log } from '../log.js';
 import { startTracing } from '../telemetry.js';
 import { packageVersion } from '../version.js';
@@ -51,6 +53,13 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     args: argv,
     options: {
       ...COMMON_OPTIONS,
+      // Repeatable in fleet mode: one URL per server.
+      'database-url': { type: 'string', multiple: true },
+      databases: { type: 'string' },
+      schemas: { type: 'string' },
+      'discover-interval': { type: 'string' },
+      'max-connections': { type: 'string' },
+      'idle-poll-interval': { type: 'string' },
       publisher: { type: 'string' },
       config: { type: 'string' },
       once: { type: 'boolean', default: false },
@@ -199,7 +208,51 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     env: process.env[WEBHOOK_SECRET_ENV],
     file: values['webhook-secret-file'],
   });
-  const url = resolveDatabaseUrl(values['database-url']);
+  const fleetMode = values.databases !== undefined || values.schemas !== undefined;
+  const urlFlags = values['database-url'] ?? [];
+  if (!fleetMode && urlFlags.length > 1)
+    throw new UsageError(
+      '--database-url is given more than once: several servers are served in fleet mode only (add --databases GLOB or --schemas GLOB)',
+    );
+  if (fleetMode)
+    return runFleet({
+      ...checkFleetFlags(values, useListen),
+      urls:
+        urlFlags.length > 0
+          ? urlFlags.map((u) => resolveDatabaseUrl(u))
+          : [resolveDatabaseUrl(undefined)],
+      schema: values.schema,
+      connectTimeoutMs: connection.connectionTimeoutMillis,
+      options,
+      publisher: values.config
+        ? await publisherFromConfig(values.config, webhookSecrets)
+        : await createPublisherFromUrl(values.publisher!, {
+            ...natsPublisherOptions(natsStream, log),
+            ...(httpTimeoutMs !== undefined && { httpTimeoutMs }),
+            ...(webhookSecrets && { httpSigningSecrets: webhookSecrets }),
+          }),
+      publisherLabel: values.config ? `routes from ${values.config}` : redactUrl(values.publisher!),
+      ...(metricsPort !== undefined && {
+        metrics: { port: metricsPort, host: values['metrics-host'] },
+      }),
+      ...(pruneOlderThanMs !== undefined && {
+        retention: {
+          olderThanMs: pruneOlderThanMs,
+          archive: values['prune-archive'],
+          ledgerOlderThanMs:
+            values['prune-ledger-older-than'] === undefined
+              ? null
+              : parseDuration('prune-ledger-older-than', values['prune-ledger-older-than']),
+          intervalMs:
+            values['prune-interval'] === undefined
+              ? 3_600_000
+              : parseDuration('prune-interval', values['prune-interval']),
+        },
+      }),
+      log,
+      waitForSignal: () => waitForSignal(log),
+    });
+  const url = resolveDatabaseUrl(urlFlags[0]);
   // Before the pool and the publisher, so that their work is traced; undefined when off.
   const tracing = await startTracing(process.env, packageVersion());
 
@@ -335,6 +388,67 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     // Last: the spans of the shutdown itself are exported too.
     await tracing?.shutdown();
   }
+}
+
+/** The fleet flags, checked against the rest (fleet mode polls; see docs/fleet.md). */
+function checkFleetFlags(
+  values: {
+    databases?: string;
+    schemas?: string;
+    mode: string;
+    once: boolean;
+    'no-listen': boolean;
+    'discover-interval'?: string;
+    'max-connections'?: string;
+    'idle-poll-interval'?: string;
+  },
+  useListen: boolean,
+): Pick<
+  FleetRun,
+  'databases' | 'schemas' | 'maxConnections' | 'discoverIntervalMs' | 'idlePollMs'
+> {
+  if (values.databases !== undefined && values.schemas !== undefined)
+    throw new UsageError(
+      'give --databases GLOB (a database per tenant) or --schemas GLOB (a schema per tenant), not both',
+    );
+  if (values.mode === 'cdc')
+    throw new UsageError(
+      '--mode cdc cannot serve a fleet: it needs a replication slot per database. Fleet mode polls, woken by one activity read per server (docs/fleet.md)',
+    );
+  if (values.once)
+    throw new UsageError(
+      '--once cannot be combined with --databases/--schemas: run `outbox dispatch --once` per database',
+    );
+  void useListen; // LISTEN needs a connection per database: fleet mode never uses it.
+  for (const [flag, glob] of [
+    ['databases', values.databases],
+    ['schemas', values.schemas],
+  ] as const) {
+    if (glob === undefined) continue;
+    try {
+      checkGlob(flag, glob);
+    } catch (error) {
+      throw new UsageError(`--${(error as Error).message}`);
+    }
+  }
+  const maxConnections = positiveInt('max-connections', values['max-connections'], 10);
+  if (maxConnections < 2)
+    throw new UsageError(
+      `--max-connections must be at least 2 (one control connection per server, one for the database served), got ${maxConnections}`,
+    );
+  return {
+    databases: values.databases,
+    schemas: values.schemas,
+    maxConnections,
+    discoverIntervalMs:
+      values['discover-interval'] === undefined
+        ? 30_000
+        : parseDuration('discover-interval', values['discover-interval']),
+    idlePollMs:
+      values['idle-poll-interval'] === undefined
+        ? 60_000
+        : parseDuration('idle-poll-interval', values['idle-poll-interval']),
+  };
 }
 
 function waitForSignal(log: Log): Promise<void> {

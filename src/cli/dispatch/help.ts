@@ -103,6 +103,23 @@ Options:
   --json                     the same as --log-format json
   -h, --help                 show this help
 
+Fleet mode (many databases or schemas, one process, a connection budget; docs/fleet.md):
+  --databases GLOB           serve every database of the server whose name matches, e.g.
+                             'tenant_*' ('*' any run, '?' one character); --database-url names
+                             the server and its control database (e.g. .../postgres), where
+                             the fleet's ownership table lives. Found again every
+                             --discover-interval: new ones are served, dropped ones let go
+  --schemas GLOB             the same for schemas (with an outbox) of the --database-url database
+  --database-url URL         repeat it to serve several servers
+  --discover-interval DUR    how often databases/schemas are listed again (default 30s)
+  --max-connections N        connections per server this process holds at most, whatever the
+                             number of databases (default 10); an idle database holds none
+  --idle-poll-interval DUR   look at a database no write announced this often anyway
+                             (default 60s)
+                             Run the same command on several hosts: each database is served
+                             by one process at a time, spread evenly, taken over within
+                             --lease-ms when a process dies. Polls only: no LISTEN, no CDC
+
 Environment:
   OUTBOX_WEBHOOK_SECRET      http(s):// only: whsec_ signing secret(s), space-separated (new
                              first, then the old one while rotating); a malformed one exits 2
