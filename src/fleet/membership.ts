@@ -10,6 +10,9 @@ import {
   renewOwnershipSql,
 } from '../sql/fleet.js';
 
+/** How soon an under-share member looks again while another holds more than its share. */
+const GIVE_BACK_POLL_MS = 250;
+
 /** What one {@link FleetMembership.reconcile} decided. */
 export interface Reconciliation {
   /** Taken by this member now: start serving them. */
@@ -118,6 +121,10 @@ export class FleetMembership {
       const taken = new Set(others.map((o) => o.target));
       for (const o of others)
         if (!live.has(o.member)) nextInMs = Math.min(nextInMs, Math.max(50, o.expiresInMs + 50));
+      // A member over its share gives its excess back at its next round, within lease/3: look
+      // again soon instead of a whole round later, so a join costs a tenant a short pause.
+      if (members.some((m) => m.member !== this.#member && m.owned > share))
+        nextInMs = Math.min(nextInMs, GIVE_BACK_POLL_MS);
       const free = candidates
         .filter((t) => !taken.has(t))
         .sort((a, b) => this.#rank(b) - this.#rank(a))

@@ -1,0 +1,174 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { performance } from 'node:perf_hooks';
+import { startCli, type CliProcess } from '../helpers/cli-process.js';
+import { checkHistory, type ExpectedMessage } from '../helpers/history.js';
+import { commitWithSequences, tenantFamily } from '../helpers/tenant-databases.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
+
+/**
+ * Fleet processes sharing 50 tenant databases (issue 40): each database served by one process at
+ * a time, spread evenly, a joining process given its share within a lease, a process killed -9
+ * mid-run taken over within its lease — and through it all every message delivered, in order,
+ * never in flight twice at once (the history checker).
+ */
+const TENANTS = 50;
+const LEASE_MS = 4_000;
+const family = tenantFamily();
+let receiver: WebhookReceiver;
+let control: pg.Client;
+let controlUrl: string;
+
+beforeAll(async () => {
+  receiver = await startWebhookReceiver({ holdMs: () => Math.random() * 3 });
+  for (let n = 0; n < TENANTS; n += 5)
+    await Promise.all(Array.from({ length: 5 }, (_, i) => family.create(n + i)));
+  const admin = await family.admin();
+  const name = `${family.glob.slice(0, -2)}ctl`;
+  await admin.query(`CREATE DATABASE "${name}"`);
+  await admin.end();
+  controlUrl = family.url(name);
+  control = new pg.Client({ connectionString: controlUrl });
+  await control.connect();
+  afterAll(async () => {
+    await control.end();
+    const a = await family.admin();
+    await a.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    await a.end();
+  });
+}, 180_000);
+afterAll(async () => {
+  await receiver.close();
+  await family.dropAll();
+});
+
+function startMember(): CliProcess {
+  return startCli([
+    'dispatch',
+    '--database-url',
+    controlUrl,
+    '--databases',
+    family.glob,
+    '--publisher',
+    receiver.url,
+    '--max-connections',
+    '4',
+    '--lease-ms',
+    String(LEASE_MS),
+    '--poll-interval-ms',
+    '50',
+    '--discover-interval',
+    '2s',
+  ]);
+}
+
+/** Live owners' tenant counts (member → count), read from the ownership table. */
+async function ownership(): Promise<Map<string, number>> {
+  const exists = await control.query(`SELECT to_regclass('agent_outbox_fleet.owners') AS t`);
+  if (!exists.rows[0].t) return new Map();
+  const { rows } = await control.query<{ member: string; n: number }>(
+    `SELECT member, count(*)::int AS n FROM agent_outbox_fleet.owners
+     WHERE expires_at > now() AND scope LIKE '%' || $1 || '%' GROUP BY member`,
+    [family.glob],
+  );
+  return new Map(rows.map((r) => [r.member, r.n]));
+}
+
+async function waitForSpread(members: number, timeoutMs: number): Promise<number> {
+  const started = performance.now();
+  for (;;) {
+    const owners = await ownership();
+    const counts = [...owners.values()];
+    const total = counts.reduce((a, b) => a + b, 0);
+    if (
+      owners.size === members &&
+      total === TENANTS &&
+      Math.max(...counts) - Math.min(...counts) <= 1
+    )
+      return performance.now() - started;
+    if (performance.now() - started > timeoutMs)
+      throw new Error(`no even spread over ${members} members: ${JSON.stringify([...owners])}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe.each([2, 3])('%i fleet processes on 50 databases', (processes) => {
+  it('spread evenly, rebalanced on a join, taken over after kill -9: none lost, in order, none in flight twice', async () => {
+    const members: CliProcess[] = [];
+    for (let i = 0; i < processes - 1; i++) members.push(startMember());
+    await waitForSpread(processes - 1, 60_000);
+
+    const expected: ExpectedMessage[] = [];
+    const committedAt = new Map<string, number>();
+    let writing = true;
+    const writer = (async () => {
+      let round = 0;
+      while (writing) {
+        const n = round++ % TENANTS;
+        const aggregate = `${n}:agg-${Math.floor(Math.random() * 4)}`;
+        const written = await commitWithSequences(family.url(family.name(n)), [
+          { topic: 'payment.charge', aggregateId: aggregate, payload: { round } },
+          { topic: 'payment.charge', aggregateId: aggregate, payload: { round, second: true } },
+        ]);
+        const at = performance.now();
+        for (const m of written) {
+          expected.push({ ...m, ordered: true });
+          committedAt.set(m.messageId, at);
+        }
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    })();
+
+    await new Promise((r) => setTimeout(r, 2_000));
+    const joinedAt = performance.now();
+    members.push(startMember());
+    const rebalanceMs = await waitForSpread(processes, 3 * LEASE_MS);
+    const rebalancedAt = performance.now();
+
+    await new Promise((r) => setTimeout(r, 2_000));
+    const victim = members.shift()!;
+    victim.child.kill('SIGKILL');
+    const killedAt = performance.now();
+    const takeoverMs = await waitForSpread(processes - 1, 3 * LEASE_MS);
+
+    await new Promise((r) => setTimeout(r, 2_000));
+    writing = false;
+    await writer;
+    const received = () => new Set(receiver.events.map((e) => e.messageId));
+    await expect
+      .poll(() => expected.filter((e) => !received().has(e.messageId)).length, {
+        timeout: 60_000,
+        interval: 200,
+      })
+      .toBe(0);
+    for (const m of members) m.child.kill('SIGTERM');
+    const codes = await Promise.all(members.map((m) => m.exited));
+    expect(codes, members.map((m) => m.output()).join('\n---\n')).toEqual(members.map(() => 0));
+
+    const ids = new Set(expected.map((e) => e.messageId));
+    const report = checkHistory(
+      expected,
+      receiver.events.filter((e) => ids.has(e.messageId)),
+    );
+    // Commit → first delivery of what was written while a process joined: no pause past a lease.
+    const firstSeen = new Map<string, number>();
+    for (const e of receiver.events)
+      if (!firstSeen.has(e.messageId)) firstSeen.set(e.messageId, e.end);
+    const duringJoin = [...committedAt].filter(([, at]) => at >= joinedAt && at <= rebalancedAt);
+    const joinPause = Math.max(0, ...duringJoin.map(([id, at]) => firstSeen.get(id)! - at));
+    const afterKill = [...committedAt].filter(([, at]) => at >= killedAt);
+    const killPause = Math.max(0, ...afterKill.map(([id, at]) => firstSeen.get(id)! - at));
+    console.log(
+      `[fleet ${processes} processes] ${expected.length} messages; join: spread in ${rebalanceMs.toFixed(0)} ms, ` +
+        `slowest message written meanwhile ${joinPause.toFixed(0)} ms; kill -9: taken over in ${takeoverMs.toFixed(0)} ms, ` +
+        `slowest message written after ${killPause.toFixed(0)} ms; duplicates ${report.duplicates} (lease ${LEASE_MS} ms)`,
+    );
+    expect(report.lost).toEqual([]);
+    expect(report.orderViolations).toEqual([]);
+    expect(report.concurrentDuplicates).toEqual([]);
+    expect(duringJoin.length).toBeGreaterThan(0);
+    expect(joinPause).toBeLessThan(LEASE_MS);
+    // The dead member's tenants are free when its leases run out; the next round takes them.
+    expect(takeoverMs).toBeLessThan(LEASE_MS + LEASE_MS / 3 + 2_000);
+  }, 240_000);
+});
