@@ -30,6 +30,17 @@ WHERE n.nspname LIKE $1 ESCAPE '\\'
 ORDER BY n.nspname`;
 
 /**
+ * Every schema of the database that matches, migrated or not (what `outbox migrate --schemas`
+ * brings to the current version). The system schemas never match a tenant glob on purpose.
+ */
+export const discoverAnySchemasSql = `
+SELECT nspname AS name
+FROM pg_namespace
+WHERE nspname LIKE $1 ESCAPE '\\'
+  AND nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema'
+ORDER BY nspname`;
+
+/**
  * Which databases had writes, for all of them in one read: the cumulative statistics of
  * `pg_stat_database` (shared memory, no table scanned, no privilege needed). The dispatcher
  * compares each database's `changes` with the value it saw last; a database whose counter did not

@@ -5,10 +5,12 @@ import { connect, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { parseDuration } from '../format/duration.js';
 import { renderStatus } from '../format/status-view.js';
-import { colors } from '../format/table.js';
+import { colors, formatAge, table } from '../format/table.js';
+import { fleetGlobs, listFleetTargets } from '../fleet-targets.js';
 import { EXIT, UsageError } from '../usage-error.js';
 
 export const statusHelp = `Usage: outbox status [--database-url URL] [--schema NAME] [--json] [--shadow [--since 24h]]
+       outbox status --database-url URL (--databases GLOB | --schemas GLOB) [--json]
 
 Shows the backlog, the oldest pending message's age, what is due now and in flight, dead
 letters, the attempts distribution and the latest errors. Numbers turn yellow or red (on a
@@ -21,6 +23,13 @@ Options:
   --shadow            also compare shadow and live message counts per topic (retrofit shadow
                       mode); reads the --since window of history, so it costs more
   --since DUR         window of --shadow, e.g. 24h, 7d (default 24h)
+  --databases GLOB    one line per matching database of the server (pending, oldest age,
+                      dead letters, due now), worst first: oldest pending message, then dead
+                      letters, then pending; repeat --database-url for several servers.
+                      --json prints {"databases":[{"database","pending",
+                      "oldestPendingAgeSeconds","deadLetters","dueNow","error"}]}; exit 1 if
+                      any database could not be read (its line says why)
+  --schemas GLOB      the same for schemas of the --database-url database
   --json              print one JSON object (keys: backlog, oldestPendingAgeSeconds, dueNow,
                       inFlight, scheduled, deadLetters, attempts, lastErrors,
                       pausedRoutes: [{route, reason, pausedAt, pausedUntil, failedProbes}]; with --shadow
@@ -36,6 +45,9 @@ export async function statusCommand(argv: string[]): Promise<number> {
     args: argv,
     options: {
       ...COMMON_OPTIONS,
+      'database-url': { type: 'string', multiple: true },
+      databases: { type: 'string' },
+      schemas: { type: 'string' },
       errors: { type: 'string' },
       shadow: { type: 'boolean', default: false },
       since: { type: 'string' },
@@ -51,7 +63,18 @@ export async function statusCommand(argv: string[]): Promise<number> {
     throw new UsageError('--since only applies to --shadow');
   const sinceMs = values.since === undefined ? 86_400_000 : parseDuration('since', values.since);
   const lastErrors = positiveInt('errors', values.errors, 5);
-  const db = await connect(resolveDatabaseUrl(values['database-url']));
+  const urls = values['database-url'] ?? [];
+  const fleet = fleetGlobs(values);
+  if (fleet) {
+    if (values.shadow)
+      throw new UsageError('--shadow reads one database: drop --databases/--schemas');
+    return fleetStatus({ ...fleet, urls, schema: values.schema, json: values.json });
+  }
+  if (urls.length > 1)
+    throw new UsageError(
+      '--database-url is given more than once: several servers are shown with --databases GLOB or --schemas GLOB only',
+    );
+  const db = await connect(resolveDatabaseUrl(urls[0]));
   try {
     const status = await readStatus(db.executor, { schema: values.schema, lastErrors });
     const shadow = values.shadow
@@ -75,4 +98,105 @@ export async function statusCommand(argv: string[]): Promise<number> {
   } finally {
     await db.close();
   }
+}
+
+/** One database's line of `outbox status --databases`. */
+interface FleetStatusLine {
+  database: string;
+  pending: number | null;
+  oldestPendingAgeSeconds: number | null;
+  deadLetters: number | null;
+  dueNow: number | null;
+  error?: string;
+}
+
+/** Reads at most this many databases at once (one connection each). */
+const STATUS_PARALLELISM = 4;
+
+/**
+ * `outbox status --databases GLOB`: the backlog of each matching database, worst first — the one
+ * whose oldest message waits longest, then the most dead letters, then the most pending — so the
+ * first lines are the ones to look at among hundreds.
+ */
+async function fleetStatus(args: {
+  kind: 'databases' | 'schemas';
+  glob: string;
+  urls: string[];
+  schema: string;
+  json: boolean;
+}): Promise<number> {
+  const targets = await listFleetTargets(args);
+  const lines: FleetStatusLine[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < targets.length) {
+      const target = targets[next++]!;
+      try {
+        const db = await connect(target.url);
+        try {
+          const status = await readStatus(db.executor, { schema: target.schema, lastErrors: 1 });
+          lines.push({
+            database: target.name,
+            pending: status.backlog,
+            oldestPendingAgeSeconds: status.oldestPendingAgeSeconds,
+            deadLetters: status.deadLetters,
+            dueNow: status.dueNow,
+          });
+        } finally {
+          await db.close();
+        }
+      } catch (error) {
+        lines.push({
+          database: target.name,
+          pending: null,
+          oldestPendingAgeSeconds: null,
+          deadLetters: null,
+          dueNow: null,
+          error: (error as Error).message,
+        });
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: STATUS_PARALLELISM }, worker));
+  lines.sort(
+    (a, b) =>
+      Number(b.error !== undefined) - Number(a.error !== undefined) ||
+      (b.oldestPendingAgeSeconds ?? 0) - (a.oldestPendingAgeSeconds ?? 0) ||
+      (b.deadLetters ?? 0) - (a.deadLetters ?? 0) ||
+      (b.pending ?? 0) - (a.pending ?? 0) ||
+      a.database.localeCompare(b.database),
+  );
+  const failed = lines.filter((l) => l.error !== undefined).length;
+  if (args.json) {
+    process.stdout.write(`${JSON.stringify({ databases: lines })}\n`);
+    return failed > 0 ? EXIT.failure : EXIT.ok;
+  }
+  const c = colors(process.stdout);
+  const rows = lines.map((l) =>
+    l.error !== undefined
+      ? [l.database, '-', '-', '-', '-', c.red(`error: ${l.error}`)]
+      : [
+          l.database,
+          String(l.pending),
+          formatAge(l.oldestPendingAgeSeconds ?? 0),
+          l.deadLetters! > 0 ? c.red(String(l.deadLetters)) : '0',
+          String(l.dueNow),
+          '',
+        ],
+  );
+  process.stdout.write(
+    `${lines.length} ${args.kind} matching "${args.glob}", worst first\n` +
+      `${table(rows, {
+        header: [
+          args.kind === 'databases' ? 'DATABASE' : 'SCHEMA',
+          'PENDING',
+          'OLDEST',
+          'DEAD',
+          'DUE',
+          '',
+        ],
+        align: ['left', 'right', 'right', 'right', 'right', 'left'],
+      })}\n`,
+  );
+  return failed > 0 ? EXIT.failure : EXIT.ok;
 }
