@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { InMemoryPublisher } from '../../../src/index.js';
+import { fromPg, InMemoryPublisher, migrate } from '../../../src/index.js';
+import { createTestDatabase } from '../../helpers/database.js';
+import { enqueueCommitted } from '../../helpers/outbox-fixtures.js';
 import { createFleetDispatcher, type FleetDispatcher } from '../../../src/fleet/index.js';
 import { commitMessages, tenantFamily } from '../../helpers/tenant-databases.js';
 
@@ -77,5 +79,59 @@ describe('fleet dispatcher (one process)', () => {
     // Each message once.
     const all = [...before, ...ids, ...lateIds];
     for (const id of all) expect(publisher.published.filter((m) => m.id === id)).toHaveLength(1);
+  });
+});
+
+describe('fleet dispatcher over schemas (a schema per tenant)', () => {
+  it('serves every matching schema with an outbox, finds a new one and lets a dropped one go', async () => {
+    const db = await createTestDatabase({ migrated: false });
+    const publisher = new InMemoryPublisher();
+    let fleet: FleetDispatcher | undefined;
+    try {
+      for (const s of ['tnt_a', 'tnt_b']) await migrate(fromPg(db.pool), { schema: s });
+      // A schema that matches but has no outbox is not a tenant (yet).
+      await db.pool.query('CREATE SCHEMA tnt_empty');
+      const seen: string[] = [];
+      fleet = createFleetDispatcher({
+        servers: [db.url],
+        schemas: 'tnt_*',
+        publisher,
+        maxConnections: 3,
+        discoverIntervalMs: 300,
+        leaseMs: 3_000,
+        pollIntervalMs: 100,
+        warmMs: 200,
+      });
+      fleet.on('fleet:target:discovered', ({ target }) => seen.push(`+${target.schema}`));
+      fleet.on('fleet:target:gone', ({ target }) => seen.push(`-${target.schema}`));
+      await fleet.start();
+      expect(fleet.servers()[0]!.discovered).toBe(2);
+      const enqueueIn = async (schema: string) =>
+        (
+          await enqueueCommitted(
+            db.pool,
+            [{ topic: 'mail.send', aggregateId: schema, payload: { schema } }],
+            schema,
+          )
+        )[0]!.messageId;
+      const a = await enqueueIn('tnt_a');
+      const b = await enqueueIn('tnt_b');
+      await until(() => [a, b].every((id) => publisher.published.some((m) => m.id === id)));
+
+      await migrate(fromPg(db.pool), { schema: 'tnt_c' });
+      const c = await enqueueIn('tnt_c');
+      await until(() => publisher.published.some((m) => m.id === c));
+      expect(seen).toContain('+tnt_c');
+      expect(seen).not.toContain('+tnt_empty');
+
+      await until(() => fleet!.servers()[0]!.connected === 0, 10_000);
+      await db.pool.query('DROP SCHEMA tnt_b CASCADE');
+      await until(() => seen.includes('-tnt_b'));
+      await until(() => !fleet!.servers()[0]!.ownedNames.includes('tnt_b'));
+      expect(fleet.servers()[0]!.connectionsHighWater).toBeLessThanOrEqual(3);
+    } finally {
+      await fleet?.stop();
+      await db.drop();
+    }
   });
 });
