@@ -14,6 +14,7 @@ import { cpus, totalmem } from 'node:os';
 import { deepBacklog, idleAggregates } from './cases/backlog-shape.js';
 import { blockedClaim } from './cases/blocked-claim.js';
 import { dispatchVsRaw, historyScaling } from './cases/dispatch.js';
+import { fleetGroup, fleetRows } from './cases/fleet.js';
 import { enqueueOverhead, notifyCost } from './cases/enqueue.js';
 import { busyDatabaseCases, busyDatabaseRows } from './cases/held-snapshot.js';
 import { destinationLimitsCases, destinationLimitsRows } from './cases/destination-limits.js';
@@ -79,6 +80,7 @@ const fresh = onFreshDatabase;
 const caseGroups: CaseGroup[] = [
   { run: (names) => busyDatabaseCases(fresh, size, names), rows: busyDatabaseRows },
   { run: (names) => destinationLimitsCases(fresh, quick, names), rows: destinationLimitsRows },
+  { run: (names) => fleetGroup(quick, names), rows: fleetRows },
 ];
 
 /** Runs every group in turn: their keys and their details, merged in that order. */

@@ -21,3 +21,8 @@ export {
   serveDispatcherMetrics,
   type ServeDispatcherMetricsOptions,
 } from './serve-dispatcher-metrics.js';
+export {
+  createFleetMetrics,
+  type FleetMetrics,
+  type FleetMetricsOptions,
+} from './fleet-metrics.js';
