@@ -31,6 +31,7 @@ const say = (o: unknown) => process.stdout.write(`${JSON.stringify(o)}\n`);
 
 let stop: () => Promise<void>;
 let stats: () => unknown = () => ({});
+const started = Date.now();
 if (mode === 'single') {
   const pool = new pg.Pool({ connectionString: url, max: 3, application_name: 'bench-single' });
   const dispatcher = createDispatcher({ executor: fromPg(pool), publisher, pollIntervalMs: 50 });
@@ -48,10 +49,17 @@ if (mode === 'single') {
     pollIntervalMs: 50,
   });
   await fleet.start();
+  // Ready once the first pass (every tenant served once at start) is over: nothing queued or
+  // connected for half a second.
+  for (let quiet = 0; quiet < 5;) {
+    await new Promise((r) => setTimeout(r, 100));
+    const s = fleet.servers()[0]!;
+    quiet = s.queued === 0 && s.connected === 0 ? quiet + 1 : 0;
+  }
   stats = () => fleet.servers();
   stop = () => fleet.stop();
 }
-say({ ready: true });
+say({ ready: true, startupMs: Date.now() - started });
 for await (const line of createInterface({ input: process.stdin })) {
   const [command, arg] = line.trim().split(' ');
   if (command === 'count') waitingFor = { from: published, count: Number(arg) };

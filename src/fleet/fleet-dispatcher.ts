@@ -76,6 +76,8 @@ export interface FleetDispatcher {
     discovered: number;
     owned: number;
     connected: number;
+    /** Tenants waiting for room in the budget now. */
+    queued: number;
     ownedNames: string[];
   }[];
   on: TypedEmitter<FleetEventMap>['on'];

@@ -107,12 +107,17 @@ export class ServerFleet implements TargetHost {
     return 1 + this.#inUse;
   }
 
-  /** Tenants discovered, and those this process serves. */
-  counts(): { discovered: number; owned: number; connected: number } {
+  /** Tenants discovered, served by this process, connected now, waiting for a connection. */
+  counts(): { discovered: number; owned: number; connected: number; queued: number } {
     let connected = 0;
     for (const t of this.#targets.values())
       if (t.state === 'draining' || t.state === 'warm' || t.state === 'closing') connected++;
-    return { discovered: this.#discovered.length, owned: this.#targets.size, connected };
+    return {
+      discovered: this.#discovered.length,
+      owned: this.#targets.size,
+      connected,
+      queued: this.#queue.length,
+    };
   }
 
   /** Names of the tenants this process serves now. */

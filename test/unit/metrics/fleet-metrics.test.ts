@@ -22,6 +22,7 @@ function fakeFleet(events: TypedEmitter<FleetEventMap>): FleetDispatcher {
         discovered: 30,
         owned: 15,
         connected: 3,
+        queued: 0,
         ownedNames: [],
       },
     ],
