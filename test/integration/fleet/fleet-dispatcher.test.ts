@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
 import { inject } from 'vitest';
 import { fromPg, InMemoryPublisher, migrate } from '../../../src/index.js';
 import { createTestDatabase } from '../../helpers/database.js';
@@ -132,6 +133,56 @@ describe('fleet dispatcher over schemas (a schema per tenant)', () => {
     } finally {
       await fleet?.stop();
       await db.drop();
+    }
+  });
+});
+
+describe('fleet dispatcher retention and routes', () => {
+  it('prunes each database while it is connected, and declares unordered topics in each', async () => {
+    const family2 = tenantFamily();
+    let fleet: FleetDispatcher | undefined;
+    try {
+      for (let n = 0; n < 3; n++) await family2.create(n);
+      const publisher = new InMemoryPublisher();
+      fleet = createFleetDispatcher({
+        servers: [inject('adminDatabaseUrl')],
+        databases: family2.glob,
+        publisher,
+        maxConnections: 3,
+        pollIntervalMs: 100,
+        warmMs: 0,
+        unorderedTopics: ['mail.*'],
+        retention: { olderThanMs: 1, intervalMs: 1 },
+      });
+      const pruned = new Map<string, number>();
+      fleet.on('fleet:retention:run', ({ target, removed }) =>
+        pruned.set(target.name, (pruned.get(target.name) ?? 0) + removed),
+      );
+      await fleet.start();
+      const ids: string[] = [];
+      for (let n = 0; n < 3; n++)
+        ids.push(
+          ...(await commitMessages(family2.url(family2.name(n)), [
+            { topic: 'mail.send', aggregateId: 'a', payload: {} },
+            { topic: 'order.placed', aggregateId: 'a', payload: {} },
+          ])),
+        );
+      await until(() => ids.every((id) => publisher.published.some((m) => m.id === id)));
+      // Retention runs at the end of a turn once something was published: the next turn (the
+      // activity of the settle itself wakes it) finds rows older than 1 ms and removes them.
+      await until(() => [0, 1, 2].every((n) => (pruned.get(family2.name(n)) ?? 0) >= 2), 20_000);
+      for (let n = 0; n < 3; n++) {
+        const c = new pg.Client({ connectionString: family2.url(family2.name(n)) });
+        await c.connect();
+        const { rows } = await c.query<{ pattern: string }>(
+          'SELECT pattern FROM outbox_unordered_topics',
+        );
+        await c.end();
+        expect(rows.map((r) => r.pattern)).toEqual(['mail.%']); // stored as a LIKE pattern
+      }
+    } finally {
+      await fleet?.stop();
+      await family2.dropAll();
     }
   });
 });
