@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { TypedEmitter } from '../dispatcher/events.js';
+import { emptyStats, type DispatcherStats } from '../dispatcher/dispatcher-stats.js';
 import { endPoolBounded, trackPoolConnections } from '../cli/dispatch/pool-shutdown.js';
 import {
   databaseActivitySql,
@@ -54,7 +55,8 @@ export class ServerFleet implements TargetHost {
   readonly #executor: SqlExecutor;
   readonly #membership: FleetMembership;
   readonly #targets = new Map<string, FleetTarget>();
-  readonly #retired: ReturnType<FleetTarget['stats']>[] = [];
+  /** What tenants no longer served here did, summed (a long-lived fleet lets many go). */
+  readonly #retired = emptyStats();
   readonly #queue: FleetTarget[] = [];
   readonly #matches: (name: string) => boolean;
   readonly #like: string;
@@ -125,8 +127,13 @@ export class ServerFleet implements TargetHost {
     return [...this.#targets.keys()].sort();
   }
 
-  targetStats(): ReturnType<FleetTarget['stats']>[] {
-    return [...this.#retired, ...[...this.#targets.values()].map((t) => t.stats())];
+  targetStats(): DispatcherStats[] {
+    return [this.#retired, ...[...this.#targets.values()].map((t) => t.stats())];
+  }
+
+  #retire(stats: DispatcherStats): void {
+    for (const key of Object.keys(this.#retired) as (keyof DispatcherStats)[])
+      this.#retired[key] += stats[key];
   }
 
   async start(): Promise<void> {
@@ -147,7 +154,7 @@ export class ServerFleet implements TargetHost {
     if (this.#membershipTimer) clearTimeout(this.#membershipTimer);
     await this.#tick.catch(() => undefined);
     await Promise.all([...this.#targets.values()].map((t) => t.stop()));
-    for (const t of this.#targets.values()) this.#retired.push(t.stats());
+    for (const t of this.#targets.values()) this.#retire(t.stats());
     this.#targets.clear();
     await this.#membership.leave().catch(() => undefined);
     await endPoolBounded(this.#control, this.#controlOpen);
@@ -312,7 +319,7 @@ export class ServerFleet implements TargetHost {
     await target.stop();
     this.#targets.delete(name);
     this.#counters.delete(name);
-    this.#retired.push(target.stats());
+    this.#retire(target.stats());
     this.events.emit('fleet:target:released', { target: target.info, reason });
   }
 
