@@ -21,6 +21,8 @@ export interface FleetEventMap {
   /** This process serves the tenant from now on / no longer (rebalance, gone, stop, lost lease). */
   'fleet:target:owned': [{ target: FleetTargetInfo }];
   'fleet:target:released': [{ target: FleetTargetInfo; reason: string }];
+  /** A tenant got a connection (its turn begins): how often an idle tenant costs one. */
+  'fleet:target:connected': [{ target: FleetTargetInfo }];
   /** A tenant was served: one turn of claims until nothing was due (or the turn ran out). */
   'fleet:target:drained': [
     { target: FleetTargetInfo; published: number; durationMs: number; reason: string },

@@ -8,7 +8,7 @@ import { resolveDispatcherOptions } from '../dispatcher/options.js';
 import { PgOutboxStore } from '../dispatcher/pg-outbox-store.js';
 import { assertSchemaCurrent } from '../migrations/migrate.js';
 import { createRetentionJob, poolSessions } from '../retention/retention-job.js';
-import { nextDueSql } from '../sql/fleet.js';
+import { forceStatsFlushSql, nextDueSql } from '../sql/fleet.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { fromPg } from '../store/from-pg.js';
 import { endPoolBounded, trackPoolConnections } from '../cli/dispatch/pool-shutdown.js';
@@ -47,6 +47,8 @@ export interface TargetHost {
   othersWaiting(): boolean;
   /** A connection error that says the database is gone: rediscover now. */
   databaseGone(target: FleetTarget): void;
+  /** Reads the tenant's write counter now and takes it as the baseline of the activity probe. */
+  rebaseline(target: FleetTarget): Promise<void>;
   readonly events: TypedEmitter<FleetEventMap>;
 }
 
@@ -96,6 +98,8 @@ export class FleetTarget {
   #lastStatusAt = 0;
   #lastRetentionAt = 0;
   #publishedSinceRetention = true;
+  /** False once the server turned out to have no `pg_stat_force_next_flush()` (before 15). */
+  #canFlushStats = true;
 
   constructor(args: {
     info: FleetTargetInfo;
@@ -215,7 +219,10 @@ export class FleetTarget {
     this.#state = 'draining';
     this.#lastUsedAt = Date.now();
     try {
-      if (!this.#pool) this.#openPool();
+      if (!this.#pool) {
+        this.#openPool();
+        this.#host.events.emit('fleet:target:connected', { target: this.info });
+      }
       if (!this.#schemaChecked) {
         await assertSchemaCurrent(this.#executor(), this.info.schema);
         this.#schemaChecked = true;
@@ -238,6 +245,14 @@ export class FleetTarget {
         const started = Date.now();
         const result = await this.#dispatcher.drain();
         published += result.published;
+        if (
+          result.claimed > 0 &&
+          !this.#wakePending &&
+          !this.#turnOver &&
+          (await this.#rebaseline())
+        )
+          // Claim once more: whatever was committed before the new baseline is seen now.
+          this.#wakePending = true;
         this.#host.events.emit('fleet:target:drained', {
           target: this.info,
           published: result.published,
@@ -278,6 +293,28 @@ export class FleetTarget {
       else this.wake();
     }, this.#settings.pollIntervalMs);
     this.#timer.unref?.();
+  }
+
+  /**
+   * Our own leases and settles move the tenant's write counter too, and would wake it once more
+   * after every turn. Flush this connection's statistics, then take the counter as the baseline.
+   * A message committed before that read is caught by the claim that follows (the caller's); one
+   * committed after it moves the counter past the baseline. False when it could not be done.
+   */
+  async #rebaseline(): Promise<boolean> {
+    if (!this.#canFlushStats || this.#settings.connectionsPerTarget > 1) return false;
+    try {
+      await this.#executor().query(forceStatsFlushSql);
+    } catch (error) {
+      if ((error as { code?: string }).code === '42883') this.#canFlushStats = false;
+      return false;
+    }
+    try {
+      await this.#host.rebaseline(this);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /** Status for the gauges and retention, each at most once per its interval, while connected. */

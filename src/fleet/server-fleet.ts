@@ -4,6 +4,8 @@ import { emptyStats, type DispatcherStats } from '../dispatcher/dispatcher-stats
 import { endPoolBounded, trackPoolConnections } from '../cli/dispatch/pool-shutdown.js';
 import {
   databaseActivitySql,
+  databaseCounterSql,
+  schemaCounterSql,
   discoverDatabasesSql,
   discoverSchemasSql,
   schemaActivitySql,
@@ -61,7 +63,8 @@ export class ServerFleet implements TargetHost {
   readonly #matches: (name: string) => boolean;
   readonly #like: string;
   #discovered: string[] = [];
-  #counters = new Map<string, string>();
+  /** Each tenant's write counter as last seen, and when the read that saw it began. */
+  #counters = new Map<string, { value: bigint; readAt: number }>();
   #inUse = 0;
   #highWater = 1;
   #running = false;
@@ -326,16 +329,32 @@ export class ServerFleet implements TargetHost {
   /** One read of every tenant's write counters; a tenant whose counter moved is woken. */
   async #probeActivity(): Promise<void> {
     const scope = this.#options.scope;
+    const readAt = performance.now();
     const { rows } = await this.#executor.query<{ name: string; changes: string }>(
       scope.kind === 'databases' ? databaseActivitySql : schemaActivitySql,
       [this.#like],
     );
     for (const { name, changes } of rows) {
       const before = this.#counters.get(name);
-      this.#counters.set(name, changes);
-      if (before !== undefined && before !== changes) this.#targets.get(name)?.wake();
+      // A baseline taken after this read began is newer than what this read saw.
+      if (before && before.readAt > readAt) continue;
+      const value = BigInt(changes);
+      this.#counters.set(name, { value, readAt });
+      // Moved on (or back: the statistics were reset): something may have been written.
+      if (before !== undefined && value !== before.value) this.#targets.get(name)?.wake();
     }
     this.#pump();
+  }
+
+  async rebaseline(target: FleetTarget): Promise<void> {
+    const scope = this.#options.scope;
+    const name = scope.kind === 'databases' ? target.info.database : target.info.schema;
+    const readAt = performance.now();
+    const { rows } = await this.#executor.query<{ changes: string }>(
+      scope.kind === 'databases' ? databaseCounterSql : schemaCounterSql,
+      [name],
+    );
+    if (rows[0]) this.#counters.set(name, { value: BigInt(rows[0].changes), readAt });
   }
 
   #info(name: string): FleetTargetInfo {

@@ -75,6 +75,25 @@ FROM pg_stat_all_tables
 WHERE relname = 'outbox' AND schemaname LIKE $1 ESCAPE '\\'`;
 
 /**
+ * One tenant's counter, read right after its dispatcher's own writes were flushed to the
+ * statistics (`pg_stat_force_next_flush()` on its connection): the new baseline, so that the
+ * dispatcher's own leases and settles do not wake the tenant once more (each idle tenant's message
+ * cost two connections before: the real turn and one woken by the turn's own writes).
+ */
+export const databaseCounterSql = `
+SELECT (tup_inserted + tup_updated)::text AS changes FROM pg_stat_database WHERE datname = $1`;
+export const schemaCounterSql = `
+SELECT (n_tup_ins + n_tup_upd)::text AS changes
+FROM pg_stat_all_tables WHERE relname = 'outbox' AND schemaname = $1`;
+
+/**
+ * Flushes this backend's pending statistics now (PostgreSQL 15+; any role): the call returns
+ * after the flush, since a backend reports its statistics before it says it is ready for the next
+ * query, and this makes that report unconditional.
+ */
+export const forceStatsFlushSql = `SELECT pg_stat_force_next_flush()`;
+
+/**
  * When the next message of a tenant becomes claimable, in ms from now (NULL: nothing pending).
  * After a database goes idle the dispatcher sleeps on this instead of polling: a message backing
  * off after a failure, or leased by a dispatcher that died, is due at a time no write announces.

@@ -61,6 +61,20 @@ describe('fleet dispatcher (one process)', () => {
       );
     await until(() => ids.every((id) => publisher.published.some((m) => m.id === id)));
 
+    // Its own writes (leases, the settle) do not wake a tenant once more: one connection per
+    // message in an idle database.
+    const connections = new Map<string, number>();
+    fleet.on('fleet:target:connected', ({ target }) =>
+      connections.set(target.name, (connections.get(target.name) ?? 0) + 1),
+    );
+    await until(() => fleet!.servers()[0]!.connected === 0, 10_000);
+    const one = await commitMessages(family.url(family.name(5)), [
+      { topic: 'order.placed', aggregateId: 'one', payload: {} },
+    ]);
+    await until(() => publisher.published.some((m) => m.id === one[0]));
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(connections.get(family.name(5))).toBe(1);
+
     // A database created while it runs is served without a restart.
     const late = await family.create(7);
     const lateIds = await commitMessages(family.url(late), [
