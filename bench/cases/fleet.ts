@@ -59,6 +59,12 @@ function startChild(args: string[]): Child {
   });
   const lines: Record<string, unknown>[] = [];
   const waiters: (() => void)[] = [];
+  let exited: string | undefined;
+  // A child that dies must fail the case, not leave the bench waiting for its next line.
+  proc.once('exit', (code, signal) => {
+    exited = `fleet bench child ${args[0]} exited (${String(code ?? signal)})`;
+    waiters.splice(0).forEach((w) => w());
+  });
   createInterface({ input: proc.stdout! }).on('line', (line) => {
     if (!line.startsWith('{')) return;
     lines.push(JSON.parse(line) as Record<string, unknown>);
@@ -70,11 +76,13 @@ function startChild(args: string[]): Child {
       for (;;) {
         const i = lines.findIndex(predicate);
         if (i >= 0) return lines.splice(i, 1)[0]!;
+        if (exited) throw new Error(exited);
         await new Promise<void>((resolve) => waiters.push(resolve));
       }
     },
     send: (line) => proc.stdin!.write(`${line}\n`),
     async stop() {
+      if (exited) return;
       proc.stdin!.write('stop\n');
       await new Promise((resolve) => proc.once('exit', resolve));
     },
