@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
-import { afterEach, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { afterEach, describe, expect, inject, it } from 'vitest';
 import { dispatchArgs, startCli } from '../helpers/cli-process.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { checkHistory, expectedOf } from '../helpers/history.js';
@@ -11,8 +12,8 @@ import { startWebhookReceiver } from '../helpers/webhook-receiver.js';
  * The database refuses writes for a while (issue 44): `default_transaction_read_only` set on
  * the outbox's database under a running `outbox dispatch` (a separate process), its sessions
  * ended so that new ones get it, then unset. Claims and settles fail with SQLSTATE 25006
- * meanwhile. The spell lasts several times the attempt budget (`--max-attempts 3` at
- * `--lease-ms 1000`): nothing may be dead-lettered, everything goes out after, in order; and the
+ * meanwhile. The spell lasts twice the attempt budget (`--max-attempts 2` at
+ * `--lease-ms 2500`): nothing may be dead-lettered, everything goes out after, in order; and the
  * operator sees it: one log line, `outbox_database_read_only 1`, `/healthz` 503.
  */
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -20,19 +21,28 @@ afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
 });
 
+/** From the server's admin database: the test database's own sessions turn read-only. */
 async function setReadOnly(db: TestDatabase, on: boolean): Promise<void> {
-  await db.pool.query(
-    `ALTER DATABASE "${db.name}" SET default_transaction_read_only = ${on ? 'on' : 'off'}`,
-  );
-  // The setting reaches new sessions only: end the dispatcher's (the pool makes new ones).
-  if (on)
-    await db.pool.query(
-      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`,
-      [db.name],
+  const admin = new pg.Client({ connectionString: inject('adminDatabaseUrl') });
+  await admin.connect();
+  try {
+    await admin.query(
+      `ALTER DATABASE "${db.name}" SET default_transaction_read_only = ${on ? 'on' : 'off'}`,
     );
+    // The setting reaches new sessions only: end the ones open now (the pools make new ones).
+    if (on)
+      await admin.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`,
+        [db.name],
+      );
+  } finally {
+    await admin.end();
+  }
 }
 
-const SPELL_MS = 8_000;
+// Two attempt budgets (2 attempts × 2.5 s leases): were a refused claim or settle charged as an
+// attempt, messages would be dead-lettered within it.
+const SPELL_MS = 10_000;
 
 describe('the database turns read-only for a while under outbox dispatch', () => {
   it('nothing dead-lettered, all go out after in order; one log line, a gauge, /healthz 503', async () => {
@@ -48,9 +58,9 @@ describe('the database turns read-only for a while under outbox dispatch', () =>
         db.url,
         receiver.url,
         '--lease-ms',
-        '1000',
+        '2500',
         '--max-attempts',
-        '3',
+        '2',
         '--batch-size',
         '20',
         '--metrics-port',
@@ -105,6 +115,18 @@ describe('the database turns read-only for a while under outbox dispatch', () =>
       ...receiver.events.filter((e) => e.start > writableAt).map((e) => e.start),
     );
 
+    // The last batch is delivered before it is settled: wait for the settle too.
+    await expect
+      .poll(
+        async () =>
+          (
+            await db.pool.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM outbox WHERE dispatched_at IS NULL`,
+            )
+          ).rows[0]!.n,
+        { timeout: 60_000 },
+      )
+      .toBe(0);
     const { rows } = await db.pool.query<{ dead: number; pending: number; retries: number }>(
       `SELECT count(*) FILTER (WHERE dead_lettered_at IS NOT NULL)::int AS dead,
               count(*) FILTER (WHERE dispatched_at IS NULL)::int AS pending,
