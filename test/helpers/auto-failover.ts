@@ -224,7 +224,8 @@ export async function startAutoFailover(): Promise<AutoFailoverCluster> {
         async () => {
           const list = await states();
           return (
-            settled(list) && list.find((n) => n.current_group_state === 'primary')?.nodeport !== before
+            settled(list) &&
+            list.find((n) => n.current_group_state === 'primary')?.nodeport !== before
           );
         },
         120_000,
