@@ -117,8 +117,24 @@ class HostResolver {
     return fits(this.parsed.targetSessionAttrs, session, pass) ? undefined : session;
   }
 
+  /**
+   * The SQLSTATE of a refused connect: 25006 (read_only_sql_transaction) when writes were asked
+   * for and every host answered read-only — the database refuses writes, as a dispatcher's
+   * statements would be told (dispatcher/read-only-watch.ts); else libpq's 08001, "unable to
+   * establish connection".
+   */
+  refusal(misfit: SessionAttributes): string {
+    return this.#refusal(misfit.read_only);
+  }
+
+  #refusal(allReadOnly: boolean): string {
+    const wantsWrites = ['read-write', 'primary'].includes(this.parsed.targetSessionAttrs);
+    return wantsWrites && allReadOnly ? '25006' : '08001';
+  }
+
   async #search(): Promise<DatabaseHost> {
     const why: string[] = [];
+    let unreachable = 0;
     const passes: (1 | 2)[] = this.parsed.targetSessionAttrs === 'prefer-standby' ? [1, 2] : [2];
     for (const pass of passes) {
       for (const host of this.parsed.hosts) {
@@ -134,6 +150,7 @@ class HostResolver {
           why.push(`${hostLabel(host)} is ${describeSession(misfit)}`);
         } catch (error) {
           why.push(`${hostLabel(host)}: ${(error as Error).message}`);
+          unreachable++;
         } finally {
           await probe.end().catch(() => undefined);
         }
@@ -143,8 +160,7 @@ class HostResolver {
       new Error(
         `no host of ${this.#redacted} fits: ${why.join('; ')}. During a failover this lasts until the new primary is promoted; otherwise check the hosts and target_session_attrs`,
       ),
-      // libpq's "unable to establish connection": what a caller retrying connects looks for.
-      { code: '08001' },
+      { code: this.#refusal(unreachable === 0) },
     );
   }
 }
@@ -204,7 +220,7 @@ function resolvingClient(resolver: HostResolver): typeof pg.Client {
           new Error(
             `${hostLabel(host)} is now ${describeSession(misfit)} (a failover?): the next connection looks for the host that fits target_session_attrs=${resolver.parsed.targetSessionAttrs}`,
           ),
-          { code: '08001' },
+          { code: resolver.refusal(misfit) },
         );
       }
       return this;

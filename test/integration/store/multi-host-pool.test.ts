@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createPgClient, createPgPool } from '../../../src/store/multi-host-pool.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { closedPort } from '../../helpers/services.js';
@@ -18,15 +18,21 @@ beforeAll(async () => {
 });
 afterAll(() => db?.drop());
 
+/** From the server's admin database, so that no session of the test database is needed. */
 async function setReadOnly(on: boolean): Promise<void> {
-  await db.pool.query(
-    `ALTER DATABASE "${db.name}" SET default_transaction_read_only = ${on ? 'on' : 'off'}`,
-  );
-  // The setting reaches new sessions only; end the ones open now (ours included).
-  await db.pool.query(
-    `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`,
-    [db.name],
-  );
+  const admin = new pg.Client({ connectionString: inject('adminDatabaseUrl') });
+  await admin.connect();
+  try {
+    await admin.query(
+      `ALTER DATABASE "${db.name}" SET default_transaction_read_only = ${on ? 'on' : 'off'}`,
+    );
+    // The setting reaches new sessions only; end the ones open now.
+    await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, [
+      db.name,
+    ]);
+  } finally {
+    await admin.end();
+  }
 }
 
 describe('createPgPool on a multi-host URL', () => {
@@ -71,6 +77,12 @@ describe('createPgPool on a multi-host URL', () => {
       expect(String(second)).toMatch(/no host of .* fits: 127\.0\.0\.1:\d+: .*ECONNREFUSED/);
       expect(String(second)).toMatch(/is a primary that refuses writes \(read-only\)/);
       expect((second as { code?: string }).code).toBe('08001');
+
+      // Every host answered, each read-only: the database refuses writes, said as a statement
+      // would be told (SQLSTATE 25006), which the dispatcher reports as a read-only spell.
+      const only = createPgPool(withHostsBefore(db.url, [], 'read-write'), { max: 1 });
+      await expect(only.query('SELECT 1')).rejects.toMatchObject({ code: '25006' });
+      await only.end();
 
       const reader = createPgClient(withHostsBefore(db.url, [down], 'read-only'));
       await reader.connect();
