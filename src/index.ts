@@ -45,6 +45,13 @@ export {
 } from './store/from-prisma.js';
 export type { QueryOptions, SqlExecutor } from './store/sql-executor.js';
 export {
+  createPgClient,
+  createPgPool,
+  type PgClientSettings,
+  type PgPoolSettings,
+} from './store/multi-host-pool.js';
+export type { TargetSessionAttrs } from './store/multi-host-url.js';
+export {
   createOutbox,
   type EnqueueOptions,
   type OutboxOptions,

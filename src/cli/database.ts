@@ -1,5 +1,7 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { fromPg } from '../store/from-pg.js';
+import { createPgClient } from '../store/multi-host-pool.js';
+import { parseMultiHostUrl, redactDatabaseUrl } from '../store/multi-host-url.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { UsageError } from './usage-error.js';
 
@@ -15,7 +17,9 @@ export function currentDatabaseUrl(): string | undefined {
  * `--database-url` wins over `DATABASE_URL`; one of them is required, and it must be a
  * PostgreSQL URL (`postgres://` or `postgresql://`, or a socket path): a typo such as
  * `postgress://` or a bare word would otherwise reach `pg`, which reads it as a host name and
- * answers `getaddrinfo ENOTFOUND base`.
+ * answers `getaddrinfo ENOTFOUND base`. Several hosts (libpq's
+ * `postgres://h1:5432,h2:5433/app?target_session_attrs=read-write`) are fine: see
+ * store/multi-host-pool.ts.
  */
 export function resolveDatabaseUrl(flag: string | undefined): string {
   const url = flag ?? process.env.DATABASE_URL;
@@ -26,6 +30,12 @@ export function resolveDatabaseUrl(flag: string | undefined): string {
     );
   }
   if (url.startsWith('/')) return (resolvedUrl = url);
+  try {
+    // Several hosts, which URL cannot parse; one host goes on to the checks below.
+    if (parseMultiHostUrl(url)?.plain === false) return (resolvedUrl = url);
+  } catch (error) {
+    throw new UsageError(`${from} ${redactUrl(url)}: ${(error as Error).message}`);
+  }
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -52,7 +62,7 @@ export function resolveDatabaseUrl(flag: string | undefined): string {
 export async function connect(
   url: string,
 ): Promise<{ client: pg.Client; executor: SqlExecutor; close(): Promise<void> }> {
-  const client = new pg.Client({ connectionString: url, application_name: 'agent-outbox-cli' });
+  const client = createPgClient(url, { application_name: 'agent-outbox-cli' });
   // An unhandled 'error' event (server restart while idle) would crash the process.
   client.on('error', () => undefined);
   await client.connect();
@@ -66,6 +76,7 @@ export function redactUrl(url: string): string {
     if (parsed.password) parsed.password = '***';
     return parsed.toString();
   } catch {
-    return '<unparseable database url>';
+    // Several hosts, which URL cannot parse.
+    return redactDatabaseUrl(url) ?? '<unparseable database url>';
   }
 }

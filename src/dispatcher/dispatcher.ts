@@ -14,6 +14,7 @@ import {
 } from './options.js';
 import type { OutboxStore } from './outbox-store.js';
 import { PgOutboxStore } from './pg-outbox-store.js';
+import { watchReadOnly } from './read-only-watch.js';
 import { RouteGate } from './route-gate.js';
 import { WakeUps } from './wake-ups.js';
 
@@ -111,6 +112,8 @@ class PollingDispatcher implements Dispatcher {
       );
     this.id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
     this.#wakeUps = new WakeUps(options.wakeSource, this.#events);
+    // Read-only spells of the database, told once each (events.ts).
+    watchReadOnly(this.#events);
     const parts = {
       options: this.#options,
       store: this.#store,

@@ -25,6 +25,13 @@ export interface DispatcherEventMap {
   'dispatcher:route:paused': [{ route: string }];
   /** A paused route's probe got an answer: the route goes on. */
   'dispatcher:route:resumed': [{ route: string }];
+  /**
+   * A claim or settle was refused because the database is read-only (SQLSTATE 25006). Once per
+   * spell, not per poll: claims keep being retried with backoff, nothing is dead-lettered.
+   */
+  'dispatcher:database:read-only': [{ error: Error }];
+  /** The first claim or settle that went through after a read-only spell. */
+  'dispatcher:database:writable': [{ readOnlyMs: number }];
   /** A wake source failed; the dispatcher goes on polling. */
   'dispatcher:wake-source:failure': [{ error: Error }];
 }

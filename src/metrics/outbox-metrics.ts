@@ -47,6 +47,12 @@ export interface OutboxHealth {
   secondsWithoutProgress: number;
   /** Error of the last status read, if it failed. */
   statusError?: string;
+  /**
+   * The dispatcher's claims or settles are refused because the database is read-only
+   * (SQLSTATE 25006), since `readOnlySeconds` ago. `/healthz` answers 503 meanwhile.
+   */
+  databaseReadOnly: boolean;
+  readOnlySeconds?: number;
 }
 
 /** The outbox's Prometheus metrics. See {@link createOutboxMetrics}. */
@@ -95,6 +101,7 @@ export const ATTEMPT_BUCKETS = [1, 2, 3, 4, 5, 7, 10, 15, 20, 50];
  * | `outbox_messages_dead_lettered_total` | counter | topic | dead-letter events |
  * | `outbox_messages_shadowed_total` | counter | | shadow messages settled |
  * | `outbox_cdc_slot_lag_bytes` | gauge | slot | set by CDC code |
+ * | `outbox_database_read_only` | gauge | | 1 while claims or settles are refused as read-only |
  *
  * The database gauges are the same in every dispatcher process: aggregate them with `max`, the
  * counters with `sum` (see ops/prometheus/alerts.yml).
@@ -204,7 +211,15 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
     registers,
   });
 
+  const readOnly = new Gauge({
+    name: 'outbox_database_read_only',
+    help: 'The database refuses the dispatcher writes (SQLSTATE 25006: default_transaction_read_only, maintenance, a standby): 1 until a claim or settle goes through again. Messages wait meanwhile; none is dead-lettered.',
+    registers,
+  });
+  readOnly.set(0);
+
   let status: OutboxStatus | null = null;
+  let readOnlySince: number | undefined;
   let statusError: string | undefined;
   let lastDispatchAt = now();
   // First status read that found work due after one that found none: the stall clock starts at
@@ -262,6 +277,14 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
             failures.inc({ topic, kind: outcome.status });
           }
         }),
+        dispatcher.on('dispatcher:database:read-only', () => {
+          readOnlySince = now();
+          readOnly.set(1);
+        }),
+        dispatcher.on('dispatcher:database:writable', () => {
+          readOnlySince = undefined;
+          readOnly.set(0);
+        }),
         dispatcher.on('dispatcher:dead-letter', ({ message }) =>
           deadLettered.inc({ topic: topics.label(message.topic) }),
         ),
@@ -298,7 +321,18 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
         dueNow: status?.dueNow ?? null,
         secondsWithoutProgress: Math.round(idleMs / 100) / 10,
         ...(statusError !== undefined && { statusError }),
+        databaseReadOnly: readOnlySince !== undefined,
+        ...(readOnlySince !== undefined && {
+          readOnlySeconds: Math.round((now() - readOnlySince) / 100) / 10,
+        }),
       };
+      // Before the stall check: it is the cause, and a stall would only follow from it.
+      if (readOnlySince !== undefined)
+        return {
+          ok: false,
+          reason: `database is read-only (SQLSTATE 25006) for ${Math.round((now() - readOnlySince) / 1000)}s: claims and settles are refused; messages wait and go out once it accepts writes`,
+          ...base,
+        };
       // Due, not merely pending: a message delayed an hour is not a stall.
       if (status && status.dueNow > 0 && idleMs > stallMs)
         return {

@@ -1,12 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import { parseFlags } from '../parse-flags.js';
-import pg from 'pg';
 import { connectionSettings, DEFAULT_CONNECT_TIMEOUT_MS } from '../dispatch/runners.js';
 import { pgPoolTransactions } from '../../agent/transaction-runner.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
 import { assertSchemaCurrent } from '../../migrations/migrate.js';
 import { backfill, BACKFILL_HEADER, type BackfillResult } from '../../retrofit/backfill.js';
 import { fromPg } from '../../store/from-pg.js';
+import { createPgPool } from '../../store/multi-host-pool.js';
 import { redactUrl, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { createProgress } from '../format/progress.js';
@@ -78,8 +78,7 @@ export async function backfillCommand(argv: string[]): Promise<number> {
   }
   const url = resolveDatabaseUrl(values['database-url']);
 
-  const pool = new pg.Pool({
-    connectionString: url,
+  const pool = createPgPool(url, {
     // Keepalive and a connect timeout, as for `outbox dispatch`: a partition fails the run.
     ...connectionSettings(DEFAULT_CONNECT_TIMEOUT_MS),
     max: 2,

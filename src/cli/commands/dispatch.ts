@@ -1,5 +1,4 @@
 import { parseFlags } from '../parse-flags.js';
-import pg from 'pg';
 import { createDispatcher, type Dispatcher } from '../../dispatcher/dispatcher.js';
 import { DEFAULT_STATEMENT_TIMEOUT_MS, type ClaimShapeOption } from '../../dispatcher/options.js';
 import { parseRateLimitFlag } from '../../dispatcher/rate-limits.js';
@@ -7,6 +6,7 @@ import { assertSchemaCurrent } from '../../migrations/migrate.js';
 import { createPublisherFromUrl } from '../../publishers/from-url.js';
 import { importPeer } from '../../publishers/optional-peer.js';
 import { fromPg } from '../../store/from-pg.js';
+import { createPgPool } from '../../store/multi-host-pool.js';
 import { redactUrl, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { formatDuration, parseDuration } from '../format/duration.js';
@@ -256,8 +256,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
   // Before the pool and the publisher, so that their work is traced; undefined when off.
   const tracing = await startTracing(process.env, packageVersion());
 
-  const pool = new pg.Pool({
-    connectionString: url,
+  const pool = createPgPool(url, {
     ...connection,
     // +1 each for the metrics gauges and the retention session (held for a whole run).
     max:

@@ -1,5 +1,4 @@
 import { parseFlags } from '../parse-flags.js';
-import pg from 'pg';
 import { connectionSettings, DEFAULT_CONNECT_TIMEOUT_MS } from '../dispatch/runners.js';
 import { pruneLedger } from '../../consumer/prune-ledger.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
@@ -7,6 +6,7 @@ import { assertSchemaCurrent } from '../../migrations/migrate.js';
 import { pruneDedupeKeys } from '../../retention/prune-dedupe-keys.js';
 import { previewPrune, pruneOutbox } from '../../retention/prune-outbox.js';
 import { fromPg } from '../../store/from-pg.js';
+import { createPgPool } from '../../store/multi-host-pool.js';
 import { redactUrl, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { formatDuration, parseDuration } from '../format/duration.js';
@@ -76,8 +76,7 @@ export async function pruneCommand(argv: string[]): Promise<number> {
   };
 
   // A pool: every batch is its own autocommitted statement, never one long transaction.
-  const pool = new pg.Pool({
-    connectionString: url,
+  const pool = createPgPool(url, {
     // Keepalive and a connect timeout, as for `outbox dispatch`: a partition fails the run.
     ...connectionSettings(DEFAULT_CONNECT_TIMEOUT_MS),
     max: 1,

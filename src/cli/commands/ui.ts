@@ -1,10 +1,10 @@
 import { parseFlags } from '../parse-flags.js';
-import pg from 'pg';
 import { connectionSettings, DEFAULT_CONNECT_TIMEOUT_MS } from '../dispatch/runners.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
 import { startDashboard } from '../../dashboard/server.js';
 import { assertSchemaCurrent } from '../../migrations/migrate.js';
 import { fromPg } from '../../store/from-pg.js';
+import { createPgPool } from '../../store/multi-host-pool.js';
 import { redactUrl, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag } from '../flags.js';
 import { EXIT, UsageError } from '../usage-error.js';
@@ -78,8 +78,7 @@ export async function uiCommand(argv: string[]): Promise<number> {
     );
   const url = resolveDatabaseUrl(values['database-url']);
   const tracing = await startTracing(process.env, packageVersion());
-  const pool = new pg.Pool({
-    connectionString: url,
+  const pool = createPgPool(url, {
     // Keepalive and a connect timeout, as for `outbox dispatch`.
     ...connectionSettings(DEFAULT_CONNECT_TIMEOUT_MS),
     max: 4,

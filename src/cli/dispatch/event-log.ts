@@ -1,13 +1,29 @@
 import { spanContextFromHeaders } from '../../core/trace.js';
 import type { DispatcherStats } from '../../dispatcher/dispatcher.js';
+import { isReadOnlyError } from '../../dispatcher/read-only-watch.js';
 import type { Log } from '../log.js';
 import type { DispatchRunner } from './runners.js';
 
 /** The log lines of `outbox dispatch` for what goes wrong, or changes, while it runs. */
 export function logDispatcherEvents(dispatcher: DispatchRunner, log: Log): void {
-  dispatcher.on('dispatcher:claim:failure', ({ error, retryInMs }) =>
-    log('error', 'claim failed', { error: error.message, retryInMs }),
-  );
+  // A read-only spell is said once (below); its refused claims, one a poll, are not repeated.
+  let readOnly = false;
+  dispatcher.on('dispatcher:database:read-only', ({ error }) => {
+    readOnly = true;
+    log(
+      'error',
+      'database is read-only: claims and settles are refused (SQLSTATE 25006); messages wait, none is dead-lettered, and dispatch goes on by itself once it accepts writes. Check default_transaction_read_only, a maintenance window, or a failover that left this URL on a standby',
+      { error: error.message },
+    );
+  });
+  dispatcher.on('dispatcher:database:writable', ({ readOnlyMs }) => {
+    readOnly = false;
+    log('info', 'database accepts writes again; dispatch goes on', { readOnlyMs });
+  });
+  dispatcher.on('dispatcher:claim:failure', ({ error, retryInMs }) => {
+    if (!(readOnly && isReadOnlyError(error)))
+      log('error', 'claim failed', { error: error.message, retryInMs });
+  });
   dispatcher.on('dispatcher:settle:failure', ({ error, messages }) =>
     log('error', 'settle failed; messages will be published again after the lease expires', {
       error: error.message,

@@ -1,4 +1,3 @@
-import pg from 'pg';
 import type { Dispatcher, DispatcherStats, DrainResult } from '../../dispatcher/dispatcher.js';
 import type { DispatcherEventMap } from '../../dispatcher/events.js';
 import type { DispatcherOptions } from '../../dispatcher/options.js';
@@ -6,8 +5,11 @@ import { createListenNotifyWakeSource } from '../../dispatcher/wake/listen-notif
 import type { WakeSource } from '../../dispatcher/wake-source.js';
 import { importPeer } from '../../publishers/optional-peer.js';
 import type { Publisher } from '../../publishers/publisher.js';
+import { createPgClient } from '../../store/multi-host-pool.js';
+import { parseMultiHostUrl } from '../../store/multi-host-url.js';
 import type { SqlExecutor } from '../../store/sql-executor.js';
 import type { Log } from '../log.js';
+import { UsageError } from '../usage-error.js';
 
 /**
  * The two ways `outbox dispatch` runs — the polling dispatcher (woken by LISTEN/NOTIFY) and the
@@ -75,8 +77,7 @@ export function listenWakeSource(
     schema,
     connectTimeoutMs: connection.connectionTimeoutMillis,
     connect: async () => {
-      const client = new pg.Client({
-        connectionString: url,
+      const client = createPgClient(url, {
         ...connection,
         application_name: 'agent-outbox-listen',
       });
@@ -105,6 +106,12 @@ export async function cdcRunner(args: {
   sweepIntervalMs: number;
   log: Log;
 }): Promise<DispatchRunner> {
+  if (parseMultiHostUrl(args.url)?.plain === false)
+    // The stream would stay on the host it found first; and PostgreSQL 15 copies no logical
+    // slot to a standby, so after a failover there is none to follow on the new primary anyway.
+    throw new UsageError(
+      '--mode cdc takes a database URL of one host: a replication stream does not follow a failover. Use --mode poll with several hosts, or give CDC the address of a proxy that follows the primary',
+    );
   // Loaded only in cdc mode: pg-logical-replication is an optional peer dependency.
   const { createCdcDispatcher } = await importPeer(
     'pg-logical-replication',

@@ -81,6 +81,7 @@ describe('outbox metrics', () => {
       'outbox_dead_letter_messages',
       'outbox_cdc_slot_lag_bytes',
       'outbox_messages_shadowed_total',
+      'outbox_database_read_only',
     ])
       expect(text).toContain(`# TYPE ${name} `);
     metrics.setCdcSlotLagBytes('outbox_slot', 4096);
