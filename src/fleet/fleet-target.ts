@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { readStatus } from '../admin/status.js';
 import { quoteIdentifier } from '../core/identifier.js';
 import { createDispatcher, type Dispatcher } from '../dispatcher/dispatcher.js';
@@ -11,6 +11,7 @@ import { createRetentionJob, poolSessions } from '../retention/retention-job.js'
 import { forceStatsFlushSql, nextDueSql } from '../sql/fleet.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { fromPg } from '../store/from-pg.js';
+import { createPgPool } from '../store/multi-host-pool.js';
 import { endPoolBounded, trackPoolConnections } from '../cli/dispatch/pool-shutdown.js';
 import type { FleetEventMap, FleetTargetInfo } from './events.js';
 import { TurnStore } from './turn-store.js';
@@ -402,8 +403,8 @@ export class FleetTarget {
   }
 
   #openPool(): void {
-    const pool = new pg.Pool({
-      connectionString: this.#url,
+    // createPgPool: a multi-host URL (libpq's, for an HA pair) finds the writable host.
+    const pool = createPgPool(this.#url, {
       max: this.#settings.connectionsPerTarget,
       // Closed on purpose when the tenant goes idle; never behind our back.
       idleTimeoutMillis: 0,

@@ -1,6 +1,7 @@
-import pg from 'pg';
+import type pg from 'pg';
 import type { TypedEmitter } from '../dispatcher/events.js';
 import { emptyStats, type DispatcherStats } from '../dispatcher/dispatcher-stats.js';
+import { createPgPool } from '../store/multi-host-pool.js';
 import { endPoolBounded, trackPoolConnections } from '../cli/dispatch/pool-shutdown.js';
 import {
   databaseActivitySql,
@@ -80,8 +81,7 @@ export class ServerFleet implements TargetHost {
     this.server = redactDatabaseUrl(options.url);
     this.#matches = globMatcher(options.scope.glob);
     this.#like = globToLike(options.scope.glob);
-    this.#control = new pg.Pool({
-      connectionString: options.url,
+    this.#control = createPgPool(options.url, {
       max: 1,
       idleTimeoutMillis: 0,
       keepAlive: true,

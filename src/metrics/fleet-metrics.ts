@@ -202,6 +202,8 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
         backlog,
         dueNow,
         secondsWithoutProgress: stalled ? Math.round((now - stalled[1]) / 1000) : 0,
+        // Per tenant, a read-only database shows as that tenant's failures (fleet:target:failure).
+        databaseReadOnly: false,
       };
     },
   };
