@@ -9,8 +9,9 @@ import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhoo
 
 /**
  * Issue 41: what operators run, through PgBouncer 1.18 in transaction mode with nothing but
- * `--database-url` set to the pooler — approvals, `outbox dispatch --once`, effect status,
- * `outbox status`, `outbox dead list`, the dashboard — and what `outbox dispatch` says when LISTEN
+ * `--database-url` set to the pooler — `outbox migrate` (a no-op here), approvals, `outbox
+ * dispatch --once`, effect status, `outbox status`, `outbox dead list`, `outbox prune`, the
+ * dashboard — and what `outbox dispatch` says when LISTEN
  * goes through the pooler (it hears nothing there) versus with `--listen-url` direct.
  */
 const runs = requirePgBouncer();
@@ -65,11 +66,18 @@ async function waitFor(process: CliProcess, pattern: RegExp): Promise<RegExpMatc
 }
 
 describe.runIf(runs)('operations through PgBouncer in transaction mode (issue 41)', () => {
-  it('approvals, dispatch --once, effect status, status, dead list: all through the pooler', async () => {
+  it('migrate, approvals, approve, reject, dispatch --once, effect status, status, dead list, prune: all through the pooler', async () => {
+    const migrated = await cli('migrate');
+    expect(migrated.code, migrated.stderr).toBe(0);
     const [held, after] = await enqueue([
       { topic: 'payment.refund', aggregateId: 'order:1', payload: {}, requiresApproval: true },
       { topic: 'mail.send', aggregateId: 'order:1', payload: {} },
     ]);
+    const [refused] = await enqueue([
+      { topic: 'payment.refund', aggregateId: 'order:9', payload: {}, requiresApproval: true },
+    ]);
+    const rejected = await cli('reject', refused!.id, '--by', 'bob', '--reason', 'duplicate');
+    expect(rejected.code, rejected.stderr).toBe(0);
     const listed = await cli('approvals', '--json');
     expect(listed.code, listed.stderr).toBe(0);
     expect(JSON.parse(listed.stdout)).toEqual([expect.objectContaining({ id: held!.id })]);
@@ -87,10 +95,13 @@ describe.runIf(runs)('operations through PgBouncer in transaction mode (issue 41
 
     const status = await cli('status', '--json');
     expect(status.code, status.stderr).toBe(0);
-    expect(JSON.parse(status.stdout)).toMatchObject({ backlog: 0 });
+    expect(JSON.parse(status.stdout)).toMatchObject({ backlog: 0, rejected: 1 });
     const dead = await cli('dead', 'list', '--json');
     expect(dead.code, dead.stderr).toBe(0);
     expect(JSON.parse(dead.stdout)).toEqual([]);
+    const pruned = await cli('prune', '--older-than', '1s');
+    expect(pruned.code, pruned.stderr).toBe(0);
+    expect(pruned.stdout).toMatch(/Done/);
   });
 
   it('the dashboard: its page and its data through the pooler', async () => {
