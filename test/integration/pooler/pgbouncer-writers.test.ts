@@ -15,7 +15,9 @@ import {
   OutboxPoolerError,
   type SqlExecutor,
 } from '../../../src/index.js';
+import { connectInMemory, createToolServer, pgPoolTransactions } from '../../../src/agent/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { NOTES_TABLE_SQL, notesTool, resultJson } from '../agent/notes-tool.js';
 import { requirePgBouncer, startPgBouncer, type PgBouncer } from '../../helpers/pgbouncer.js';
 import { importPrismaClient } from '../../helpers/prisma-client.js';
 
@@ -34,6 +36,7 @@ let pooledUrl: string;
 beforeAll(async () => {
   if (!runs) return;
   db = await createTestDatabase();
+  await db.pool.query(NOTES_TABLE_SQL);
   bouncer = await startPgBouncer(db.url);
   pooledUrl = bouncer.url(db.url);
 });
@@ -165,6 +168,34 @@ describe.runIf(runs)('the writer through PgBouncer in transaction mode (issue 41
     } finally {
       await prisma.$disconnect();
     }
+  });
+
+  it('the agent tool: outboxTool on pgPoolTransactions(pool, { preparedStatements: false }), once per key', async () => {
+    const pool = new pg.Pool({ connectionString: pooledUrl, max: 6 });
+    const tool = notesTool(pgPoolTransactions(pool, { preparedStatements: false }));
+    const mcp = await connectInMemory(createToolServer({ name: 'notes', tools: [tool] }));
+    try {
+      // Six keys, each called twice at once: one note and two messages per key.
+      const results = await Promise.all(
+        Array.from({ length: 12 }, (_, i) =>
+          mcp.client.callTool({
+            name: 'add_note',
+            arguments: { body: `pooled ${i % 6}`, idempotency_key: `pooled-${i % 6}` },
+          }),
+        ),
+      );
+      expect(results.every((r) => !r.isError)).toBe(true);
+      expect(results.filter((r) => resultJson(r).deduped === true)).toHaveLength(6);
+    } finally {
+      await mcp.close();
+      await pool.end();
+    }
+    const counts = await db.pool.query<{ notes: number; messages: number }>(
+      `SELECT (SELECT count(*)::int FROM notes WHERE body LIKE 'pooled %') AS notes,
+              (SELECT count(*)::int FROM outbox WHERE aggregate_id IN
+                 (SELECT 'note:' || id FROM notes WHERE body LIKE 'pooled %')) AS messages`,
+    );
+    expect(counts.rows[0]).toEqual({ notes: 6, messages: 12 });
   });
 
   /**
