@@ -139,16 +139,18 @@ describe.runIf(runs)('through PgBouncer in transaction mode (issue 41)', () => {
       )
       .toBe(0);
 
+    // Each message pruned exactly once, by one dispatcher or the other (a run logs when it ends).
+    const output = () => dispatchers.map((d) => d.output()).join('\n');
+    const removed = () =>
+      [...output().matchAll(/retention run removed=(\d+)/g)].reduce(
+        (sum, m) => sum + Number(m[1]),
+        0,
+      );
+    await expect.poll(removed, { timeout: 30_000, interval: 500 }).toBeGreaterThanOrEqual(TOTAL);
     for (const d of dispatchers) d.child.kill('SIGTERM');
     expect(await Promise.all(dispatchers.map((d) => d.exited))).toEqual([0, 0]);
-    const output = dispatchers.map((d) => d.output()).join('\n');
-    expect(output).not.toMatch(/retention run failed|prepared statement/);
-    // Each message pruned exactly once, by one dispatcher or the other.
-    const removed = [...output.matchAll(/retention run removed=(\d+)/g)].reduce(
-      (sum, m) => sum + Number(m[1]),
-      0,
-    );
-    expect(removed).toBe(TOTAL);
+    expect(removed()).toBe(TOTAL);
+    expect(output()).not.toMatch(/retention run failed|prepared statement/);
 
     // Once each, and in each aggregate's order.
     const effects = (
