@@ -45,7 +45,8 @@ export interface ListenProbeResult {
  * direct connection the notification arrives within milliseconds of the NOTIFY's commit, so the
  * default five seconds only ever runs out when nothing is coming.
  *
- * Throws when a statement or the connection fails (then nothing is known).
+ * Throws when a statement or the connection fails, or does not answer within `timeoutMs` (then
+ * nothing is known).
  */
 export async function probeListen(options: ListenProbeOptions): Promise<ListenProbeResult> {
   const timeoutMs = options.timeoutMs ?? 5_000;
@@ -53,15 +54,21 @@ export async function probeListen(options: ListenProbeOptions): Promise<ListenPr
     throw new OutboxValidationError('timeoutMs', `must be a number > 0, got ${timeoutMs}`);
   const token = randomBytes(8).toString('hex');
   const channel = probeChannel(token);
-  const client = await options.connect();
+  // Every step bounded: a connection that stops answering must not hold a dispatcher's start.
+  const connecting = options.connect();
+  const client = await bounded(connecting, timeoutMs, 'connect').catch((error: unknown) => {
+    connecting.then(drop, () => undefined); // it may still connect: drop it then
+    throw error;
+  });
+  let answered = false;
   try {
     let arrived: () => void = () => undefined;
     const notified = new Promise<void>((resolve) => (arrived = resolve));
     client.on('notification', (message) => {
       if (message.channel === channel) arrived();
     });
-    await client.query(listenProbeSql(token));
-    await options.notify.query(notifyProbeSql, [channel]);
+    await bounded(client.query(listenProbeSql(token)), timeoutMs, 'LISTEN');
+    await bounded(options.notify.query(notifyProbeSql, [channel]), timeoutMs, 'NOTIFY');
     const sent = Date.now();
     let timer: NodeJS.Timeout | undefined;
     const delivered = await Promise.race([
@@ -69,11 +76,33 @@ export async function probeListen(options: ListenProbeOptions): Promise<ListenPr
       new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
     ]);
     clearTimeout(timer);
+    const waitedMs = Date.now() - sent;
     // Through a pooler this may run on another server connection than the LISTEN did; the
     // registration left behind hears nothing (no one notifies a probe's channel twice).
-    await client.query(unlistenProbeSql(token)).catch(() => undefined);
-    return { delivered, waitedMs: Date.now() - sent };
+    await bounded(client.query(unlistenProbeSql(token)), timeoutMs, 'UNLISTEN').catch(
+      () => undefined,
+    );
+    answered = true;
+    return { delivered, waitedMs };
   } finally {
-    await client.end().catch(() => undefined);
+    if (answered) await bounded(client.end(), timeoutMs, 'end').catch(() => drop(client));
+    else drop(client);
   }
+}
+
+function bounded<T>(promise: Promise<T>, ms: number, step: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`LISTEN probe: no answer to ${step} within ${ms} ms`)),
+      ms,
+    );
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Drops a client without waiting for a server that may not answer. */
+function drop(client: ListenClient): void {
+  client.end().catch(() => undefined);
+  client.connection?.stream?.destroy();
 }
