@@ -229,8 +229,8 @@ class LockTaken extends Error {}
 /**
  * `executor` with every statement run as a batch of its own: `BEGIN`, the retention lock (see
  * sql/retention.ts), the statement, `COMMIT`. Throws {@link LockTaken} (after `ROLLBACK`) when the
- * lock is taken. `broken()` is true when a `ROLLBACK` failed: the connection may still be inside a
- * transaction and must not go back to its pool.
+ * lock is taken. `broken()` is true when a `BEGIN` or a `ROLLBACK` failed: the connection may be
+ * dead or still inside a transaction, and must not go back to its pool.
  */
 function lockedBatches(
   executor: SqlExecutor,
@@ -243,7 +243,10 @@ function lockedBatches(
     broken: () => broken,
     executor: {
       async query<Row>(text: string, values?: readonly unknown[]) {
-        await executor.query('BEGIN');
+        await executor.query('BEGIN').catch((error: unknown) => {
+          broken = true; // the connection's state is unknown
+          throw error;
+        });
         try {
           const { rows } = await executor.query<{ locked: boolean }>(tryRetentionLockSql, [schema]);
           if (!rows[0]?.locked) throw new LockTaken();
