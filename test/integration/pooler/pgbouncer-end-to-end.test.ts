@@ -176,5 +176,5 @@ describe.runIf(runs)('through PgBouncer in transaction mode (issue 41)', () => {
 
     // PgBouncer still holds its server connections: none of them kept a lock.
     expect(await advisoryLocks()).toBe(0);
-  });
+  }, 300_000);
 });

@@ -102,7 +102,7 @@ describe.runIf(runs)('operations through PgBouncer in transaction mode (issue 41
     const pruned = await cli('prune', '--older-than', '1s');
     expect(pruned.code, pruned.stderr).toBe(0);
     expect(pruned.stdout).toMatch(/Done/);
-  });
+  }, 180_000);
 
   it('the dashboard: its page and its data through the pooler', async () => {
     const ui = startCli(['ui', '--port', '0', '--database-url', pooledUrl]);
@@ -140,7 +140,7 @@ describe.runIf(runs)('operations through PgBouncer in transaction mode (issue 41
       .toBe(true);
     direct.child.kill('SIGTERM');
     expect(await direct.exited).toBe(0);
-  });
+  }, 180_000);
 
   it('--listen-url is refused with --no-listen (exit 2)', async () => {
     const result = await runCli([
