@@ -6,6 +6,7 @@ export {
   OutboxDuplicateError,
   OutboxAutocommitError,
   OutboxError,
+  OutboxPoolerError,
   OutboxSchemaError,
   OutboxValidationError,
 } from './core/errors.js';
@@ -207,6 +208,11 @@ export {
   type ListenNotifyOptions,
   type ListenNotifyWakeSource,
 } from './dispatcher/wake/listen-notify.js';
+export {
+  probeListen,
+  type ListenProbeOptions,
+  type ListenProbeResult,
+} from './dispatcher/wake/listen-probe.js';
 export {
   DEFAULT_RECONNECT_DELAY,
   reconnectDelayMs,

@@ -70,6 +70,19 @@ export class OutboxAutocommitError extends OutboxError {
   }
 }
 
+/**
+ * A statement failed because of how a connection pooler in transaction mode (PgBouncer,
+ * Supavisor, Neon's `-pooler` endpoints, RDS Proxy) hands out server connections — a prepared
+ * statement missing on the server connection this transaction got. The message says which
+ * option to set; `cause` is the driver's error.
+ */
+export class OutboxPoolerError extends OutboxError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('OUTBOX_POOLER', message, options);
+    this.name = 'OutboxPoolerError';
+  }
+}
+
 /** `error` as an Error: a thrown non-Error becomes one with its text as the message. */
 export function toError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error));

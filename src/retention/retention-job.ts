@@ -6,19 +6,20 @@ import {
   type PruneLedgerResult,
 } from '../consumer/prune-ledger.js';
 import { TypedEmitter } from '../dispatcher/events.js';
-import { retentionUnlockSql, tryRetentionLockSql } from '../sql/retention.js';
+import { tryRetentionLockSql } from '../sql/retention.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { pruneDedupeKeys, type PruneDedupeKeysResult } from './prune-dedupe-keys.js';
 import { pruneOutbox, resolvePruneOptions, type PruneOutboxResult } from './prune-outbox.js';
 
 /**
- * One database session (connection) for a retention run. The advisory lock is session-level, so
- * the lock, the batches and the unlock must run on the same connection — not on a pool, whose
- * statements may each land on another connection.
+ * One database connection for a retention run. Each batch is a transaction of its own that takes
+ * the retention lock first (`BEGIN`, the lock, the batch, `COMMIT`), so those statements must run
+ * on one connection — not on a pool, whose statements may each land on another one. Nothing is
+ * kept between batches: a connection through a transaction pooler (PgBouncer, Supavisor) is fine.
  */
 export interface RetentionSession {
   executor: SqlExecutor;
-  /** Gives the connection back; `broken: true` when it may still hold the lock (destroy it). */
+  /** Gives the connection back; `broken: true` when a transaction may still be open (destroy it). */
   release(broken?: boolean): void | Promise<void>;
 }
 
@@ -66,7 +67,11 @@ export interface RetentionJobOptions {
   intervalMs?: number;
 }
 
-/** What one run did. `ran: false` when another runner held the lock. */
+/**
+ * What one run did. `ran: false` when another runner held the lock at the run's first batch. A
+ * run that finds it taken at a later batch stops there (the other runner carries on): its counts
+ * are what it removed until then, and a table it had not finished is `null`.
+ */
 export type RetentionRunResult =
   | { ran: false }
   | {
@@ -86,8 +91,10 @@ export interface RetentionEventMap {
 }
 
 /**
- * Scheduled retention with one runner per schema at a time (`pg_try_advisory_lock`): run it in
- * every dispatcher process, and whichever gets the lock prunes while the others skip.
+ * Scheduled retention with one batch per schema at a time (`pg_try_advisory_xact_lock`, taken in
+ * each batch's transaction): run it in every dispatcher process, and whichever gets the lock
+ * prunes while the others skip. No lock outlives its transaction, so a crash, a dropped
+ * connection or a transaction pooler never leaves one behind.
  */
 export interface RetentionJob {
   /** One run now. Resolves `{ ran: false }` when another runner holds the lock. */
@@ -131,49 +138,50 @@ export function createRetentionJob(options: RetentionJobOptions): RetentionJob {
 
   async function runOnce(): Promise<RetentionRunResult> {
     const session = await options.connect();
-    let broken = false;
+    const locked = lockedBatches(session.executor, schemaName);
+    const archive = options.archive ?? false;
+    // What is done so far, for a run another runner takes over (LockTaken below).
+    let outbox: PruneOutboxResult = { removed: 0, batches: 0, archived: archive };
+    let ledger: PruneLedgerResult | null = null;
+    let step: 'outbox' | 'ledger' | 'dedupe' = 'outbox';
     try {
-      const { rows } = await session.executor.query<{ locked: boolean }>(tryRetentionLockSql, [
-        schemaName,
-      ]);
-      if (!rows[0]?.locked) return { ran: false };
-      try {
-        const outbox = await pruneOutbox(session.executor, {
-          olderThanMs: prune.olderThanMs,
-          batchSize: prune.batchSize,
-          maxBatches,
-          archive: options.archive ?? false,
-          schema: schemaName,
-          shouldStop: () => stopped,
-        });
-        const ledger =
-          ledgerMs === null || stopped
-            ? null
-            : await pruneLedger(session.executor, {
-                olderThanMs: ledgerMs,
-                batchSize: prune.batchSize,
-                maxBatches,
-                schema: schemaName,
-              });
-        const dedupeKeys = stopped
+      outbox = await pruneOutbox(locked.executor, {
+        olderThanMs: prune.olderThanMs,
+        batchSize: prune.batchSize,
+        maxBatches,
+        archive,
+        schema: schemaName,
+        shouldStop: () => stopped,
+        onBatch: ({ removed, batches }) => {
+          outbox = { removed, batches, archived: archive };
+        },
+      });
+      step = 'ledger';
+      ledger =
+        ledgerMs === null || stopped
           ? null
-          : await pruneDedupeKeys(session.executor, {
+          : await pruneLedger(locked.executor, {
+              olderThanMs: ledgerMs,
               batchSize: prune.batchSize,
               maxBatches,
               schema: schemaName,
             });
-        return { ran: true, outbox, ledger, dedupeKeys };
-      } finally {
-        // A connection back in the pool still holding the lock would block every later run.
-        await session.executor.query(retentionUnlockSql, [schemaName]).catch(() => {
-          broken = true;
-        });
-      }
+      step = 'dedupe';
+      const dedupeKeys = stopped
+        ? null
+        : await pruneDedupeKeys(locked.executor, {
+            batchSize: prune.batchSize,
+            maxBatches,
+            schema: schemaName,
+          });
+      return { ran: true, outbox, ledger, dedupeKeys };
     } catch (error) {
-      broken = true;
-      throw error;
+      if (!(error instanceof LockTaken)) throw error;
+      if (locked.batches() === 0) return { ran: false };
+      // Another runner took the lock between two of our batches: it carries on from there.
+      return { ran: true, outbox, ledger: step === 'dedupe' ? ledger : null, dedupeKeys: null };
     } finally {
-      await session.release(broken);
+      await session.release(locked.broken());
     }
   }
 
@@ -212,5 +220,47 @@ export function createRetentionJob(options: RetentionJobOptions): RetentionJob {
       await current.catch(() => undefined);
     },
     on: (event, listener) => events.on(event, listener),
+  };
+}
+
+/** The retention lock was taken by another runner when a batch began. */
+class LockTaken extends Error {}
+
+/**
+ * `executor` with every statement run as a batch of its own: `BEGIN`, the retention lock (see
+ * sql/retention.ts), the statement, `COMMIT`. Throws {@link LockTaken} (after `ROLLBACK`) when the
+ * lock is taken. `broken()` is true when a `BEGIN` or a `ROLLBACK` failed: the connection may be
+ * dead or still inside a transaction, and must not go back to its pool.
+ */
+function lockedBatches(
+  executor: SqlExecutor,
+  schema: string,
+): { executor: SqlExecutor; batches(): number; broken(): boolean } {
+  let batches = 0;
+  let broken = false;
+  return {
+    batches: () => batches,
+    broken: () => broken,
+    executor: {
+      async query<Row>(text: string, values?: readonly unknown[]) {
+        await executor.query('BEGIN').catch((error: unknown) => {
+          broken = true; // the connection's state is unknown
+          throw error;
+        });
+        try {
+          const { rows } = await executor.query<{ locked: boolean }>(tryRetentionLockSql, [schema]);
+          if (!rows[0]?.locked) throw new LockTaken();
+          const result = await executor.query<Row>(text, values);
+          await executor.query('COMMIT');
+          batches += 1;
+          return result;
+        } catch (error) {
+          await executor.query('ROLLBACK').catch(() => {
+            broken = true;
+          });
+          throw error;
+        }
+      },
+    },
   };
 }

@@ -56,3 +56,21 @@ WITH pruned AS (
   WHERE expires_at < clock_timestamp() - interval '5 minutes'
 )
 SELECT 1 AS alive`;
+
+/**
+ * The LISTEN probe (dispatcher/wake/listen-probe.ts): a channel of its own per probe, so that its
+ * notification wakes no dispatcher and no earlier probe's registration (left behind on a pooled
+ * server connection) ever hears it. `token` is hex from `randomBytes`, so the quoted name needs
+ * no escaping; 19 + 16 characters stay under the 63-byte limit.
+ */
+export const probeChannel = (token: string) => `agent_outbox_probe_${token}`;
+
+export const listenProbeSql = (token: string) => `LISTEN "${probeChannel(token)}"`;
+
+export const unlistenProbeSql = (token: string) => `UNLISTEN "${probeChannel(token)}"`;
+
+/**
+ * Sent from another connection than the listener's: `pg_notify` takes the channel as a value.
+ * Autocommit, so it is delivered as soon as it returns. $1 channel.
+ */
+export const notifyProbeSql = `SELECT pg_notify($1, '') IS NULL AS sent`;

@@ -20,8 +20,8 @@
  * batch (until issue 25): it let two pruners run without waiting on each other, but each row
  * lock is a WAL record of its own before the delete's — 54 of the 323 bytes per message that
  * retention wrote (`npm run bench -- --only wal`). Two pruners now wait for each other's batch
- * (milliseconds), and the one that finds its batch taken stops; retention-job.ts runs one pruner
- * per schema anyway (its advisory lock).
+ * (milliseconds), and the one that finds its batch taken stops; retention-job.ts runs one batch
+ * per schema at a time anyway (its transaction-scoped advisory lock).
  *
  * $1 age cut-off in ms, $2 batch size. Returns the number of rows in the batch: fewer than $2
  * means the backlog of old rows is exhausted.
@@ -101,11 +101,16 @@ WHERE state = 'done'
   AND processed_at < now() - $1::float8 * interval '1 millisecond'`;
 
 /**
- * One retention runner per schema at a time, across processes and hosts. Session-level (the run
- * spans many transactions), so the job unlocks explicitly and drops the connection if it cannot.
- * The key pairs a constant with the schema, like the migrator's lock, but a different constant:
- * a prune must not wait for a migration, nor the other way round.
+ * One retention batch at a time per schema, across processes and hosts: each batch runs in its
+ * own transaction that first takes this lock (retention-job.ts). Transaction-scoped, not
+ * session-scoped: a run spans many transactions, and a session lock held across them stays with
+ * whatever server connection a transaction pooler (PgBouncer, Supavisor, RDS Proxy, Neon's
+ * `-pooler`) ran the locking statement on — that connection goes back to the pool still holding
+ * it, every later run finds it taken, and retention stops for good (issue 41). A transaction lock
+ * ends with its transaction whatever the pooler does with the connection. A `try`: the runner that
+ * finds it taken stops, it does not queue behind the other. It conflicts with the session lock of
+ * the same keys, so a process of an earlier version still running during an upgrade is excluded
+ * too. The key pairs a constant with the schema, like the migrator's lock, but a different
+ * constant: a prune must not wait for a migration, nor the other way round.
  */
-export const tryRetentionLockSql = `SELECT pg_try_advisory_lock(hashtext('agent-outbox:retention'), hashtext($1)) AS locked`;
-
-export const retentionUnlockSql = `SELECT pg_advisory_unlock(hashtext('agent-outbox:retention'), hashtext($1)) AS unlocked`;
+export const tryRetentionLockSql = `SELECT pg_try_advisory_xact_lock(hashtext('agent-outbox:retention'), hashtext($1)) AS locked`;

@@ -1,4 +1,8 @@
 import type { SqlExecutor } from './sql-executor.js';
+import {
+  explainPreparedStatementError,
+  PREPARED_STATEMENTS_OFF,
+} from './prepared-statement-error.js';
 import { statementName } from './statement-name.js';
 import { pgOutsideTransaction, postgresJsOutsideTransaction } from './transaction-state.js';
 
@@ -71,7 +75,13 @@ export function fromDrizzle(tx: DrizzleQueryable, options: FromDrizzleOptions = 
       const name = prepare && params.length > 0 ? statementName(text) : undefined;
       const result = await tx._.session
         .prepareQuery({ sql: text, params }, undefined, name, false)
-        .execute();
+        .execute()
+        .then(undefined, (error: unknown) => {
+          // On postgres-js, Drizzle hands a named query to postgres.js as `prepare: true`.
+          throw name === undefined
+            ? error
+            : explainPreparedStatementError(error, PREPARED_STATEMENTS_OFF('fromDrizzle'));
+        });
       // node-postgres answers pg's QueryResult, postgres-js the row array itself.
       const rows = Array.isArray(result) ? result : (result as { rows?: unknown[] }).rows;
       return { rows: [...((rows ?? []) as Row[])] };

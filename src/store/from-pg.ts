@@ -1,4 +1,8 @@
 import type { QueryOptions, SqlExecutor } from './sql-executor.js';
+import {
+  explainPreparedStatementError,
+  PREPARED_STATEMENTS_OFF,
+} from './prepared-statement-error.js';
 import { statementName } from './statement-name.js';
 import { pgOutsideTransaction } from './transaction-state.js';
 
@@ -26,7 +30,8 @@ export interface FromPgOptions {
    * 1.06 ms per business transaction unnamed and 0.76 ms prepared (bench/, issue 7). Turn it off
    * behind a connection pooler in transaction mode that does not track prepared statements
    * (PgBouncer before 1.21, or 1.21+ with `max_prepared_statements = 0`): there a statement
-   * prepared on one server connection is missing on the next.
+   * prepared on one server connection is missing on the next, and such a failure is thrown as
+   * an `OutboxPoolerError` that says to set this.
    */
   preparedStatements?: boolean;
 }
@@ -66,16 +71,23 @@ export function fromPg(client: PgQueryable, options: FromPgOptions = {}): SqlExe
       // a possibly dead socket to the next statement. Server-side `statement_timeout` would not
       // help: a frozen network never delivers the statement, nor the server's answer.
       const timeout = queryOptions?.timeoutMs;
-      const result =
-        name === undefined && !timeout
-          ? await client.query(text, copied)
-          : await client.query({
-              ...(name !== undefined && { name }),
-              text,
-              values: copied,
-              ...(timeout ? { query_timeout: timeout } : {}),
-            });
-      return { rows: result.rows as Row[] };
+      if (name === undefined && !timeout) {
+        const result = await client.query(text, copied);
+        return { rows: result.rows as Row[] };
+      }
+      try {
+        const result = await client.query({
+          ...(name !== undefined && { name }),
+          text,
+          values: copied,
+          ...(timeout ? { query_timeout: timeout } : {}),
+        });
+        return { rows: result.rows as Row[] };
+      } catch (error) {
+        throw name === undefined
+          ? error
+          : explainPreparedStatementError(error, PREPARED_STATEMENTS_OFF('fromPg'));
+      }
     },
   };
 }

@@ -1,4 +1,5 @@
 import type { SqlExecutor } from './sql-executor.js';
+import { explainPreparedStatementError } from './prepared-statement-error.js';
 import { statementName } from './statement-name.js';
 import { postgresJsOutsideTransaction } from './transaction-state.js';
 
@@ -69,11 +70,16 @@ export function fromPostgresJs(tx: PostgresJsQueryable): SqlExecutor {
         return { rows: [...(last as readonly Row[])] };
       }
       const prepare = statementName(text) !== undefined;
-      const result = await tx.unsafe(
-        text,
-        asJsonText(tx, text, values),
-        prepare ? { prepare } : {},
-      );
+      const result = await Promise.resolve(
+        tx.unsafe(text, asJsonText(tx, text, values), prepare ? { prepare } : {}),
+      ).catch((error: unknown) => {
+        throw prepare
+          ? explainPreparedStatementError(
+              error,
+              'Open postgres.js with postgres(url, { prepare: false })',
+            )
+          : error;
+      });
       return { rows: [...(result as readonly Row[])] };
     },
   };

@@ -20,6 +20,7 @@ import { dispatchHelp } from '../dispatch/help.js';
 import { logDispatcherEvents, progress } from '../dispatch/event-log.js';
 import { checkPublisherScheme, publisherFromConfig } from '../dispatch/publisher-flags.js';
 import { startDispatchRetention } from '../dispatch/retention.js';
+import { listenWorks, parseListenUrl } from '../dispatch/listen-check.js';
 import {
   loadWebhookSecrets,
   refuseSecretOnCommandLine,
@@ -65,6 +66,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       once: { type: 'boolean', default: false },
       mode: { type: 'string', default: 'poll' },
       'no-listen': { type: 'boolean', default: false },
+      'listen-url': { type: 'string' },
       'fallback-poll-ms': { type: 'string' },
       slot: { type: 'string' },
       publication: { type: 'string' },
@@ -122,6 +124,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     throw new UsageError('--mode cdc cannot be combined with --once (use poll mode for cron runs)');
   // LISTEN/NOTIFY is on by default for a long-running poll dispatcher; --once never waits.
   const useListen = values.mode === 'poll' && !values['no-listen'] && !values.once;
+  const listenUrl = parseListenUrl(values['listen-url'], useListen);
   const policy = values['dead-letter-policy'];
   if (policy !== 'hold' && policy !== 'skip')
     throw new UsageError(`--dead-letter-policy must be hold or skip, got "${policy}"`);
@@ -282,6 +285,20 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
   const cleanups: (() => Promise<void>)[] = [];
   try {
     await assertSchemaCurrent(fromPg(pool), values.schema);
+    // Through a transaction pooler LISTEN succeeds and then hears nothing: check, and say so.
+    let listen = useListen;
+    if (useListen) {
+      const noListenPollMs = positiveInt('poll-interval-ms', values['poll-interval-ms'], 1_000);
+      listen = await listenWorks({
+        listenUrl: listenUrl ?? url,
+        flag: listenUrl === undefined ? '--database-url' : '--listen-url',
+        notify: fromPg(pool),
+        connection,
+        pollIntervalMs: noListenPollMs,
+        log,
+      });
+      if (!listen) options.pollIntervalMs = noListenPollMs;
+    }
     const dispatcher: DispatchRunner =
       values.mode === 'cdc'
         ? await cdcRunner({
@@ -300,8 +317,8 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
               executor: fromPg(pool),
               publisher,
               ...options,
-              ...(useListen && {
-                wakeSource: listenWakeSource(url, connection, values.schema, log),
+              ...(listen && {
+                wakeSource: listenWakeSource(listenUrl ?? url, connection, values.schema, log),
               }),
             }),
           );
@@ -346,7 +363,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       `${values.mode} dispatcher ${dispatcher.id} on ${redactUrl(url)} → ${values.config ? `routes from ${values.config}` : redactUrl(values.publisher!)}`,
       {
         once: values.once,
-        listen: useListen,
+        listen,
         batchSize: options.batchSize,
         leaseMs: options.leaseMs,
         // How many, never which: enough to tell a signed run from an unsigned one.

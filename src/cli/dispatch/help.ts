@@ -24,6 +24,10 @@ Options:
                              cdc: follow the outbox's inserts over logical replication
                              (needs wal_level=logical; see docs/latency.md for the slot risks)
   --no-listen                poll mode: no LISTEN/NOTIFY wake-ups, poll only
+  --listen-url URL           poll mode: connect LISTEN here, directly to Postgres, when
+                             --database-url is a transaction pooler's (PgBouncer, Supavisor
+                             6543, Neon -pooler: LISTEN through one hears nothing, which the
+                             dispatcher checks at start; see docs/managed-postgres.md)
   --fallback-poll-ms N       poll mode with LISTEN/NOTIFY: safety-net poll interval (default 5000)
   --slot NAME                cdc mode: replication slot (created once, reused; default derived
                              from the schema)
@@ -92,7 +96,7 @@ Options:
                              dispatched for this long (default 300000)
   --prune-older-than DUR     also run retention in this process, e.g. 30d: delete dispatched
                              rows older than DUR every --prune-interval; one process per
-                             schema prunes at a time (advisory lock), the others skip;
+                             schema prunes at a time (a lock per batch), the others skip;
                              not with --once (use outbox prune)
   --prune-archive            move pruned rows to outbox_archive instead of deleting them
   --prune-ledger-older-than DUR  also prune done consumer-ledger rows older than DUR (e.g. 14d)

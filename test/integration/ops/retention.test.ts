@@ -214,25 +214,32 @@ describe('RetentionJob', () => {
   });
   afterAll(() => db.drop());
 
-  it('runs one runner at a time: a second job skips while the first holds the lock', async () => {
+  it('runs one batch at a time: a second job skips while another holds the lock, and leaves no lock behind', async () => {
     const generated = await generateOutboxRows(db.pool, 10_000);
     await db.pool.query(
       `INSERT INTO processed_messages (consumer, message_id, processed_at)
        SELECT 'mailer', 'm-' || g, now() - interval '20 days' FROM generate_series(1, 250) g`,
     );
-    // Hold the retention lock from another session, as a second dispatcher process would.
     const holder = await db.pool.connect();
     try {
+      const job = createRetentionJob({ connect: poolSessions(db.pool), batchSize: 500 });
+      // Another runner's batch in progress: its transaction holds the lock.
+      await holder.query('BEGIN');
+      await holder.query(
+        `SELECT pg_advisory_xact_lock(hashtext('agent-outbox:retention'), hashtext('public'))`,
+      );
+      expect(await job.runOnce()).toEqual({ ran: false });
+      await holder.query('COMMIT');
+      // A process of an earlier version holds the same keys as a session lock: excluded too.
       await holder.query(
         `SELECT pg_advisory_lock(hashtext('agent-outbox:retention'), hashtext('public'))`,
       );
-      const job = createRetentionJob({ connect: poolSessions(db.pool), batchSize: 500 });
       expect(await job.runOnce()).toEqual({ ran: false });
       expect((await countKinds(db.pool)).oldDispatched).toBe(generated.oldDispatched);
-
       await holder.query(
         `SELECT pg_advisory_unlock(hashtext('agent-outbox:retention'), hashtext('public'))`,
       );
+
       const run = await job.runOnce();
       expect(run).toEqual({
         ran: true,
@@ -240,11 +247,12 @@ describe('RetentionJob', () => {
         ledger: { deleted: 250, batches: 1 },
         dedupeKeys: { removed: 0, batches: 1 },
       });
-      // The job released its lock: another session can take it now.
-      const { rows } = await holder.query<{ locked: boolean }>(
-        `SELECT pg_try_advisory_lock(hashtext('agent-outbox:retention'), hashtext('public')) AS locked`,
+      // No advisory lock outlived the run's transactions, on any connection of the pool.
+      const { rows } = await holder.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND database =
+           (SELECT oid FROM pg_database WHERE datname = current_database())`,
       );
-      expect(rows[0]!.locked).toBe(true);
+      expect(rows[0]!.n).toBe(0);
       await job.stop();
     } finally {
       holder.release(true);
