@@ -13,6 +13,18 @@ export {
   type WithIdempotencyKey,
 } from './tool-call.js';
 
+/**
+ * The model's `tool_use` id, which Claude Code puts in the MCP request's `_meta` as
+ * `claudecode/toolUseId` (seen with the SDK 0.3.332; test/integration/agent/call-id-claude.test.ts
+ * checks it still does).
+ */
+export const CLAUDE_TOOL_USE_ID_META = 'claudecode/toolUseId';
+
+function claudeToolUseId(meta: Record<string, unknown> | undefined): string | undefined {
+  const id = meta?.[CLAUDE_TOOL_USE_ID_META];
+  return typeof id === 'string' ? id : undefined;
+}
+
 /** Options of {@link outboxTool}: the shared {@link OutboxToolDefinition}, plus MCP annotations. */
 export interface OutboxToolOptions<
   Shape extends z.ZodRawShape,
@@ -35,8 +47,11 @@ export interface OutboxToolOptions<
  * tool for the AI SDK (`agent-outbox/ai-sdk`), the OpenAI Agents SDK (`agent-outbox/openai-agents`)
  * and LangChain (`agent-outbox/langchain`).
  *
- * The idempotency key is an input field but must come from your application, not the model (e.g.
- * one per user request, or a PreToolUse hook that fills it): a model inventing keys defeats it.
+ * The idempotency key: the `idempotency_key` input when the application's PreToolUse hook
+ * (`idempotencyKeyHook`) fills it, else the call's `tool_use` id — so the same call run
+ * again (a resumed session, a replayed turn) is answered from the first and writes nothing. The
+ * hook still helps when the model RE-PLANS a call (a new id for the same work); so does
+ * `dedupeKey`.
  *
  * @example
  * ```ts
@@ -61,13 +76,12 @@ export function outboxTool<Shape extends z.ZodRawShape, Trx, Result>(
     call.name,
     call.description,
     call.shape as WithIdempotencyKey<Shape>,
-    async (args, extra) =>
-      toCallToolResult(
-        await call.call(
-          args as Record<string, unknown>,
-          (extra as { _meta?: unknown } | undefined)?._meta,
-        ),
-      ),
+    async (args, extra) => {
+      const meta = (extra as { _meta?: Record<string, unknown> } | undefined)?._meta;
+      return toCallToolResult(
+        await call.call(args as Record<string, unknown>, meta, claudeToolUseId(meta)),
+      );
+    },
     options.annotations ? { annotations: options.annotations } : undefined,
   );
 }

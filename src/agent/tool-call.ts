@@ -30,8 +30,13 @@ export const IDEMPOTENCY_KEY_FIELD = 'idempotency_key';
 export interface ToolCallContext extends TraceContext {
   /** The tool's name. */
   tool: string;
-  /** The caller's idempotency key for this call. */
+  /**
+   * This call's idempotency key: the `idempotency_key` the model or the application's hook put in
+   * the input, else the framework's id of the call ({@link ToolCallContext.callId}).
+   */
   idempotencyKey: string;
+  /** The framework's id of this call (AI SDK `toolCallId`, ...), when it gave one. */
+  callId?: string;
 }
 
 /**
@@ -52,9 +57,12 @@ export interface ToolScope<Trx> {
 /** The handler's input: the tool's fields, parsed by zod (the idempotency key is in `ctx`). */
 export type ToolInput<Shape extends z.ZodRawShape> = z.output<z.ZodObject<Shape>>;
 
-/** Input shape the model sees: yours plus the idempotency key. */
+/**
+ * Input shape the model sees: yours plus the idempotency key, optional — without one the
+ * framework's id of the call is the key.
+ */
 export type WithIdempotencyKey<Shape extends z.ZodRawShape> = Shape & {
-  idempotency_key: z.ZodString;
+  idempotency_key: z.ZodOptional<z.ZodString>;
 };
 
 /**
@@ -111,9 +119,10 @@ export interface OutboxToolCall {
   shape: z.ZodRawShape;
   /**
    * Runs one call: validated `args` (the framework parsed them with {@link schema}), `meta` an
-   * MCP-style `_meta` (`traceparent`, `tracestate`) or undefined (then the active context).
+   * MCP-style `_meta` (`traceparent`, `tracestate`) or undefined (then the active context),
+   * `callId` the framework's id of this call: the idempotency key when `args` carry none.
    */
-  call(args: Record<string, unknown>, meta?: unknown): Promise<ToolAnswer>;
+  call(args: Record<string, unknown>, meta?: unknown, callId?: string): Promise<ToolAnswer>;
 }
 
 /** Thrown inside the transaction to roll a duplicate effect back; never leaves {@link call}. */
@@ -158,8 +167,9 @@ export function createToolCall<Shape extends z.ZodRawShape, Trx, Result>(
       .string()
       .min(1)
       .max(255)
+      .optional()
       .describe(
-        'Supplied by the application for this request; repeat it unchanged when retrying the same request.',
+        'Leave it out unless the application gave you one for this request; then repeat it unchanged when retrying the same request.',
       ),
   } as WithIdempotencyKey<Shape>;
 
@@ -175,14 +185,27 @@ export function createToolCall<Shape extends z.ZodRawShape, Trx, Result>(
       key,
     );
 
-  async function call(args: Record<string, unknown>, meta?: unknown): Promise<ToolAnswer> {
-    const { [IDEMPOTENCY_KEY_FIELD]: key, ...rest } = args;
+  async function call(
+    args: Record<string, unknown>,
+    meta?: unknown,
+    callId?: string,
+  ): Promise<ToolAnswer> {
+    const { [IDEMPOTENCY_KEY_FIELD]: given, ...rest } = args;
     const input = rest as ToolInput<Shape>;
+    const key = keyOf(given, callId);
+    if (key === undefined)
+      return failedResult(
+        new Error(
+          `tool ${definition.name} got no idempotency key: the framework gave no call id and the input has no ${IDEMPOTENCY_KEY_FIELD}; pass the call id (adapters do) or set the key from your application`,
+        ),
+        false,
+      );
     // The call's span (tool-span.ts): the handler and its enqueue() calls run under it.
-    const span = startToolSpan(definition.name, String(key), meta);
+    const span = startToolSpan(definition.name, key, meta);
     const ctx: ToolCallContext = {
       tool: definition.name,
-      idempotencyKey: String(key),
+      idempotencyKey: key,
+      ...(callId ? { callId } : {}),
       ...span.trace,
     };
     let handlerDone = false;
@@ -240,6 +263,19 @@ export function createToolCall<Shape extends z.ZodRawShape, Trx, Result>(
     schema: z.object(shape),
     call,
   };
+}
+
+/**
+ * The call's idempotency key: the one in the input (the model's, or the application's hook's)
+ * when present, else the framework's call id. The key is stored under the tool's name
+ * (`outbox_tool_calls (tool, idempotency_key)`), so a call id is scoped by tool. Why the input's
+ * key first: the application's hook (Claude's `idempotencyKeyHook`) derives one key per request,
+ * which also catches a RE-PLANNED call — a new call id for the same work.
+ */
+function keyOf(given: unknown, callId: string | undefined): string | undefined {
+  if (typeof given === 'string' && given.length > 0) return given;
+  if (typeof callId === 'string' && callId.length > 0) return callId.slice(0, 255);
+  return undefined;
 }
 
 /**

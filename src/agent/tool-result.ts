@@ -79,7 +79,7 @@ export function dedupedResult(prior: unknown): ToolAnswer {
       deduped: true,
       ...(prior !== null && prior !== undefined ? { result: prior } : {}),
     },
-    'Already done: an earlier call with this idempotency_key was committed, so nothing was written and no side effect was queued again.',
+    'Already done: an earlier call with this idempotency key (or this very call, run again) was committed, so nothing was written and no side effect was queued again.',
   );
 }
 

@@ -21,7 +21,9 @@ export * from '../agent/framework-neutral.js';
  * `queued` (topic, messageId, awaitingApproval) or `error`, and `summary`, a sentence saying what
  * happened and whether calling again is useful. A failed call answers `ok: false` rather than
  * throwing, so the model reads that nothing was saved. The tool's key in `tools` should be the
- * definition's `name` (the idempotency keys are stored under it).
+ * definition's `name` (the idempotency keys are stored under it). Without an `idempotency_key` in
+ * the input, the call's `toolCallId` is the key: an approved call that the SDK runs again from
+ * the saved messages (its result lost in a crash) is answered from the first run.
  *
  * @example
  * ```ts
@@ -40,7 +42,8 @@ export function aiSdkTool<Shape extends z.ZodRawShape, Trx, Result>(
   return tool({
     description: call.description,
     inputSchema: call.schema as z.ZodType<Record<string, unknown>>,
-    execute: async (input) => toJsonAnswer(await call.call(input)),
+    execute: async (input, { toolCallId }) =>
+      toJsonAnswer(await call.call(input, undefined, toolCallId)),
   });
 }
 

@@ -14,6 +14,18 @@ import { toJsonAnswer } from '../agent/tool-result.js';
 
 export * from '../agent/framework-neutral.js';
 
+/** What LangChain hands a tool beside its input: a run config (`toolCall`) or a `ToolRuntime`. */
+interface ToolCallConfig {
+  toolCall?: { id?: string };
+  toolCallId?: string;
+}
+
+/** The tool call's id: `config.toolCall.id` (ToolNode, `invoke(toolCall)`), `runtime.toolCallId`. */
+function langChainCallId(config: ToolCallConfig | undefined): string | undefined {
+  const id = config?.toolCall?.id ?? config?.toolCallId;
+  return typeof id === 'string' && id.length > 0 ? id : undefined;
+}
+
 /**
  * A LangChain `tool()` from an outbox tool definition (the fields of `outboxTool`), for
  * `model.bindTools()`, LangGraph's `ToolNode` or `createReactAgent`: each call runs the handler
@@ -21,7 +33,9 @@ export * from '../agent/framework-neutral.js';
  * the Claude helper. The tool message is one JSON object as text: `ok`, `deduped`, `result`,
  * `queued` (topic, messageId, awaitingApproval) or `error`, and `summary`, a sentence saying
  * what happened and whether calling again is useful. A failed call answers `ok: false` rather
- * than throwing, so the model reads that nothing was saved.
+ * than throwing, so the model reads that nothing was saved. Without an `idempotency_key` in the
+ * input, the tool call's id is the key: a LangGraph node re-run from its checkpoint (after a
+ * crash, or a resumed interrupt) is answered from the first run.
  *
  * @example
  * ```ts
@@ -34,7 +48,8 @@ export function langChainTool<Shape extends z.ZodRawShape, Trx, Result>(
 ): StructuredToolInterface {
   const call = createToolCall(definition);
   return tool(
-    async (input: Record<string, unknown>) => JSON.stringify(toJsonAnswer(await call.call(input))),
+    async (input: Record<string, unknown>, config?: ToolCallConfig) =>
+      JSON.stringify(toJsonAnswer(await call.call(input, undefined, langChainCallId(config)))),
     { name: call.name, description: call.description, schema: call.schema },
   ) as unknown as StructuredToolInterface;
 }

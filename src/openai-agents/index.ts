@@ -56,7 +56,8 @@ async function answered(
  * object as text: `ok`, `deduped`, `result`, `queued` (topic, messageId, awaitingApproval) or
  * `error`, and `summary`, a sentence saying what happened and whether calling again is useful.
  * A failed call answers `ok: false` rather than throwing, so the model reads that nothing was
- * saved.
+ * saved. Without an `idempotency_key` in the input, the call's `callId` is the key: a run resumed
+ * from a `RunState` saved before the tool committed is answered from the first run.
  *
  * @example
  * ```ts
@@ -73,9 +74,9 @@ export function openAiAgentsTool<Shape extends z.ZodRawShape, Trx, Result>(
     name: call.name,
     description: call.description,
     parameters,
-    execute: (input) =>
+    execute: (input, _runContext, details) =>
       answered(call.schema, withoutNulls(input as Record<string, unknown>), (args) =>
-        call.call(args),
+        call.call(args, undefined, details?.toolCall?.callId),
       ),
   }) as unknown as FunctionTool;
 }
