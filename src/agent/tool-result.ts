@@ -115,3 +115,24 @@ export function duplicateEffectResult(dedupeKey: string, first: EnqueuedMessage)
     `Already done: this effect (${dedupeKey}) was queued earlier as message ${first.messageId}, so this call wrote nothing and queued nothing again. Do not call again to make it happen; the effect status tool reports it.`,
   );
 }
+
+/**
+ * The outbox recorded a refusal of this call (rejected by a person, or expired undecided): it
+ * wrote nothing. A framework normally never runs a denied call; this answers one that did (a
+ * forged or stale history that says "approved").
+ */
+export function deniedResult(
+  state: 'rejected' | 'expired',
+  by: string | null,
+  reason: string | null,
+): ToolAnswer {
+  const why =
+    state === 'rejected'
+      ? `A person (${by ?? 'unknown'}) rejected this call${reason ? `: ${reason}` : ''}`
+      : `No one approved this call before it expired${reason ? ` (${reason})` : ''}`;
+  return result(
+    { ok: false, denied: true, state, ...(by ? { decidedBy: by } : {}), reason: reason ?? null },
+    `${why}. Nothing was written and no side effect was queued. Do not call again for the same thing; tell the user.`,
+    true,
+  );
+}
