@@ -2,7 +2,9 @@ import { context } from '@opentelemetry/api';
 import { z } from 'zod';
 import { quoteIdentifier } from '../core/identifier.js';
 import type { EnqueuedMessage, OutboxMessage } from '../core/message.js';
+import { toCallApproval, type CallApproval } from '../admin/call-approvals.js';
 import {
+  callApprovalsOfCallsSql,
   callApprovalForUpdateSql,
   requestCallApprovalSql,
   useCallApprovalSql,
@@ -161,6 +163,8 @@ export interface OutboxToolCall {
    * `true`; a call asked about before answers `true` again. Always `false` in `'effect'` mode.
    */
   needsApproval(args: Record<string, unknown>, callId: string, stateRef?: string): Promise<boolean>;
+  /** The recorded approval of this call (`'call'` mode), if it was asked for. */
+  approvalOf(callId: string): Promise<CallApproval | undefined>;
   /** The adapter's mode. */
   approvalMode: ApprovalMode;
 }
@@ -232,6 +236,7 @@ export function createToolCall<Shape extends z.ZodRawShape, Trx, Result>(
     approvalOfCall: callApprovalForUpdateSql(schema),
     useApproval: useCallApprovalSql(schema),
     requestApproval: requestCallApprovalSql(schema),
+    approvalsOf: callApprovalsOfCallsSql(schema),
   };
   const shape = {
     ...definition.input,
@@ -294,6 +299,16 @@ export function createToolCall<Shape extends z.ZodRawShape, Trx, Result>(
       return false;
     const used = await tx.query(sql.useApproval, [approval.id, ctx.idempotencyKey]);
     return used.rows.length === 1;
+  }
+
+  async function approvalOf(callId: string): Promise<CallApproval | undefined> {
+    return definition.transactions.run(async (tx) => {
+      const { rows } = await tx.query<Parameters<typeof toCallApproval>[0]>(sql.approvalsOf, [
+        [definition.name],
+        [callId],
+      ]);
+      return rows[0] ? toCallApproval(rows[0]) : undefined;
+    });
   }
 
   async function needsApproval(
@@ -428,6 +443,7 @@ export function createToolCall<Shape extends z.ZodRawShape, Trx, Result>(
     schema: z.object(shape),
     call,
     needsApproval,
+    approvalOf,
     approvalMode,
   };
 }
