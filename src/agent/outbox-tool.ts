@@ -1,7 +1,13 @@
 import { tool, type SdkMcpToolDefinition } from '@anthropic-ai/claude-agent-sdk';
 import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
-import { createToolCall, type OutboxToolDefinition, type WithIdempotencyKey } from './tool-call.js';
+import {
+  createToolCall,
+  type AdapterOptions,
+  type OutboxToolCall,
+  type OutboxToolDefinition,
+  type WithIdempotencyKey,
+} from './tool-call.js';
 import { toCallToolResult } from './tool-result.js';
 
 export {
@@ -23,6 +29,17 @@ export const CLAUDE_TOOL_USE_ID_META = 'claudecode/toolUseId';
 function claudeToolUseId(meta: Record<string, unknown> | undefined): string | undefined {
   const id = meta?.[CLAUDE_TOOL_USE_ID_META];
   return typeof id === 'string' ? id : undefined;
+}
+
+/**
+ * The framework-neutral call behind each tool `outboxTool` built: `outboxCanUseTool` and
+ * `outboxApprovalHook` ask it whether a call must wait for a person.
+ */
+const CALLS = new WeakMap<object, OutboxToolCall>();
+
+/** The call behind a tool from {@link outboxTool}, or undefined for any other tool. */
+export function outboxCallOf(tool: object): OutboxToolCall | undefined {
+  return CALLS.get(tool);
 }
 
 /** Options of {@link outboxTool}: the shared {@link OutboxToolDefinition}, plus MCP annotations. */
@@ -53,6 +70,12 @@ export interface OutboxToolOptions<
  * hook still helps when the model RE-PLANS a call (a new id for the same work); so does
  * `dedupeKey`.
  *
+ * With `outboxTool(def, { approval: 'call' })` a call whose effect the approval policy would hold
+ * waits for a person BEFORE it runs: answer Claude's permission check with `outboxCanUseTool`
+ * (waits for the decision in the outbox) or `outboxApprovalHook` (a `PreToolUse` hook that defers
+ * the call for long waits). The approved call writes unheld, once; without a recorded approval it
+ * writes held.
+ *
  * @example
  * ```ts
  * const createOrder = outboxTool({
@@ -70,9 +93,10 @@ export interface OutboxToolOptions<
  */
 export function outboxTool<Shape extends z.ZodRawShape, Trx, Result>(
   options: OutboxToolOptions<Shape, Trx, Result>,
+  adapter: AdapterOptions = {},
 ): SdkMcpToolDefinition<WithIdempotencyKey<Shape>> {
-  const call = createToolCall(options);
-  return tool(
+  const call = createToolCall(options, adapter);
+  const built = tool(
     call.name,
     call.description,
     call.shape as WithIdempotencyKey<Shape>,
@@ -84,4 +108,6 @@ export function outboxTool<Shape extends z.ZodRawShape, Trx, Result>(
     },
     options.annotations ? { annotations: options.annotations } : undefined,
   );
+  CALLS.set(built, call);
+  return built;
 }
