@@ -64,7 +64,7 @@ describe('Claude Agent SDK: approval through canUseTool and a deferring PreToolU
   const charge = () => outboxTool(shop.definition, { approval: 'call' });
 
   async function session(prompt: string, options: Partial<Options>) {
-    let result: { deferred?: { id: string }; subtype?: string } = {};
+    let result: { deferred?: { id: string }; subtype?: string; sessionId?: string } = {};
     for await (const message of query({
       prompt,
       options: {
@@ -86,6 +86,7 @@ describe('Claude Agent SDK: approval through canUseTool and a deferring PreToolU
       if (message.type === 'result')
         result = {
           subtype: message.subtype,
+          sessionId: message.session_id,
           deferred: (message as { deferred_tool_use?: { id: string } }).deferred_tool_use,
         };
     return result;
@@ -181,19 +182,46 @@ describe('Claude Agent SDK: approval through canUseTool and a deferring PreToolU
     expect(await shop.messages(4)).toEqual([{ approval_state: 'awaiting' }]);
   });
 
-  it('the PreToolUse hook defers an undecided call: the session ends with it deferred, nothing written', async () => {
+  it('the PreToolUse hook defers an undecided call (session ends, nothing written); the callback resumes the session and the approved call runs unheld', async () => {
     plans.set('order five', { id: 'toolu_defer', order_id: 5, amount: 5000 });
     const tool = charge();
-    const hooked = () =>
-      session('Charge order five.', {
+    const hooked = (prompt: string, resume?: string) =>
+      session(prompt, {
         mcpServers: { shop: createToolServer({ name: 'shop', tools: [tool] }) },
         allowedTools: [TOOL],
-        hooks: { PreToolUse: [outboxApprovalHook({ server: 'shop', tools: [tool] })] },
+        persistSession: true,
+        ...(resume ? { resume } : {}),
+        hooks: {
+          PreToolUse: [outboxApprovalHook({ server: 'shop', tools: [tool], stateRef: 'five' })],
+        },
       });
-    const result = await hooked();
+    const result = await hooked('Charge order five.');
     expect(result.deferred?.id).toBe('toolu_defer');
     expect(await shop.charges(5)).toBe(0);
     const approval = await shop.approval('toolu_defer');
-    expect(approval).toMatchObject({ state: 'awaiting' });
+    expect(approval).toMatchObject({ state: 'awaiting', state_ref: 'five' });
+
+    // Decided later, elsewhere; the callback resumes the session its stateRef names.
+    await decideCallApproval(shop.executor, `call-${approval!.id}`, { approve: true, by: 'alice' });
+    const sessions = new Map([['five', result.sessionId!]]);
+    const watcher = watchCallApprovals({
+      executor: shop.executor,
+      intervalMs: 60_000,
+      onDecision: async (d) => {
+        if (d.stateRef === 'five') await hooked('Charge order five.', sessions.get(d.stateRef));
+      },
+    });
+    expect((await watcher.poll()).map((d) => d.callId)).toEqual(['toolu_defer']);
+    await watcher.stop();
+    expect(JSON.parse(results.get('toolu_defer')!.parts[0]!)).toMatchObject({
+      ok: true,
+      deduped: false,
+    });
+    expect(await shop.charges(5)).toBe(1);
+    expect(await shop.messages(5)).toEqual([{ approval_state: null }]);
+    const keys = await shop.db.pool.query(
+      `SELECT 1 FROM outbox_tool_calls WHERE idempotency_key = 'toolu_defer'`,
+    );
+    expect(keys.rows).toHaveLength(1);
   });
 });
