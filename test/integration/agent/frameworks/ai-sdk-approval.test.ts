@@ -14,6 +14,7 @@ import {
   watchCallApprovals,
   type CallDecision,
 } from '../../../../src/ai-sdk/index.js';
+import { startDashboard } from '../../../../src/dashboard/server.js';
 import { runCli } from '../../../helpers/run-cli.js';
 import { approvalShop } from './call-approval-fixture.js';
 
@@ -229,6 +230,43 @@ describe('AI SDK 6: approval through needsApproval, decided in the outbox', () =
     ]);
     expect(await shop.charges(5)).toBe(1);
     expect(await shop.messages(5)).toEqual([{ approval_state: null }]);
+  });
+
+  it('the dashboard lists a paused call and rejects it by its call-<n> id, once', async () => {
+    const { saved } = await pausedRun('ai-dash', 7);
+    const asked = await shop.approval('ai-dash');
+    const dashboard = await startDashboard({ executor: shop.executor, port: 0 });
+    try {
+      const state = (await (await fetch(`${dashboard.url}api/state`)).json()) as {
+        callApprovals: { approvalId: string; callId: string; stateRef: string }[];
+      };
+      expect(state.callApprovals).toContainEqual(
+        expect.objectContaining({
+          approvalId: `call-${asked!.id}`,
+          callId: 'ai-dash',
+          stateRef: 'conv-7',
+        }),
+      );
+      const reject = () =>
+        fetch(`${dashboard.url}api/reject`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ ids: [`call-${asked!.id}`], by: 'frank', reason: 'wrong order' }),
+        });
+      const first = await reject();
+      expect(first.status).toBe(200);
+      expect(((await first.json()) as { calls: unknown[] }).calls).toEqual([
+        expect.objectContaining({ state: 'rejected', decidedBy: 'frank' }),
+      ]);
+      // Single-use: deciding again is refused.
+      expect((await reject()).status).toBe(409);
+    } finally {
+      await dashboard.close();
+    }
+    const answers = await aiSdkApprovalResponses(shop.executor, saved);
+    expect(answers!.content).toEqual([
+      expect.objectContaining({ approved: false, reason: 'rejected by frank: wrong order' }),
+    ]);
   });
 
   it('a small charge is not paused: the policy holds nothing, the call runs at once', async () => {
