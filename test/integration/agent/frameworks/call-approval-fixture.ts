@@ -1,12 +1,8 @@
 import { afterAll, beforeAll } from 'vitest';
-import { z } from 'zod';
 import { fromPg } from '../../../../src/index.js';
-import {
-  pgPoolTransactions,
-  type OutboxToolDefinition,
-} from '../../../../src/agent/framework-neutral.js';
 import type { SqlExecutor } from '../../../../src/store/sql-executor.js';
 import { createTestDatabase, type TestDatabase } from '../../../helpers/database.js';
+import { chargeDefinition, type ChargeDefinition } from './charge-definition.js';
 
 /**
  * What the approval tests of every framework share (issue 42): a database, a `charge_order`
@@ -16,11 +12,7 @@ import { createTestDatabase, type TestDatabase } from '../../../helpers/database
 export interface ApprovalShop {
   db: TestDatabase;
   executor: SqlExecutor;
-  definition: OutboxToolDefinition<
-    { order_id: z.ZodNumber; amount: z.ZodNumber },
-    unknown,
-    { chargeId: number }
-  >;
+  definition: ChargeDefinition;
   /** Charge rows of the order. */
   charges(orderId: number): Promise<number>;
   /** The order's messages: held (`awaiting`) or not (`null`). */
@@ -51,25 +43,7 @@ export function approvalShop(): ApprovalShop {
     );
     shop.db = db;
     shop.executor = fromPg(db.pool);
-    shop.definition = {
-      name: 'charge_order',
-      description: 'Charges an order; the card is charged afterwards, exactly once.',
-      input: { order_id: z.number().int(), amount: z.number().int().positive() },
-      transactions: pgPoolTransactions(db.pool) as ApprovalShop['definition']['transactions'],
-      approval: (_message, input) => input.amount > 1000,
-      handler: async (input, { tx, outbox }) => {
-        const { rows } = await tx.query<{ id: number }>(
-          'INSERT INTO charges (order_id, amount) VALUES ($1, $2) RETURNING id',
-          [input.order_id, input.amount],
-        );
-        await outbox.enqueue({
-          topic: 'payment.charge',
-          aggregateId: `order:${input.order_id}`,
-          payload: { orderId: input.order_id, amount: input.amount },
-        });
-        return { chargeId: rows[0]!.id };
-      },
-    };
+    shop.definition = chargeDefinition(db.pool);
     shop.charges = async (orderId) =>
       (
         await db.pool.query<{ n: number }>(
