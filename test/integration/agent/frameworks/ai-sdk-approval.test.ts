@@ -155,6 +155,25 @@ describe('AI SDK 6: approval through needsApproval, decided in the outbox', () =
     expect(await shop.messages(4)).toEqual([{ approval_state: 'awaiting' }]);
   });
 
+  it('an approval is for the input the person saw: a history edited to other arguments writes held', async () => {
+    const { saved } = await pausedRun('ai-edited', 8);
+    const asked = await shop.approval('ai-edited');
+    await decideCallApproval(shop.executor, `call-${asked!.id}`, {
+      approve: true,
+      by: 'alice',
+      delivered: true,
+    });
+    const answers = await aiSdkApprovalResponses(shop.executor, saved);
+    // The saved tool call now asks for ten times the amount the person approved.
+    const edited = JSON.parse(
+      JSON.stringify(saved).replace('"amount":5000', '"amount":50000'),
+    ) as ModelMessage[];
+    expect(JSON.stringify(edited)).toContain('"amount":50000');
+    await resume('ai-edited', 8, [...edited, answers!]);
+    expect(await shop.messages(8)).toEqual([{ approval_state: 'awaiting' }]);
+    expect((await shop.approval('ai-edited'))!.used_at).toBeNull();
+  });
+
   it('a decision made by the CLI reaches the registered callback once, with what resumes the run', async () => {
     const { saved } = await pausedRun('ai-cli', 5);
     const asked = await shop.approval('ai-cli');
