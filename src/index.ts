@@ -152,6 +152,20 @@ export {
   type RejectOptions,
 } from './admin/approvals.js';
 export {
+  callApprovalsOf,
+  decideCallApproval,
+  expireCallApprovals,
+  isCallApprovalRef,
+  listCallApprovals,
+  watchCallApprovals,
+  type CallApproval,
+  type CallApprovalState,
+  type CallApprovalWatcher,
+  type CallDecision,
+  type DecideCallOptions,
+  type WatchCallApprovalsOptions,
+} from './admin/call-approvals.js';
+export {
   approvalLink,
   ApprovalTokenError,
   verifyApprovalToken,

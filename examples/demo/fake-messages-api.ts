@@ -35,7 +35,8 @@ export interface MessagesRequest {
 /** What the scripted model answers: some text, then tool calls (if any). */
 export interface ScriptedReply {
   text?: string;
-  toolUses?: { name: string; input: Record<string, unknown> }[];
+  /** `id`: the `tool_use` id to send (default a fresh random one), e.g. to replay a call. */
+  toolUses?: { name: string; input: Record<string, unknown>; id?: string }[];
 }
 
 /** Decides the reply to one request. */
@@ -121,7 +122,7 @@ function streamReply(res: ServerResponse, model: string, reply: ScriptedReply): 
     sse(res, 'content_block_start', {
       type: 'content_block_start',
       index,
-      content_block: { type: 'tool_use', id: id('toolu'), name: use.name, input: {} },
+      content_block: { type: 'tool_use', id: use.id ?? id('toolu'), name: use.name, input: {} },
     });
     sse(res, 'content_block_delta', {
       type: 'content_block_delta',
@@ -145,7 +146,7 @@ function nonStreamingReply(res: ServerResponse, model: string, reply: ScriptedRe
     ...(reply.text ? [{ type: 'text', text: reply.text }] : []),
     ...(reply.toolUses ?? []).map((use) => ({
       type: 'tool_use',
-      id: id('toolu'),
+      id: use.id ?? id('toolu'),
       name: use.name,
       input: use.input,
     })),

@@ -14,6 +14,8 @@ export {
 export type { EffectState, EffectStatus } from '../admin/effect-status.js';
 export {
   IDEMPOTENCY_KEY_FIELD,
+  type AdapterOptions,
+  type ApprovalMode,
   type OutboxToolDefinition,
   type ToolCallContext,
   type ToolInput,
@@ -21,6 +23,18 @@ export {
   type WithIdempotencyKey,
 } from './tool-call.js';
 export type { QueuedEffect } from './tool-result.js';
+export {
+  decideCallApproval,
+  expireCallApprovals,
+  listCallApprovals,
+  watchCallApprovals,
+  type CallApproval,
+  type CallApprovalState,
+  type CallApprovalWatcher,
+  type CallDecision,
+  type DecideCallOptions,
+  type WatchCallApprovalsOptions,
+} from '../admin/call-approvals.js';
 export {
   drizzleTransactions,
   postgresJsTransactions,

@@ -18,6 +18,7 @@ export {
   type IdempotencyKeyHookOptions,
 } from './idempotency-key-hook.js';
 export { connectInMemory, type InMemoryToolClient } from './in-memory-client.js';
+export type { AdapterOptions, ApprovalMode } from './tool-call.js';
 export {
   IDEMPOTENCY_KEY_FIELD,
   outboxTool,
@@ -28,6 +29,24 @@ export {
   type WithIdempotencyKey,
 } from './outbox-tool.js';
 export { createToolServer, type ToolServerOptions } from './tool-server.js';
+export {
+  outboxApprovalHook,
+  outboxCanUseTool,
+  type OutboxCanUseToolOptions,
+  type OutboxPermissionOptions,
+} from './call-permission.js';
+export {
+  decideCallApproval,
+  expireCallApprovals,
+  listCallApprovals,
+  watchCallApprovals,
+  type CallApproval,
+  type CallApprovalState,
+  type CallApprovalWatcher,
+  type CallDecision,
+  type DecideCallOptions,
+  type WatchCallApprovalsOptions,
+} from '../admin/call-approvals.js';
 export type { QueuedEffect } from './tool-result.js';
 export { newTraceContext, parseTraceparent, type TraceContext } from './trace-context.js';
 export {

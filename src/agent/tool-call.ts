@@ -2,6 +2,13 @@ import { context } from '@opentelemetry/api';
 import { z } from 'zod';
 import { quoteIdentifier } from '../core/identifier.js';
 import type { EnqueuedMessage, OutboxMessage } from '../core/message.js';
+import { toCallApproval, type CallApproval } from '../admin/call-approvals.js';
+import {
+  callApprovalsOfCallsSql,
+  callApprovalForUpdateSql,
+  requestCallApprovalSql,
+  useCallApprovalSql,
+} from '../sql/call-approvals.js';
 import { claimKeySql, priorResultSql, saveResultSql } from '../sql/tool-calls.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { createOutbox, type OutboxWriter } from '../writer/create-outbox.js';
@@ -9,13 +16,14 @@ import { withApprovalPolicy, type ApprovalPolicy } from './approval-policy.js';
 import { bindOutbox, type BoundOutbox } from './bound-outbox.js';
 import {
   committedResult,
+  deniedResult,
   dedupedResult,
   duplicateEffectResult,
   failedResult,
   type ToolAnswer,
 } from './tool-result.js';
 import { startToolSpan } from './tool-span.js';
-import type { TraceContext } from './trace-context.js';
+import { newTraceContext, type TraceContext } from './trace-context.js';
 import type { TransactionRunner } from './transaction-runner.js';
 
 /**
@@ -30,8 +38,13 @@ export const IDEMPOTENCY_KEY_FIELD = 'idempotency_key';
 export interface ToolCallContext extends TraceContext {
   /** The tool's name. */
   tool: string;
-  /** The caller's idempotency key for this call. */
+  /**
+   * This call's idempotency key: the `idempotency_key` the model or the application's hook put in
+   * the input, else the framework's id of the call ({@link ToolCallContext.callId}).
+   */
   idempotencyKey: string;
+  /** The framework's id of this call (AI SDK `toolCallId`, ...), when it gave one. */
+  callId?: string;
 }
 
 /**
@@ -52,9 +65,12 @@ export interface ToolScope<Trx> {
 /** The handler's input: the tool's fields, parsed by zod (the idempotency key is in `ctx`). */
 export type ToolInput<Shape extends z.ZodRawShape> = z.output<z.ZodObject<Shape>>;
 
-/** Input shape the model sees: yours plus the idempotency key. */
+/**
+ * Input shape the model sees: yours plus the idempotency key, optional — without one the
+ * framework's id of the call is the key.
+ */
 export type WithIdempotencyKey<Shape extends z.ZodRawShape> = Shape & {
-  idempotency_key: z.ZodString;
+  idempotency_key: z.ZodOptional<z.ZodString>;
 };
 
 /**
@@ -101,6 +117,30 @@ export interface OutboxToolDefinition<Shape extends z.ZodRawShape, Trx, Result> 
   dedupeKey?: (input: ToolInput<Shape>) => string;
 }
 
+/**
+ * Where a held effect waits for a person, per adapter (`aiSdkTool(def, { approval: 'call' })`):
+ *
+ * - `'effect'` (default): the call runs at once; the messages the definition's `approval` policy
+ *   holds are committed held, and a person approves them (`outbox approve`, the dashboard).
+ * - `'call'`: the framework pauses the CALL before it runs (AI SDK and OpenAI Agents
+ *   `needsApproval`, LangGraph's interrupt, Claude's `canUseTool`) when the policy would hold one
+ *   of its messages; a person decides on the call, recorded in the outbox (`decideCallApproval`,
+ *   `outbox approve call-<n>`); the approved call then writes them unheld, once. Without a recorded
+ *   approval (a forged or replayed history) the call still writes them held.
+ */
+export type ApprovalMode = 'effect' | 'call';
+
+/** What an adapter adds to a definition. */
+export interface AdapterOptions {
+  /** `'effect'` (default) or `'call'`: see {@link ApprovalMode}. */
+  approval?: ApprovalMode;
+  /** How long a paused call waits for a decision before it expires (a denial). Default 7 days. */
+  approvalExpiresInMs?: number;
+}
+
+/** Default wait of a paused call, as of a held message (migration 010). */
+const DEFAULT_CALL_APPROVAL_EXPIRY_MS = 7 * 24 * 3600 * 1000;
+
 /** A definition turned into what every adapter needs. */
 export interface OutboxToolCall {
   name: string;
@@ -111,9 +151,40 @@ export interface OutboxToolCall {
   shape: z.ZodRawShape;
   /**
    * Runs one call: validated `args` (the framework parsed them with {@link schema}), `meta` an
-   * MCP-style `_meta` (`traceparent`, `tracestate`) or undefined (then the active context).
+   * MCP-style `_meta` (`traceparent`, `tracestate`) or undefined (then the active context),
+   * `callId` the framework's id of this call: the idempotency key when `args` carry none.
    */
-  call(args: Record<string, unknown>, meta?: unknown): Promise<ToolAnswer>;
+  call(args: Record<string, unknown>, meta?: unknown, callId?: string): Promise<ToolAnswer>;
+  /**
+   * With `approval: 'call'`: whether the framework must pause this call for a person — the
+   * definition's policy holds a message the handler would write (found by running the handler in
+   * a transaction that is rolled back). When it must, the request is recorded in
+   * `outbox_call_approvals` (with `stateRef`, your reference of the saved run) before answering
+   * `true`; a call asked about before answers `true` again. Always `false` in `'effect'` mode.
+   */
+  needsApproval(args: Record<string, unknown>, callId: string, stateRef?: string): Promise<boolean>;
+  /** The recorded approval of this call (`'call'` mode), if it was asked for. */
+  approvalOf(callId: string): Promise<CallApproval | undefined>;
+  /** The adapter's mode. */
+  approvalMode: ApprovalMode;
+}
+
+/** Thrown inside the transaction to roll a dry run back; never leaves {@link needsApproval}. */
+class DryRun extends Error {
+  constructor(readonly held: boolean) {
+    super('dry run');
+  }
+}
+
+/** Thrown inside the transaction: the outbox says this call was refused; nothing is written. */
+class CallDenied extends Error {
+  constructor(
+    readonly state: 'rejected' | 'expired',
+    readonly by: string | null,
+    readonly reason: string | null,
+  ) {
+    super(`call ${state}`);
+  }
 }
 
 /** Thrown inside the transaction to roll a duplicate effect back; never leaves {@link call}. */
@@ -135,7 +206,18 @@ class DuplicateEffect extends Error {
  */
 export function createToolCall<Shape extends z.ZodRawShape, Trx, Result>(
   definition: OutboxToolDefinition<Shape, Trx, Result>,
+  options: AdapterOptions = {},
 ): OutboxToolCall {
+  const approvalMode = options.approval ?? 'effect';
+  if (approvalMode !== 'effect' && approvalMode !== 'call')
+    throw new Error(
+      `agent-outbox: tool ${definition.name}: approval must be 'effect' or 'call', got "${String(approvalMode)}"`,
+    );
+  const expiresInMs = options.approvalExpiresInMs ?? DEFAULT_CALL_APPROVAL_EXPIRY_MS;
+  if (!Number.isFinite(expiresInMs) || expiresInMs < 0)
+    throw new Error(
+      `agent-outbox: tool ${definition.name}: approvalExpiresInMs must be a non-negative number of milliseconds`,
+    );
   if (IDEMPOTENCY_KEY_FIELD in definition.input) {
     throw new Error(
       `agent-outbox: tool ${definition.name} declares "${IDEMPOTENCY_KEY_FIELD}" itself; the outbox tool adds it`,
@@ -151,6 +233,10 @@ export function createToolCall<Shape extends z.ZodRawShape, Trx, Result>(
     claim: claimKeySql(schema),
     prior: priorResultSql(schema),
     save: saveResultSql(schema),
+    approvalOfCall: callApprovalForUpdateSql(schema),
+    useApproval: useCallApprovalSql(schema),
+    requestApproval: requestCallApprovalSql(schema),
+    approvalsOf: callApprovalsOfCallsSql(schema),
   };
   const shape = {
     ...definition.input,
@@ -158,31 +244,143 @@ export function createToolCall<Shape extends z.ZodRawShape, Trx, Result>(
       .string()
       .min(1)
       .max(255)
+      .optional()
       .describe(
-        'Supplied by the application for this request; repeat it unchanged when retrying the same request.',
+        'Leave it out unless the application gave you one for this request; then repeat it unchanged when retrying the same request.',
       ),
   } as WithIdempotencyKey<Shape>;
 
   // The approval policy, who asked, and the call's dedupe key, applied to what the handler enqueues.
-  const callWriter = (input: ToolInput<Shape>, ctx: ToolCallContext, key: string | undefined) =>
+  // `approved`: the outbox recorded a person's approval of this very call; the policy then holds
+  // nothing (the handler's own `requiresApproval: true` still does).
+  const callWriter = (
+    input: ToolInput<Shape>,
+    ctx: ToolCallContext,
+    key: string | undefined,
+    approved = false,
+  ) =>
     withDedupeKey(
       withApprovalPolicy(
         writer,
-        definition.approval,
+        approved ? undefined : definition.approval,
         input,
         `tool ${ctx.tool} · idempotency key ${ctx.idempotencyKey}`,
       ),
       key,
     );
 
-  async function call(args: Record<string, unknown>, meta?: unknown): Promise<ToolAnswer> {
-    const { [IDEMPOTENCY_KEY_FIELD]: key, ...rest } = args;
+  /**
+   * In `'call'` mode, the recorded approval of this call, locked: approved (same input, unused) →
+   * used now, and the call writes unheld; rejected or expired → {@link CallDenied}; anything else
+   * (none, awaiting, used, other input) → the policy holds as in `'effect'` mode.
+   */
+  async function approvedHere(
+    tx: SqlExecutor,
+    input: ToolInput<Shape>,
+    ctx: ToolCallContext,
+  ): Promise<boolean> {
+    if (approvalMode !== 'call' || !definition.approval || !ctx.callId) return false;
+    const { rows } = await tx.query<{
+      id: string;
+      state: string;
+      usedAt: Date | null;
+      sameInput: boolean;
+      pastExpiry: boolean;
+      decidedBy: string | null;
+      reason: string | null;
+    }>(sql.approvalOfCall, [ctx.tool, ctx.callId, toJsonText(input)]);
+    const approval = rows[0];
+    if (!approval) return false;
+    if (approval.state === 'rejected' || approval.state === 'expired')
+      throw new CallDenied(approval.state, approval.decidedBy, approval.reason);
+    if (approval.state === 'awaiting' && approval.pastExpiry)
+      throw new CallDenied('expired', 'expiry', 'no decision before it expired');
+    if (approval.state !== 'approved' || approval.usedAt !== null || !approval.sameInput)
+      return false;
+    const used = await tx.query(sql.useApproval, [approval.id, ctx.idempotencyKey]);
+    return used.rows.length === 1;
+  }
+
+  async function approvalOf(callId: string): Promise<CallApproval | undefined> {
+    return definition.transactions.run(async (tx) => {
+      const { rows } = await tx.query<Parameters<typeof toCallApproval>[0]>(sql.approvalsOf, [
+        [definition.name],
+        [callId],
+      ]);
+      return rows[0] ? toCallApproval(rows[0]) : undefined;
+    });
+  }
+
+  async function needsApproval(
+    args: Record<string, unknown>,
+    callId: string,
+    stateRef?: string,
+  ): Promise<boolean> {
+    if (approvalMode !== 'call' || !definition.approval) return false;
+    if (typeof callId !== 'string' || callId.length === 0) return false;
+    const { [IDEMPOTENCY_KEY_FIELD]: _key, ...rest } = args;
     const input = rest as ToolInput<Shape>;
-    // The call's span (tool-span.ts): the handler and its enqueue() calls run under it.
-    const span = startToolSpan(definition.name, String(key), meta);
     const ctx: ToolCallContext = {
       tool: definition.name,
-      idempotencyKey: String(key),
+      idempotencyKey: keyOf(_key, callId)!,
+      callId,
+      ...newTraceContext(),
+    };
+    let held: boolean;
+    try {
+      await definition.transactions.run(async (tx, trx) => {
+        // Asked before (a resumed run asks again): the same answer, without running the handler.
+        const known = await tx.query(sql.approvalOfCall, [ctx.tool, callId, toJsonText(input)]);
+        if (known.rows.length > 0) throw new DryRun(true);
+        const outbox = bindOutbox(callWriter(input, ctx, undefined), tx, context.active());
+        try {
+          await definition.handler(input, { tx, trx, outbox, ctx });
+          throw new DryRun(outbox.enqueued.some((m) => m.awaitingApproval));
+        } finally {
+          outbox.close();
+        }
+      });
+      held = false;
+    } catch (error) {
+      // A handler that throws in the dry run throws when it runs too; the call is not paused for
+      // it. Whatever runs without a recorded approval is still held by the policy.
+      held = error instanceof DryRun && error.held;
+    }
+    if (!held) return false;
+    await definition.transactions.run(async (tx) => {
+      await tx.query(sql.requestApproval, [
+        ctx.tool,
+        callId,
+        toJsonText(input),
+        `tool ${ctx.tool} · call ${callId}`,
+        expiresInMs,
+        stateRef ?? null,
+      ]);
+    });
+    return true;
+  }
+
+  async function call(
+    args: Record<string, unknown>,
+    meta?: unknown,
+    callId?: string,
+  ): Promise<ToolAnswer> {
+    const { [IDEMPOTENCY_KEY_FIELD]: given, ...rest } = args;
+    const input = rest as ToolInput<Shape>;
+    const key = keyOf(given, callId);
+    if (key === undefined)
+      return failedResult(
+        new Error(
+          `tool ${definition.name} got no idempotency key: the framework gave no call id and the input has no ${IDEMPOTENCY_KEY_FIELD}; pass the call id (adapters do) or set the key from your application`,
+        ),
+        false,
+      );
+    // The call's span (tool-span.ts): the handler and its enqueue() calls run under it.
+    const span = startToolSpan(definition.name, key, meta);
+    const ctx: ToolCallContext = {
+      tool: definition.name,
+      idempotencyKey: key,
+      ...(callId ? { callId } : {}),
       ...span.trace,
     };
     let handlerDone = false;
@@ -198,7 +396,8 @@ export function createToolCall<Shape extends z.ZodRawShape, Trx, Result>(
             ]);
             return { deduped: true as const, value: prior.rows[0]?.result ?? null };
           }
-          const outbox = bindOutbox(callWriter(input, ctx, dedupeKey), tx, span.context);
+          const approved = await approvedHere(tx, input, ctx);
+          const outbox = bindOutbox(callWriter(input, ctx, dedupeKey, approved), tx, span.context);
           try {
             const value = await definition.handler(input, { tx, trx, outbox, ctx });
             const repeated = outbox.enqueued.find((m) => m.deduped && m.dedupeKey === dedupeKey);
@@ -228,6 +427,10 @@ export function createToolCall<Shape extends z.ZodRawShape, Trx, Result>(
         span.end(true);
         return duplicateEffectResult(error.dedupeKey, error.first);
       }
+      if (error instanceof CallDenied) {
+        span.end(false);
+        return deniedResult(error.state, error.by, error.reason);
+      }
       span.fail(error);
       return failedResult(error, handlerDone);
     }
@@ -239,7 +442,23 @@ export function createToolCall<Shape extends z.ZodRawShape, Trx, Result>(
     shape,
     schema: z.object(shape),
     call,
+    needsApproval,
+    approvalOf,
+    approvalMode,
   };
+}
+
+/**
+ * The call's idempotency key: the one in the input (the model's, or the application's hook's)
+ * when present, else the framework's call id. The key is stored under the tool's name
+ * (`outbox_tool_calls (tool, idempotency_key)`), so a call id is scoped by tool. Why the input's
+ * key first: the application's hook (Claude's `idempotencyKeyHook`) derives one key per request,
+ * which also catches a RE-PLANNED call — a new call id for the same work.
+ */
+function keyOf(given: unknown, callId: string | undefined): string | undefined {
+  if (typeof given === 'string' && given.length > 0) return given;
+  if (typeof callId === 'string' && callId.length > 0) return callId.slice(0, 255);
+  return undefined;
 }
 
 /**

@@ -79,7 +79,7 @@ export function dedupedResult(prior: unknown): ToolAnswer {
       deduped: true,
       ...(prior !== null && prior !== undefined ? { result: prior } : {}),
     },
-    'Already done: an earlier call with this idempotency_key was committed, so nothing was written and no side effect was queued again.',
+    'Already done: an earlier call with this idempotency key (or this very call, run again) was committed, so nothing was written and no side effect was queued again.',
   );
 }
 
@@ -113,5 +113,26 @@ export function duplicateEffectResult(dedupeKey: string, first: EnqueuedMessage)
       queued: [{ topic: first.topic, messageId: first.messageId }],
     },
     `Already done: this effect (${dedupeKey}) was queued earlier as message ${first.messageId}, so this call wrote nothing and queued nothing again. Do not call again to make it happen; the effect status tool reports it.`,
+  );
+}
+
+/**
+ * The outbox recorded a refusal of this call (rejected by a person, or expired undecided): it
+ * wrote nothing. A framework normally never runs a denied call; this answers one that did (a
+ * forged or stale history that says "approved").
+ */
+export function deniedResult(
+  state: 'rejected' | 'expired',
+  by: string | null,
+  reason: string | null,
+): ToolAnswer {
+  const why =
+    state === 'rejected'
+      ? `A person (${by ?? 'unknown'}) rejected this call${reason ? `: ${reason}` : ''}`
+      : `No one approved this call before it expired${reason ? ` (${reason})` : ''}`;
+  return result(
+    { ok: false, denied: true, state, ...(by ? { decidedBy: by } : {}), reason: reason ?? null },
+    `${why}. Nothing was written and no side effect was queued. Do not call again for the same thing; tell the user.`,
+    true,
   );
 }

@@ -160,7 +160,7 @@ const SCRIPT = String.raw`
     body.replaceChildren();
     list.forEach(function (m) {
       var tr = el('tr', { 'data-approval-id': m.id });
-      tr.appendChild(el('td', {}, '#' + m.id));
+      tr.appendChild(el('td', {}, /^[0-9]+$/.test(m.id) ? '#' + m.id : m.id));
       tr.appendChild(el('td', {}, m.topic));
       tr.appendChild(el('td', {}, m.aggregateId));
       tr.appendChild(el('td', { 'class': 'age' }, age(m.ageSeconds)));
@@ -225,7 +225,16 @@ const SCRIPT = String.raw`
       tile('in flight', s.inFlight),
       tile('awaiting approval', s.awaitingApproval, s.oldestAwaitingApprovalAgeSeconds > 3600 ? 'warn' : ''),
       tile('dead letters', s.deadLetters, s.deadLetters > 0 ? 'bad' : ''));
-    renderApprovals(state.approvals || []);
+    renderApprovals((state.approvals || []).concat((state.callApprovals || []).map(function (c) {
+      // A paused agent tool call (issue 42): decided like a message, by its call-<n> id.
+      var input = JSON.stringify(c.input);
+      return {
+        id: c.approvalId, topic: 'tool ' + c.tool, aggregateId: 'call ' + c.callId,
+        ageSeconds: Math.max(0, (state.now - Date.parse(c.requestedAt)) / 1000),
+        requestedBy: (c.requestedBy || '') + (c.stateRef ? ' · run ' + c.stateRef : ''),
+        payloadSummary: input.length > 120 ? input.slice(0, 119) + '…' : input
+      };
+    })));
     drawCharts(state);
     $('latency-total').textContent = state.latency.total + ' messages';
 

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { approveMessages, OutboxApprovalError, rejectMessages } from '../admin/approvals.js';
+import { decideCallApproval, isCallApprovalRef } from '../admin/call-approvals.js';
 import { replayDeadLetters } from '../admin/dead-letters.js';
 import { OutboxError, OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
@@ -52,7 +53,8 @@ const MAX_BODY_BYTES = 64 * 1024;
  * `POST /api/replay` `{ "ids": ["42"] }` to replay dead letters, and for held messages (issue 20)
  * `POST /api/approve` `{ "ids": ["42"], "by": "alice", "note"?: "..." }` and `POST /api/reject`
  * `{ "ids": ["42"], "by": "alice", "reason": "..." }` (a reason is required; deciding twice is a
- * 409). Every POST passes the token and same-origin checks. Refuses to start on a non-loopback
+ * 409). An id `call-<n>` decides a paused agent tool call (issue 42) instead; the answer then
+ * has `calls`. Every POST passes the token and same-origin checks. Refuses to start on a non-loopback
  * address without a token.
  *
  * @example
@@ -125,21 +127,40 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       if (refused) return send(response, 403, { error: refused });
       const body = decisionBody(await readJson(request), path === '/api/reject');
       if (typeof body === 'string') return send(response, 400, { error: body });
-      if (path === '/api/approve') {
-        const approved = await approveMessages(options.executor, body.ids, {
-          by: body.by,
-          note: body.text,
-          schema,
-        });
-        return send(response, 200, { approved });
+      // `call-<n>`: a paused agent tool call (issue 42), decided on its own (single-use).
+      const callIds = body.ids.filter(isCallApprovalRef);
+      const messageIds = body.ids.filter((id) => !isCallApprovalRef(id));
+      const approve = path === '/api/approve';
+      const calls = [];
+      for (const id of callIds)
+        calls.push(
+          await decideCallApproval(options.executor, id, {
+            approve,
+            by: body.by,
+            reason: body.text,
+            schema,
+          }),
+        );
+      const extra = calls.length ? { calls } : {};
+      if (approve) {
+        const approved = messageIds.length
+          ? await approveMessages(options.executor, messageIds, {
+              by: body.by,
+              note: body.text,
+              schema,
+            })
+          : [];
+        return send(response, 200, { approved, ...extra });
       }
-      const rejected = await rejectMessages(options.executor, body.ids, {
-        by: body.by,
-        reason: body.text ?? '',
-        deadLetterPolicy: options.deadLetterPolicy,
-        schema,
-      });
-      return send(response, 200, { rejected });
+      const rejected = messageIds.length
+        ? await rejectMessages(options.executor, messageIds, {
+            by: body.by,
+            reason: body.text ?? '',
+            deadLetterPolicy: options.deadLetterPolicy,
+            schema,
+          })
+        : [];
+      return send(response, 200, { rejected, ...extra });
     }
     if (path === '/api/replay' && request.method === 'POST') {
       const refused = refuseCrossSite(request, loopback);

@@ -1,4 +1,5 @@
 import { listAwaitingApproval, type AwaitingApproval } from '../admin/approvals.js';
+import { listCallApprovals, type CallApproval } from '../admin/call-approvals.js';
 import { listDeadLetters, type DeadLetter } from '../admin/dead-letters.js';
 import { readStatus, type OutboxStatus } from '../admin/status.js';
 import { quoteIdentifier } from '../core/identifier.js';
@@ -30,6 +31,8 @@ export interface DashboardState {
   deadLetters: DeadLetter[];
   /** Messages held for a decision, oldest first (at most 50): the approvals panel. */
   approvals: AwaitingApproval[];
+  /** Agent tool calls paused for a decision (issue 42), oldest first (at most 50): same panel. */
+  callApprovals: CallApproval[];
 }
 
 /** Reads the current state (status, dead letters, latency histogram) plus the sampled history. */
@@ -39,10 +42,11 @@ export async function readDashboardState(
   samples: DashboardSample[],
   sampleError?: string,
 ): Promise<DashboardState> {
-  const [status, deadLetters, approvals, histogram, errors] = await Promise.all([
+  const [status, deadLetters, approvals, callApprovals, histogram, errors] = await Promise.all([
     readStatus(executor, { schema, lastErrors: 0 }),
     listDeadLetters(executor, { schema, limit: 50 }),
     listAwaitingApproval(executor, { schema, limit: 50 }),
+    listCallApprovals(executor, { schema, limit: 50 }),
     executor.query<{ bucket: number; n: number }>(latencyHistogramSql(quoteIdentifier(schema)), [
       LATENCY_SAMPLE_ROWS,
       LATENCY_EDGES_SECONDS,
@@ -70,5 +74,6 @@ export async function readDashboardState(
     },
     deadLetters,
     approvals,
+    callApprovals,
   };
 }

@@ -19,6 +19,7 @@ import { dispatchedLog } from './018-dispatched-log.js';
 import { runsFirstClaims } from './019-runs-first-claims.js';
 import { advisorySettleGuard } from './020-advisory-settle-guard.js';
 import { batchedLog } from './021-batched-log.js';
+import { callApprovals } from './022-call-approvals.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -44,6 +45,7 @@ export const MIGRATIONS: readonly Migration[] = [
   runsFirstClaims,
   advisorySettleGuard,
   batchedLog,
+  callApprovals,
 ];
 
 /** The schema version this build of agent-outbox expects. */

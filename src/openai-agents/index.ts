@@ -3,14 +3,20 @@
  * go through the outbox. Needs the optional peers `@openai/agents` and `zod` (4).
  * @packageDocumentation
  */
-import { tool, type FunctionTool } from '@openai/agents';
+import { tool, type FunctionTool, type RunState } from '@openai/agents';
 import { z } from 'zod';
+import { callApprovalsOf, denialReason } from '../admin/call-approvals.js';
 import {
   createEffectStatusCall,
   type EffectStatusToolOptions,
 } from '../agent/effect-status-call.js';
-import { createToolCall, type OutboxToolDefinition } from '../agent/tool-call.js';
+import {
+  createToolCall,
+  type AdapterOptions,
+  type OutboxToolDefinition,
+} from '../agent/tool-call.js';
 import { failedResult, toJsonAnswer, type ToolAnswer } from '../agent/tool-result.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
 
 export * from '../agent/framework-neutral.js';
 
@@ -49,6 +55,16 @@ async function answered(
   return JSON.stringify(toJsonAnswer(await run(parsed.data as Record<string, unknown>)));
 }
 
+/** Options of {@link openAiAgentsTool}. */
+export interface OpenAiAgentsToolOptions extends AdapterOptions {
+  /**
+   * With `approval: 'call'`: your reference of the saved run (where you store
+   * `result.state.toString()`), from the run's context (`run(agent, input, { context })`), kept
+   * with the approval request and handed to the callback of `watchCallApprovals`.
+   */
+  stateRef?: (context: unknown) => string | undefined;
+}
+
 /**
  * An OpenAI Agents SDK function `tool()` from an outbox tool definition (the fields of
  * `outboxTool`): each call runs the handler in one transaction with the same idempotency key,
@@ -56,7 +72,13 @@ async function answered(
  * object as text: `ok`, `deduped`, `result`, `queued` (topic, messageId, awaitingApproval) or
  * `error`, and `summary`, a sentence saying what happened and whether calling again is useful.
  * A failed call answers `ok: false` rather than throwing, so the model reads that nothing was
- * saved.
+ * saved. Without an `idempotency_key` in the input, the call's `callId` is the key: a run resumed
+ * from a `RunState` saved before the tool committed is answered from the first run.
+ *
+ * With `{ approval: 'call' }` the tool has `needsApproval`: a call whose effect the definition's
+ * approval policy would hold interrupts the run (`result.interruptions`) and is recorded in the
+ * outbox for a person; once decided, {@link openAiAgentsApplyDecisions} approves or rejects the
+ * saved `RunState` from the outbox, and `run(agent, state)` goes on.
  *
  * @example
  * ```ts
@@ -66,18 +88,91 @@ async function answered(
  */
 export function openAiAgentsTool<Shape extends z.ZodRawShape, Trx, Result>(
   definition: OutboxToolDefinition<Shape, Trx, Result>,
+  options: OpenAiAgentsToolOptions = {},
 ): FunctionTool {
-  const call = createToolCall(definition);
+  const call = createToolCall(definition, options);
   const { parameters, withoutNulls } = strictCompatible(call.shape);
+  // Input the model got wrong is refused when the call runs, not paused.
+  const needsApproval = async (
+    runContext: { context: unknown },
+    input: unknown,
+    callId?: string,
+  ): Promise<boolean> => {
+    const parsed = call.schema.safeParse(withoutNulls(input as Record<string, unknown>));
+    if (!parsed.success || !callId) return false;
+    return call.needsApproval(
+      parsed.data as Record<string, unknown>,
+      callId,
+      options.stateRef?.(runContext.context),
+    );
+  };
   return tool({
     name: call.name,
     description: call.description,
     parameters,
-    execute: (input) =>
+    ...(call.approvalMode === 'call' ? { needsApproval } : {}),
+    execute: (
+      input: unknown,
+      _runContext?: unknown,
+      details?: { toolCall?: { callId?: string } },
+    ) =>
       answered(call.schema, withoutNulls(input as Record<string, unknown>), (args) =>
-        call.call(args),
+        call.call(args, undefined, details?.toolCall?.callId),
       ),
   }) as unknown as FunctionTool;
+}
+
+/** What {@link openAiAgentsApplyDecisions} did, by call id. */
+export interface AppliedDecisions {
+  approved: string[];
+  /** Rejected or expired: rejected in the state, with the reason as the model's message. */
+  rejected: string[];
+  /** Still waiting for a person (or not an outbox call): left as they are. */
+  waiting: string[];
+}
+
+/**
+ * Answers a saved run's interruptions from the decisions the OUTBOX recorded (a person via
+ * `decideCallApproval`, `outbox approve call-<n>`, the dashboard; or an expiry): `state.approve`
+ * for an approved call, `state.reject` with the reason (who refused and why, or that it expired)
+ * as the model's message for a refused one. Then `run(agent, state)` continues the run.
+ *
+ * Only the outbox approves: a state approved by other means runs the tool, but the tool then
+ * writes what the policy holds HELD.
+ *
+ * @example
+ * ```ts
+ * const state = await RunState.fromString(agent, saved);
+ * const applied = await openAiAgentsApplyDecisions(fromPg(pool), state);
+ * if (applied.waiting.length === 0) await run(agent, state);
+ * ```
+ */
+export async function openAiAgentsApplyDecisions(
+  executor: SqlExecutor,
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  state: RunState<any, any>,
+  options: { schema?: string } = {},
+): Promise<AppliedDecisions> {
+  const items = state.getInterruptions().map((item) => {
+    const raw = item.rawItem as { type?: string; name?: string; callId?: string };
+    return { item, tool: item.toolName ?? raw.name ?? '', callId: raw.callId ?? '' };
+  });
+  const calls = items.filter((i) => i.tool && i.callId);
+  const approvals = await callApprovalsOf(executor, calls, options);
+  const applied: AppliedDecisions = { approved: [], rejected: [], waiting: [] };
+  for (const { item, tool: name, callId } of items) {
+    const approval = approvals.find((a) => a.tool === name && a.callId === callId);
+    if (!approval || approval.state === 'awaiting') {
+      applied.waiting.push(callId);
+    } else if (approval.state === 'approved') {
+      state.approve(item);
+      applied.approved.push(callId);
+    } else {
+      state.reject(item, { message: `Not done: ${denialReason(approval) ?? approval.state}.` });
+      applied.rejected.push(callId);
+    }
+  }
+  return applied;
 }
 
 /**

@@ -6,6 +6,13 @@ import {
   type AwaitingApproval,
   type DecidedMessage,
 } from '../../admin/approvals.js';
+import {
+  decideCallApproval,
+  isCallApprovalRef,
+  listCallApprovals,
+  type CallApproval,
+  type CallDecision,
+} from '../../admin/call-approvals.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
 import { connect, resolveDatabaseUrl } from '../database.js';
 import { COMMON_OPTIONS, positiveInt, validateSchemaFlag } from '../flags.js';
@@ -16,8 +23,9 @@ export const approvalsHelp = `Usage: outbox approvals [--topic GLOB] [--limit N]
 
 Lists the messages held for a person's decision, oldest first: row id, message id, topic,
 aggregate, how long it has waited and when it expires, who asked (the tool call and its
-idempotency key, or the writer's text), the trace id, and a payload summary. Decide with
-\`outbox approve\` or \`outbox reject\`.
+idempotency key, or the writer's text), the trace id, and a payload summary. Then the agent tool
+CALLS paused for a decision (adapters with approval: 'call'): call-<n>, tool, call id, input.
+Decide with \`outbox approve\` or \`outbox reject\`.
 
 Options:
   --topic GLOB        only these topics (payment.*)
@@ -25,6 +33,8 @@ Options:
   --json              one JSON array (keys: id, messageId, topic, aggregateId, sequence,
                       ageSeconds, createdAt, expiresAt, availableAt, requestedBy, traceId,
                       tenantId, payloadSummary, payload)
+  --calls             with --json: the paused tool calls instead (keys: approvalId, tool,
+                      callId, input, state, requestedBy, requestedAt, expiresAt, stateRef, ...)
   --database-url URL  Postgres connection string (default: $DATABASE_URL)
   --schema NAME       schema of the outbox tables (default: ${DEFAULT_SCHEMA})
 `;
@@ -32,7 +42,8 @@ Options:
 export const approveHelp = `Usage: outbox approve <id...> --by NAME [--note TEXT] [--json] [--database-url URL] [--schema NAME]
 
 Approves held messages (<id> is a row id or a message id): each is then dispatched like any
-other message, at once or at the time it was written for. Who, when and the note are kept with
+other message, at once or at the time it was written for. An <id> call-<n> approves a paused
+agent tool call instead (outbox approvals lists them): the application's callback resumes it. Who, when and the note are kept with
 the message. All or nothing: if any of them was already decided (approved, rejected or expired),
 needs no approval, or does not exist, nothing is approved and the command says why (exit 1).
 `;
@@ -40,7 +51,8 @@ needs no approval, or does not exist, nothing is approved and the command says w
 export const rejectHelp = `Usage: outbox reject <id...> --by NAME --reason TEXT [--dead-letter-policy hold|skip] [--json] [--database-url URL] [--schema NAME]
 
 Rejects held messages (<id> is a row id or a message id): kept, never published, visible in
-\`outbox status\` and to the agent's effect status tool, with who, when and the reason.
+\`outbox status\` and to the agent's effect status tool, with who, when and the reason. An <id>
+call-<n> rejects a paused agent tool call: the framework hands the model the reason.
 All or nothing, like \`outbox approve\`.
 
 Options:
@@ -71,11 +83,41 @@ function printAwaiting(list: readonly AwaitingApproval[]): void {
   }
 }
 
+function printCalls(list: readonly CallApproval[]): void {
+  if (list.length === 0) return;
+  process.stdout.write('tool calls paused for a decision:\n');
+  const now = Date.now();
+  for (const c of list) {
+    const expires = formatAge(Math.max(0, (c.expiresAt.getTime() - now) / 1000));
+    const input = JSON.stringify(c.input) ?? 'null';
+    process.stdout.write(
+      `${c.approvalId} ${c.tool} call ${c.callId} waiting ${formatAge(Math.max(0, (now - c.requestedAt.getTime()) / 1000))} (expires in ${expires})${c.stateRef ? ` · run ${c.stateRef}` : ''}\n` +
+        `    ${input.length > 120 ? `${input.slice(0, 119)}…` : input}\n`,
+    );
+  }
+}
+
+/** Decides the `call-<n>` ids one by one (each is single-use); returns what was decided. */
+async function decideCalls(
+  executor: Parameters<typeof decideCallApproval>[0],
+  refs: readonly string[],
+  options: { approve: boolean; by: string; reason?: string; schema?: string },
+): Promise<CallDecision[]> {
+  const decided: CallDecision[] = [];
+  for (const ref of refs) decided.push(await decideCallApproval(executor, ref, options));
+  return decided;
+}
+
+function printDecidedCalls(decided: readonly CallDecision[], verb: string): void {
+  for (const d of decided)
+    process.stdout.write(`${verb} ${d.approvalId} ${d.tool} call ${d.callId}\n`);
+}
+
 /** `outbox approvals`: what waits for a decision. */
 export async function approvalsCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseFlags({
     args: argv,
-    options: { ...common, limit: { type: 'string' } },
+    options: { ...common, limit: { type: 'string' }, calls: { type: 'boolean' } },
     allowPositionals: true,
     strict: true,
   });
@@ -91,13 +133,24 @@ export async function approvalsCommand(argv: string[]): Promise<number> {
   const limit = positiveInt('limit', values.limit, 100);
   const db = await connect(resolveDatabaseUrl(values['database-url']));
   try {
+    if (values.calls) {
+      const calls = await listCallApprovals(db.executor, { schema: values.schema, limit });
+      if (values.json) process.stdout.write(`${JSON.stringify(calls)}\n`);
+      else printCalls(calls);
+      return EXIT.ok;
+    }
     const list = await listAwaitingApproval(db.executor, {
       schema: values.schema,
       topic: values.topic,
       limit,
     });
-    if (values.json) process.stdout.write(`${JSON.stringify(list)}\n`);
-    else printAwaiting(list);
+    if (values.json) {
+      process.stdout.write(`${JSON.stringify(list)}\n`);
+      return EXIT.ok;
+    }
+    const calls = await listCallApprovals(db.executor, { schema: values.schema, limit });
+    if (list.length > 0 || calls.length === 0) printAwaiting(list);
+    printCalls(calls);
     return EXIT.ok;
   } finally {
     await db.close();
@@ -134,12 +187,27 @@ export async function approveCommand(argv: string[]): Promise<number> {
   const by = requireFlag('by', values.by);
   const db = await connect(resolveDatabaseUrl(values['database-url']));
   try {
-    const decided = await approveMessages(db.executor, positionals, {
+    const calls = positionals.filter(isCallApprovalRef);
+    const messages = positionals.filter((id) => !isCallApprovalRef(id));
+    const decided = messages.length
+      ? await approveMessages(db.executor, messages, {
+          by,
+          note: values.note,
+          schema: values.schema,
+        })
+      : [];
+    const decidedCalls = await decideCalls(db.executor, calls, {
+      approve: true,
       by,
-      note: values.note,
+      reason: values.note,
       schema: values.schema,
     });
-    printDecided(decided, values.json, 'approved');
+    if (values.json && decidedCalls.length)
+      process.stdout.write(`${JSON.stringify({ approved: decided, calls: decidedCalls })}\n`);
+    else {
+      if (messages.length) printDecided(decided, values.json, 'approved');
+      printDecidedCalls(decidedCalls, 'approved');
+    }
     return EXIT.ok;
   } finally {
     await db.close();
@@ -172,13 +240,28 @@ export async function rejectCommand(argv: string[]): Promise<number> {
     throw new UsageError(`--dead-letter-policy must be hold or skip, got "${policy}"`);
   const db = await connect(resolveDatabaseUrl(values['database-url']));
   try {
-    const decided = await rejectMessages(db.executor, positionals, {
+    const calls = positionals.filter(isCallApprovalRef);
+    const messages = positionals.filter((id) => !isCallApprovalRef(id));
+    const decided = messages.length
+      ? await rejectMessages(db.executor, messages, {
+          by,
+          reason,
+          deadLetterPolicy: policy,
+          schema: values.schema,
+        })
+      : [];
+    const decidedCalls = await decideCalls(db.executor, calls, {
+      approve: false,
       by,
       reason,
-      deadLetterPolicy: policy,
       schema: values.schema,
     });
-    printDecided(decided, values.json, 'rejected');
+    if (values.json && decidedCalls.length)
+      process.stdout.write(`${JSON.stringify({ rejected: decided, calls: decidedCalls })}\n`);
+    else {
+      if (messages.length) printDecided(decided, values.json, 'rejected');
+      printDecidedCalls(decidedCalls, 'rejected');
+    }
     return EXIT.ok;
   } finally {
     await db.close();

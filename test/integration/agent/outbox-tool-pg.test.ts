@@ -43,12 +43,25 @@ const call = (args: Record<string, unknown>, meta?: Record<string, unknown>) =>
   mcp.client.callTool({ name: 'add_note', arguments: args, ...(meta ? { _meta: meta } : {}) });
 
 describe('outboxTool on a pg Pool, through a real MCP client', () => {
-  it('lists the tool with the idempotency key in its input schema', async () => {
+  it('lists the tool with the idempotency key in its input schema, optional', async () => {
     const { tools } = await mcp.client.listTools();
     expect(tools.map((t) => t.name)).toEqual(['add_note']);
-    expect(tools[0]!.inputSchema.required).toEqual(
-      expect.arrayContaining(['body', 'idempotency_key']),
-    );
+    expect(Object.keys(tools[0]!.inputSchema.properties ?? {})).toContain('idempotency_key');
+    expect(tools[0]!.inputSchema.required).toEqual(['body']);
+  });
+
+  it('without idempotency_key the tool_use id in _meta is the key; without either nothing is written', async () => {
+    const meta = { 'claudecode/toolUseId': 'toolu_pg_1' };
+    const first = resultJson(await call({ body: 'by call id' }, meta));
+    const again = resultJson(await call({ body: 'by call id' }, meta));
+    expect(first).toMatchObject({ ok: true, deduped: false });
+    expect(again).toMatchObject({ ok: true, deduped: true, result: first.result });
+    expect(await count('notes', 'body = $1', ['by call id'])).toBe(1);
+
+    const none = await call({ body: 'no key at all' });
+    expect(none.isError).toBe(true);
+    expect(resultJson(none).error).toMatch(/no idempotency key/);
+    expect(await count('notes', 'body = $1', ['no key at all'])).toBe(0);
   });
 
   it('commits the row and both messages, and says so', async () => {

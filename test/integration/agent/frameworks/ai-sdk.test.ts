@@ -1,11 +1,12 @@
 import { generateText, stepCountIs, type ToolSet } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { aiSdkEffectStatusTool, aiSdkTool } from '../../../../src/ai-sdk/index.js';
-import { describeFramework, type Turn } from './scenarios.js';
+import { callIdMaker, describeFramework, type Turn } from './scenarios.js';
 
 /** The AI SDK's mock model answering each step from the script: tool calls, then text. */
 function scriptedModel(turns: Turn[]) {
   let step = 0;
+  const idOf = callIdMaker();
   const usage = {
     inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
     outputTokens: { total: 1, text: 1, reasoning: undefined },
@@ -23,7 +24,7 @@ function scriptedModel(turns: Turn[]) {
       return {
         content: turn.map((call, i) => ({
           type: 'tool-call' as const,
-          toolCallId: `call-${step}-${i}`,
+          toolCallId: idOf(step, i, call),
           toolName: call.name,
           input: JSON.stringify(call.args),
         })),

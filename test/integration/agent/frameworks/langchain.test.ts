@@ -3,7 +3,7 @@ import { AIMessage, type BaseMessage } from '@langchain/core/messages';
 import type { ChatResult } from '@langchain/core/outputs';
 import { createReactAgent } from '@langchain/langgraph/prebuilt';
 import { langChainEffectStatusTool, langChainTool } from '../../../../src/langchain/index.js';
-import { describeFramework, type Turn } from './scenarios.js';
+import { callIdMaker, describeFramework, type Turn } from './scenarios.js';
 
 /**
  * LangChain's fake streaming chat model, answering each call from the script instead of always
@@ -11,6 +11,8 @@ import { describeFramework, type Turn } from './scenarios.js';
  * copy, so the script position lives outside the instance.
  */
 class ScriptedChatModel extends FakeStreamingChatModel {
+  readonly idOf = callIdMaker();
+
   constructor(readonly script: { turns: Turn[]; step: number }) {
     super({});
   }
@@ -26,7 +28,7 @@ class ScriptedChatModel extends FakeStreamingChatModel {
       ? new AIMessage({
           content: '',
           tool_calls: turn.map((call, i) => ({
-            id: `call-${step}-${i}`,
+            id: this.idOf(step, i, call),
             name: call.name,
             args: call.args,
             type: 'tool_call' as const,

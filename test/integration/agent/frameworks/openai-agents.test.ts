@@ -10,7 +10,7 @@ import {
   openAiAgentsEffectStatusTool,
   openAiAgentsTool,
 } from '../../../../src/openai-agents/index.js';
-import { describeFramework, type Turn } from './scenarios.js';
+import { callIdMaker, describeFramework, type Turn } from './scenarios.js';
 
 // The SDK's own tracing would export to OpenAI: off, offline.
 setTracingDisabled(true);
@@ -18,6 +18,7 @@ setTracingDisabled(true);
 /** A fake model (the SDK's `Model` interface) answering each turn from the script. */
 class ScriptedModel implements Model {
   #step = 0;
+  readonly #idOf = callIdMaker();
   constructor(readonly turns: Turn[]) {}
 
   async getResponse(): Promise<ModelResponse> {
@@ -38,7 +39,7 @@ class ScriptedModel implements Model {
       usage: new Usage(),
       output: turn.map((call, i) => ({
         type: 'function_call' as const,
-        callId: `call-${this.#step}-${i}`,
+        callId: this.#idOf(this.#step, i, call),
         name: call.name,
         arguments: JSON.stringify(call.args),
         status: 'completed' as const,

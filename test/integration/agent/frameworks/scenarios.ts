@@ -19,8 +19,18 @@ import { createTestDatabase, type TestDatabase } from '../../../helpers/database
  * driven by its own test model, on real Postgres. One tool definition serves all three.
  */
 
-/** One model turn: the tool calls it makes (the turn after the last one answers in text). */
-export type Turn = { name: string; args: Record<string, unknown> }[];
+/**
+ * One model turn: the tool calls it makes (the turn after the last one answers in text). `id` is
+ * the call's id as the model (or the framework) gives it; without one the loop makes a fresh id
+ * per run, so two runs never share call ids unless a test means them to.
+ */
+export type Turn = { name: string; args: Record<string, unknown>; id?: string }[];
+
+/** A call id unique to this run of a loop, for calls without their own `id`. */
+export function callIdMaker(): (step: number, index: number, call: Turn[number]) => string {
+  const run = Math.random().toString(36).slice(2, 10);
+  return (step, index, call) => call.id ?? `call-${run}-${step}-${index}`;
+}
 
 /** Runs the framework's loop over `turns`; resolves with every tool output, parsed, in order. */
 export type RunLoop = (turns: Turn[]) => Promise<Record<string, unknown>[]>;
@@ -191,6 +201,35 @@ export function describeFramework(
         });
         expect(status!.summary).toMatch(/awaiting approval by a person/);
       }
+    });
+
+    it('without idempotency_key the call id is the key: the same call run again writes once', async () => {
+      // The "crash": the run committed the tool, then the app died before saving the framework's
+      // history; the resumed run replays the same call (same id) from what was saved.
+      const call = { name: 'charge_order', args: { order_id: 6, amount: 100 }, id: 'call-six' };
+      const withNulls = {
+        ...call,
+        args: { ...call.args, ...omitted(['fail', 'idempotency_key']) },
+      };
+      const [first] = await loop([[withNulls]]);
+      const [again] = await loop([[withNulls]]);
+      expect(first).toMatchObject({ ok: true, deduped: false, result: { chargeId: 6 } });
+      // Answered from the first run, with its result; not the dedupeKey's answer (no dedupeKey).
+      expect(again).toMatchObject({ ok: true, deduped: true, result: { chargeId: 6 } });
+      expect(again!.dedupeKey).toBeUndefined();
+      expect(await charges(6)).toBe(1);
+      expect(await messages(6)).toHaveLength(1);
+      const { rows } = await db.pool.query<{ idempotency_key: string }>(
+        `SELECT idempotency_key FROM outbox_tool_calls WHERE tool = 'charge_order' AND idempotency_key = 'call-six'`,
+      );
+      expect(rows).toHaveLength(1);
+
+      // Another call (its own id) is new work.
+      const [other] = await loop([
+        [{ ...withNulls, id: 'call-seven', args: { ...withNulls.args, order_id: 7 } }],
+      ]);
+      expect(other).toMatchObject({ ok: true, deduped: false });
+      expect(await charges(7)).toBe(1);
     });
 
     it("a call's span: execute_tool with the create span under it, and the message carries its trace", async () => {
