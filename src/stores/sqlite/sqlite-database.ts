@@ -1,0 +1,63 @@
+/**
+ * The structural subset of a better-sqlite3 `Database` this store calls, typed here so the
+ * package imports better-sqlite3 (an optional peer) only where it opens a file
+ * (open-sqlite.ts). A better-sqlite3 12 `Database` satisfies it as it is.
+ */
+export interface SqliteDatabase {
+  prepare(sql: string): SqliteStatement;
+  exec(sql: string): unknown;
+  pragma(source: string, options?: { simple?: boolean }): unknown;
+  /** True between BEGIN and COMMIT/ROLLBACK: how the writer tells a transaction from autocommit. */
+  readonly inTransaction: boolean;
+  readonly open: boolean;
+  /** The file's path (`:memory:` for an in-memory database). */
+  readonly name: string;
+  close(): unknown;
+}
+
+/** A prepared statement (better-sqlite3 `Statement`). */
+export interface SqliteStatement {
+  run(...params: unknown[]): { changes: number };
+  get(...params: unknown[]): unknown;
+  all(...params: unknown[]): unknown[];
+}
+
+/**
+ * The shared SQLite statements (src/sql/sqlite) use numbered parameters (`?1`, `?2`), which D1
+ * binds positionally; better-sqlite3 binds them from an object keyed by number.
+ */
+export function numbered(values: readonly unknown[]): Record<number, unknown> {
+  const bound: Record<number, unknown> = {};
+  values.forEach((value, index) => (bound[index + 1] = value));
+  return bound;
+}
+
+/** Prepared statements per database: parsing the claim's CTEs on every call would cost more than running them. */
+const cache = new WeakMap<SqliteDatabase, Map<string, SqliteStatement>>();
+
+/** `sql` prepared once per database. */
+export function prepared(db: SqliteDatabase, sql: string): SqliteStatement {
+  let statements = cache.get(db);
+  if (!statements) cache.set(db, (statements = new Map()));
+  let statement = statements.get(sql);
+  if (!statement) statements.set(sql, (statement = db.prepare(sql)));
+  return statement;
+}
+
+/**
+ * Runs `fn` in a `BEGIN IMMEDIATE` transaction: the write lock is taken at BEGIN, waiting up to
+ * the connection's `busy_timeout` for another process's writer. A deferred BEGIN would take it at
+ * the first write instead, and fail with SQLITE_BUSY (no waiting) when another process committed
+ * after this one's first read.
+ */
+export function immediate<T>(db: SqliteDatabase, fn: () => T): T {
+  db.exec('BEGIN IMMEDIATE');
+  try {
+    const result = fn();
+    db.exec('COMMIT');
+    return result;
+  } catch (error) {
+    if (db.inTransaction) db.exec('ROLLBACK');
+    throw error;
+  }
+}
