@@ -5,7 +5,7 @@
  * docs/sqlite.md for what it cannot do.
  */
 export { openSqlite, configureSqlite, type OpenSqliteOptions } from './open-sqlite.js';
-export type { SqliteDatabase, SqliteStatement } from './sqlite-database.js';
+export type { SqliteDatabase, SqliteStatement, SqliteTransaction } from './sqlite-database.js';
 export { isSqliteUrl, sqliteFilePath } from './sqlite-url.js';
 export {
   migrateSqlite,

@@ -13,6 +13,24 @@ export interface SqliteDatabase {
   /** The file's path (`:memory:` for an in-memory database). */
   readonly name: string;
   close(): unknown;
+  /**
+   * Wraps `fn` in a transaction (better-sqlite3's own): call the result, or its `.immediate()`
+   * to take the write lock at BEGIN — what an outbox write wants with other processes on the file.
+   */
+  transaction<F extends AnyFunction>(fn: F): SqliteTransaction<F>;
+}
+
+// The shape better-sqlite3 declares, so that its Database is assignable to this one.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type AnyFunction = (...params: any[]) => unknown;
+type Arguments<F> = F extends (...args: infer A) => unknown ? A : never;
+
+/** A function wrapped by {@link SqliteDatabase.transaction}. */
+export interface SqliteTransaction<F extends AnyFunction> {
+  (...args: Arguments<F>): ReturnType<F>;
+  deferred(...args: Arguments<F>): ReturnType<F>;
+  immediate(...args: Arguments<F>): ReturnType<F>;
+  exclusive(...args: Arguments<F>): ReturnType<F>;
 }
 
 /** A prepared statement (better-sqlite3 `Statement`). */
