@@ -44,6 +44,19 @@ UPDATE outbox
 RETURNING outbox.id AS id`;
 
 /**
+ * The common case of {@link settleSql}, published rows only, as a plain UPDATE: no JSON objects to
+ * take apart per row, no CASE per column — about half the statement's time on a batch of 200
+ * (bench/cases/sqlite.ts, `sqlite_dispatch_vs_raw_sql`). `ready` stays as it is, as in settleSql.
+ * ?1 lease owner, ?2 JSON array of row ids, ?3 now (ms).
+ */
+export const settlePublishedSql = `
+UPDATE outbox
+   SET dispatched_at = ?3, lease_owner = NULL, lease_expires_at = NULL
+ WHERE id IN (SELECT value FROM json_each(?2))
+   AND lease_owner = ?1
+RETURNING id`;
+
+/**
  * Gives back leases on messages this claim never handed to the publisher — the rest of an ordered
  * run after its first failure (they stay behind it, unchanged), or what the time budget left —
  * and the attempt counted for them. Never used for messages whose send may be in flight.
