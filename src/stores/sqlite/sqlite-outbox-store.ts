@@ -107,41 +107,43 @@ export class SqliteOutboxStore implements OutboxStore {
     request: Pick<SettleRequest, 'deadLettersBlock'> = { deadLettersBlock: true },
   ): Promise<SettleResult> {
     return attempt(() => {
+      // Published rows (nearly every row) straight to the plain statement's id list; the rest
+      // through the shared planning of the general settle.
+      const published: number[] = [];
+      const leaving: number[] = [];
+      const rest: Settlement[] = [];
+      for (const s of settlements) {
+        if (s.kind === 'published') {
+          const id = Number(s.rowId);
+          published.push(id);
+          if (!this.#unordered.has(s.rowId)) leaving.push(id);
+        } else rest.push(s);
+        this.#unordered.delete(s.rowId);
+      }
       const {
         decisions,
         released,
-        leaving: left,
-      } = settleParameters(settlements, request.deadLettersBlock);
-      const leaving = left.filter((id) => !this.#unordered.has(String(id)));
-      for (const s of settlements) this.#unordered.delete(s.rowId);
-      if (decisions.length + released.length === 0) return { settled: [], deferred: [] };
+        leaving: restLeaving,
+      } = settleParameters(rest, request.deadLettersBlock);
+      leaving.push(...restLeaving);
+      if (published.length + decisions.length + released.length === 0)
+        return { settled: [], deferred: [] };
+      const now = this.#now();
       const settled = immediate(this.#db, () => {
-        const rows: { id: number }[] = [];
-        const published = decisions.filter((d) => d.kind === 'published').map((d) => d.id);
-        const others = decisions.filter((d) => d.kind !== 'published');
+        const ids: number[] = [];
+        const collect = (sql: string, values: unknown[]) => {
+          for (const row of prepared(this.#db, sql, true).all(numbered(values)) as [number][])
+            ids.push(row[0]);
+        };
         if (published.length > 0)
-          rows.push(
-            ...(prepared(this.#db, settlePublishedSql).all(
-              numbered([owner, JSON.stringify(published), this.#now()]),
-            ) as { id: number }[]),
-          );
-        if (others.length > 0)
-          rows.push(
-            ...(prepared(this.#db, settleSql).all(
-              numbered([owner, JSON.stringify(others), this.#now()]),
-            ) as { id: number }[]),
-          );
-        if (released.length > 0)
-          rows.push(
-            ...(prepared(this.#db, releaseSql).all(numbered([owner, JSON.stringify(released)])) as {
-              id: number;
-            }[]),
-          );
+          collect(settlePublishedSql, [owner, JSON.stringify(published), now]);
+        if (decisions.length > 0) collect(settleSql, [owner, JSON.stringify(decisions), now]);
+        if (released.length > 0) collect(releaseSql, [owner, JSON.stringify(released)]);
         if (leaving.length > 0)
           prepared(this.#db, markNextReadySql).run(numbered([JSON.stringify(leaving)]));
-        return rows;
+        return ids;
       });
-      return { settled: settled.map((row) => String(row.id)), deferred: [] };
+      return { settled: settled.map(String), deferred: [] };
     });
   }
 
