@@ -12,6 +12,7 @@ import {
   type SqliteDatabase,
 } from '../../../../src/stores/sqlite/index.js';
 import { InMemoryPublisher } from '../../../../src/publishers/memory/in-memory-publisher.js';
+import { createOutboxMetrics } from '../../../../src/metrics/outbox-metrics.js';
 
 let dir: string;
 let db: SqliteDatabase;
@@ -72,5 +73,25 @@ describe('the SQLite store', () => {
     expect(publisher.published).toHaveLength(3);
     expect(pruneSqliteOutbox(db, { olderThanMs: 0, now: () => Date.now() + 1_000 })).toBe(3);
     expect(readSqliteStatus(db)).toMatchObject({ backlog: 1, scheduled: 1 });
+  });
+
+  it('feeds the Prometheus gauges and counters from the file and its dispatcher', async () => {
+    const outbox = createSqliteOutbox();
+    db.transaction(() =>
+      outbox.enqueue(db, [
+        { topic: 'mail.send', aggregateId: 'm', payload: 1 },
+        { topic: 'mail.send', aggregateId: 'm', payload: 2 },
+      ]),
+    ).immediate();
+    const metrics = createOutboxMetrics({ readStatus: () => readSqliteStatus(db) });
+    await metrics.refresh();
+    expect(await metrics.registry.metrics()).toMatch(/^outbox_pending_messages 2$/m);
+    const dispatcher = createSqliteDispatcher({ database: db, publisher: new InMemoryPublisher() });
+    metrics.attach(dispatcher);
+    await dispatcher.drain();
+    await metrics.refresh();
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(/^outbox_pending_messages 0$/m);
+    expect(text).toMatch(/^outbox_messages_published_total\{[^}]*\} 2$/m);
   });
 });
