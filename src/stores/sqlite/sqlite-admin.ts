@@ -21,8 +21,10 @@ export function readSqliteStatus(
   options: { lastErrors?: number; now?: number } = {},
 ): OutboxStatus {
   const now = options.now ?? Date.now();
-  // One read transaction: the three reads see the same moment (WAL readers never wait).
-  db.exec('BEGIN');
+  // One read transaction: the three reads see the same moment (WAL readers never wait). Inside
+  // the caller's own transaction, that one.
+  const own = !db.inTransaction;
+  if (own) db.exec('BEGIN');
   try {
     const summary = prepared(db, statusSql).get(numbered([now])) as Record<string, number>;
     const attempts = prepared(db, attemptsDistributionSql).all() as {
@@ -52,7 +54,7 @@ export function readSqliteStatus(
       pausedRoutes: [],
     };
   } finally {
-    db.exec('COMMIT');
+    if (own) db.exec('COMMIT');
   }
 }
 

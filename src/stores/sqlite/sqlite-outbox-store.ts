@@ -77,6 +77,8 @@ export class SqliteOutboxStore implements OutboxStore {
       // RETURNING has no defined order in SQLite: restore the claim's due order (lanes are
       // sorted by sequence when they are published).
       results.sort((a, b) => a[10] - b[10] || a[0] - b[0]);
+      // Claims whose settle failed never remove their rows; forgetting them all is safe.
+      if (this.#unordered.size > 100_000) this.#unordered.clear();
       return results.map((row) => {
         const rowId = String(row[0]);
         const unordered = Number(row[5]) === 0;
