@@ -19,6 +19,7 @@ import { enqueueOverhead, notifyCost } from './cases/enqueue.js';
 import { busyDatabaseCases, busyDatabaseRows } from './cases/held-snapshot.js';
 import { destinationLimitsCases, destinationLimitsRows } from './cases/destination-limits.js';
 import { hotAggregate, hotAggregateHttp } from './cases/hot-aggregate.js';
+import { sqliteCases, sqliteRows } from './cases/sqlite.js';
 import { latency } from './cases/latency.js';
 import { memory } from './cases/memory.js';
 import { dispatchVsPeers, graphileLatency } from './cases/peers.js';
@@ -81,6 +82,8 @@ const caseGroups: CaseGroup[] = [
   { run: (names) => busyDatabaseCases(fresh, size, names), rows: busyDatabaseRows },
   { run: (names) => destinationLimitsCases(fresh, quick, names), rows: destinationLimitsRows },
   { run: (names) => fleetGroup(quick, names), rows: fleetRows },
+  // Issue 45: the SQLite store against its own raw loop, on files of its own (no Postgres).
+  { run: (names) => sqliteCases(quick, names), rows: sqliteRows },
 ];
 
 /** Runs every group in turn: their keys and their details, merged in that order. */

@@ -10,6 +10,7 @@ import { pruneCommand } from './commands/prune.js';
 import { statusCommand } from './commands/status.js';
 import { uiCommand } from './commands/ui.js';
 import { explainDatabaseError } from './errors.js';
+import { sqliteCommand } from './sqlite/sqlite-route.js';
 import { EXIT, UsageError } from './usage-error.js';
 
 const help = `Usage: outbox <command> [options]
@@ -35,7 +36,8 @@ Global options:
   -v, --version  print the version
 
 Environment:
-  DATABASE_URL   default for --database-url
+  DATABASE_URL   default for --database-url: postgres://… or a SQLite file, file:./agent.db
+                 (migrate, dispatch, status, dead, replay and prune run on SQLite)
 
 Exit codes: 0 success, 1 the command failed, 2 the command line was wrong.
 `;
@@ -76,7 +78,7 @@ export async function runCli(argv: string[]): Promise<number> {
     process.stdout.write(`${version()}\n`);
     return EXIT.ok;
   }
-  const command = commands[name];
+  const command = commands[name] && (sqliteCommand(name, rest) ?? commands[name]);
   if (!command) {
     process.stderr.write(`outbox: unknown command "${name}"\n\n${help}`);
     return EXIT.usage;

@@ -1,12 +1,12 @@
 import { OutboxValidationError } from '../core/errors.js';
-import { globToSqliteGlob, sqliteGlobToGlob } from './claim-sql.js';
+import { globToSqliteGlob, sqliteGlobToGlob } from '../sql/sqlite/claim.js';
 import {
   addUnorderedTopicsSql,
   listUnorderedTopicsSql,
   removeUnorderedTopicsSql,
   repairHeadsSql,
   takeRepairSlotSql,
-} from './chain-sql.js';
+} from '../sql/sqlite/chains.js';
 import type { D1Db } from './d1-types.js';
 
 function patterns(globs: readonly string[]): string {
@@ -66,7 +66,7 @@ export async function listD1UnorderedTopics(db: D1Db): Promise<string[]> {
 
 /**
  * Marks each aggregate's first pending ordered message ready, and returns how many needed it
- * (chain-sql.ts `repairHeadsSql`): needed only after a Worker of a version before D1 migration 2
+ * (src/sql/sqlite/chains.ts `repairHeadsSql`): needed only after a Worker of a version before D1 migration 2
  * settled messages while the migration was already applied. The dispatchers run it at most once
  * per `repairIntervalMs`; call it yourself right after such an upgrade. Costs one index seek per
  * aggregate with pending ordered messages.

@@ -7,9 +7,9 @@ import type {
   Settlement,
 } from '../dispatcher/outbox-store.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
-import { claimSql, nextDueSql } from './claim-sql.js';
+import { claimSql, nextDueSql } from '../sql/sqlite/claim.js';
 import type { D1Db, D1Statement } from './d1-types.js';
-import { markNextReadySql, releaseSql, settleSql } from './settle-sql.js';
+import { markNextReadySql, releaseSql, settleParameters, settleSql } from '../sql/sqlite/settle.js';
 
 interface ClaimedRow {
   rowId: number;
@@ -67,7 +67,7 @@ export class D1OutboxStore implements OutboxStore {
   }
 
   /**
-   * Settles, releases and moves chains on in ONE batch (settle-sql.ts). Never defers: D1 runs one
+   * Settles, releases and moves chains on in ONE batch (src/sql/sqlite/settle.ts). Never defers: D1 runs one
    * write transaction at a time, so no writer is ever mid-transaction here. `request` defaults to
    * the `hold` policy.
    */
@@ -76,26 +76,10 @@ export class D1OutboxStore implements OutboxStore {
     settlements: readonly Settlement[],
     request: Pick<SettleRequest, 'deadLettersBlock'> = { deadLettersBlock: true },
   ): Promise<SettleResult> {
-    const decisions: { id: number; kind: string; error: string | null; delayMs: number }[] = [];
-    const released: number[] = [];
-    const leaving: number[] = [];
-    for (const s of settlements) {
-      const id = Number(s.rowId);
-      if (s.kind === 'release') {
-        released.push(id);
-        continue;
-      }
-      // `shadow` (retrofit shadow mode) is never claimed from D1, which rejects shadow messages.
-      let kind: string = s.kind === 'shadow' ? 'published' : s.kind;
-      if (kind === 'dead' && !request.deadLettersBlock) kind = 'skip';
-      if (kind === 'published' || kind === 'skip') leaving.push(id);
-      decisions.push({
-        id,
-        kind,
-        error: 'error' in s ? s.error : null,
-        delayMs: s.kind === 'retry' ? Math.max(0, Math.round(s.delayMs)) : 0,
-      });
-    }
+    const { decisions, released, leaving } = settleParameters(
+      settlements,
+      request.deadLettersBlock,
+    );
     const statements: D1Statement[] = [];
     if (decisions.length > 0)
       statements.push(

@@ -1,8 +1,8 @@
 import { OutboxValidationError } from '../core/errors.js';
-import { HEADER, type OutboxMessage } from '../core/message.js';
-import { resolveLimits, validateMessages, type ValidationLimits } from '../core/validate.js';
+import type { OutboxMessage } from '../core/message.js';
+import { sqliteMessageRows } from '../core/sqlite-message-rows.js';
 import type { D1Db, D1Statement } from './d1-types.js';
-import { bumpSequenceSql, insertMessageSql } from './enqueue-sql.js';
+import { bumpSequenceSql, insertMessageSql } from '../sql/sqlite/enqueue.js';
 
 /** Options of {@link enqueue}. */
 export interface D1EnqueueOptions {
@@ -60,65 +60,13 @@ export function enqueue(
   const messages: readonly OutboxMessage[] = Array.isArray(input)
     ? input
     : [input as OutboxMessage];
-  const limits: ValidationLimits = resolveLimits({
-    maxPayloadBytes: options.maxPayloadBytes,
-    maxHeadersBytes: options.maxHeadersBytes,
-  });
-  for (const [key, value] of Object.entries(options.headers ?? {})) {
-    if (typeof value !== 'string')
-      throw new OutboxValidationError(`options.headers.${key}`, 'must be a string');
-  }
-  const valid = validateMessages(messages, limits);
-  valid.forEach((message, index) => {
-    if (message.shadow)
-      throw new OutboxValidationError(
-        `messages[${index}].shadow`,
-        'shadow mode is not supported by the D1 outbox; write the message live or not at all',
-      );
-    // Held messages wait in Postgres for `outbox approve`; D1 has no approval flow, and writing
-    // the message anyway would send an effect nobody approved.
-    if (message.approval)
-      throw new OutboxValidationError(
-        `messages[${index}].requiresApproval`,
-        'approval holds are not supported by the D1 outbox; the message would be sent unapproved',
-      );
-    // Ignoring the key would send the effect twice, which is what the caller wrote it to prevent.
-    if (message.dedupeKey !== undefined)
-      throw new OutboxValidationError(
-        `messages[${index}].dedupeKey`,
-        'dedupe keys are not supported by the D1 outbox; deduplicate in the consumer (by message id) instead',
-      );
-  });
-  const now = (options.now ?? Date.now)();
+  const rows = sqliteMessageRows(messages, options, (options.now ?? Date.now)(), 'D1 outbox');
   const statements: D1Statement[] = [];
-  const messageIds: string[] = [];
-  valid.forEach((message, index) => {
-    const original = messages[index] as OutboxMessage;
-    // Caller-provided headers win over defaults: an explicit traceparent is a decision.
-    const headers: Record<string, string> = {
-      ...options.headers,
-      [HEADER.schemaVersion]: String(original.schemaVersion ?? options.defaultSchemaVersion ?? '1'),
-      ...(original.tenantId !== undefined ? { [HEADER.tenantId]: original.tenantId } : {}),
-      ...message.headers,
-    };
-    const availableAt = message.availableAt?.getTime() ?? now + message.delayMs;
-    const messageId = crypto.randomUUID();
-    messageIds.push(messageId);
+  for (const row of rows)
     statements.push(
-      db.prepare(bumpSequenceSql).bind(message.aggregateId),
-      db
-        .prepare(insertMessageSql)
-        .bind(
-          messageId,
-          message.aggregateId,
-          message.topic,
-          message.payloadJson,
-          JSON.stringify(headers),
-          now,
-          Math.round(availableAt),
-          message.ordered === undefined ? null : message.ordered ? 1 : 0,
-        ),
+      db.prepare(bumpSequenceSql).bind(row[1]),
+      db.prepare(insertMessageSql).bind(...row),
     );
-  });
+  const messageIds = rows.map((row) => row[0]);
   return Object.assign(statements, { messageIds });
 }

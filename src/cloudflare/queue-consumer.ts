@@ -10,7 +10,7 @@ import {
   ledgerStateSql,
   readPositionSql,
   recordDoneSql,
-} from './consumer-sql.js';
+} from '../sql/sqlite/consumer.js';
 import type { D1Db, D1Statement, QueueBatch, QueueDelivery } from './d1-types.js';
 
 /** What a D1 queue handler receives besides the message. */

@@ -191,7 +191,7 @@ export function createScheduledDispatcher(
         summary.repairedHeads = (await repairD1HeadsIfDue(db, repairIntervalMs, started)) ?? 0;
       }
       while (now() - started < timeBudgetMs) {
-        // A fresh token per claim, not per run: settle is fenced on it (see settle-sql.ts).
+        // A fresh token per claim, not per run: settle is fenced on it (see src/sql/sqlite/settle.ts).
         const owner = crypto.randomUUID();
         const messages = await store.claim({
           owner,

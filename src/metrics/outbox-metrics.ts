@@ -11,7 +11,12 @@ export interface OutboxMetricsOptions {
   /** Where to register the metrics. Default: a new Registry (not prom-client's global one). */
   registry?: Registry;
   /** Runs the status queries behind the database gauges. A pool is fine. */
-  executor: SqlExecutor;
+  executor?: SqlExecutor;
+  /**
+   * Reads the status behind the database gauges instead of `executor`: for a store that is not
+   * Postgres (`() => readSqliteStatus(db)` on SQLite). Give this or `executor`.
+   */
+  readStatus?: () => Promise<OutboxStatus> | OutboxStatus;
   /** Schema of the outbox tables. Default `public`. */
   schema?: string;
   /**
@@ -126,6 +131,8 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
     if (!Number.isInteger(v) || v < 1)
       throw new OutboxValidationError(name, `must be a positive integer, got ${v}`);
   }
+  if (!options.executor && typeof options.readStatus !== 'function')
+    throw new OutboxValidationError('executor', 'give an executor (fromPg(pool)) or readStatus');
   const now = options.now ?? Date.now;
   const registry = options.registry ?? new Registry();
   const topics = new TopicLabels(options.maxTopics ?? 100);
@@ -232,7 +239,9 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
 
   async function readOnce(): Promise<void> {
     try {
-      status = await readStatus(options.executor, { schema, lastErrors: 1 });
+      status = options.readStatus
+        ? await options.readStatus()
+        : await readStatus(options.executor!, { schema, lastErrors: 1 });
       statusError = undefined;
       pending.set(status.backlog);
       due.set(status.dueNow);

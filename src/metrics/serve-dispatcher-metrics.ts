@@ -1,12 +1,18 @@
 import type { Dispatcher } from '../dispatcher/dispatcher.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { startMetricsServer } from './metrics-server.js';
-import { createOutboxMetrics, type OutboxMetrics } from './outbox-metrics.js';
+import {
+  createOutboxMetrics,
+  type OutboxMetrics,
+  type OutboxMetricsOptions,
+} from './outbox-metrics.js';
 
 /** Options of {@link serveDispatcherMetrics}. */
 export interface ServeDispatcherMetricsOptions {
   dispatcher: Dispatcher;
-  executor: SqlExecutor;
+  /** Where the database gauges come from: a Postgres executor, or a status reader (SQLite). */
+  executor?: SqlExecutor;
+  readStatus?: OutboxMetricsOptions['readStatus'];
   schema?: string;
   port: number;
   /** Default `127.0.0.1`. */
@@ -24,7 +30,8 @@ export async function serveDispatcherMetrics(
   options: ServeDispatcherMetricsOptions,
 ): Promise<{ url: string; metrics: OutboxMetrics; close(): Promise<void> }> {
   const metrics = createOutboxMetrics({
-    executor: options.executor,
+    ...(options.executor && { executor: options.executor }),
+    ...(options.readStatus && { readStatus: options.readStatus }),
     schema: options.schema,
     healthStallMs: options.healthStallMs,
     gaugeIntervalMs: options.gaugeIntervalMs,

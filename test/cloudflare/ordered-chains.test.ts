@@ -14,7 +14,7 @@ import {
   type D1Db,
   type QueueSendRequest,
 } from '../../src/cloudflare/index.js';
-import { claimSql } from '../../src/cloudflare/claim-sql.js';
+import { claimSql } from '../../src/sql/sqlite/claim.js';
 import type { OutgoingMessage, PublishOutcome, Publisher } from '../../src/publishers/publisher.js';
 import { httpD1 } from './helpers/http-d1.js';
 import { bundleExampleWorker } from './helpers/worker-bundle.js';

@@ -1,8 +1,10 @@
 /**
- * The two statements the D1 writer adds to the caller's batch for each message.
+ * The two statements the writer adds to the caller's transaction for each message: to a D1
+ * `batch()`, or run on the SQLite store's caller's open transaction (better-sqlite3).
  *
  * Why this assigns commit-ordered sequences without row locks: a D1 `batch()` runs its
- * statements in one transaction, and SQLite runs write transactions one at a time. The counter
+ * statements in one transaction (as does a better-sqlite3 transaction), and SQLite runs write
+ * transactions one at a time, across processes too. The counter
  * bump and the insert that reads it back are in the same transaction as the caller's business
  * rows, so no other batch can interleave between them: the sequence a message gets is the order
  * in which batches touching its aggregate commit — the same guarantee the Postgres trigger gets
@@ -35,6 +37,8 @@ ON CONFLICT (aggregate_id) DO UPDATE SET last_sequence = last_sequence + 1`;
  * result) or runs after (and sees this row as the next head). Postgres needs a lock and a
  * deferral for the same decision (src/sql/settle.ts). Sequence 1 needs no probe.
  *
+ * RETURNING gives the SQLite writer the row id and sequence it reports; a D1 batch ignores it.
+ *
  * Patterns are matched with GLOB, not LIKE: SQLite's LIKE ignores ASCII case, Postgres's does
  * not, and topic patterns must match the same topics on both.
  */
@@ -54,4 +58,5 @@ SELECT ?1, ?2, ?3, ?4, ?5, a.last_sequence, ?6, ?7, d.ordered,
        (SELECT coalesce(?8, NOT EXISTS (
           SELECT 1 FROM outbox_unordered_topics u WHERE ?3 GLOB u.pattern
         )) AS ordered) d
- WHERE a.aggregate_id = ?2`;
+ WHERE a.aggregate_id = ?2
+RETURNING id, sequence`;

@@ -1,8 +1,13 @@
 /**
+ * The SQLite dialect, shared by D1 (src/cloudflare) and the SQLite store (src/stores/sqlite/): one
+ * text per statement, bound with numbered parameters (`?1`), which both D1's `bind(...)` and
+ * better-sqlite3 (as an object keyed 1, 2, ...) accept.
+ *
  * Claims due messages with a lease, in ONE statement. D1 is SQLite: there is no
  * `FOR UPDATE SKIP LOCKED`, and none is needed — SQLite executes one write statement at a time
  * for the whole database, so between the CTEs that pick the rows and the UPDATE that leases them
- * no other claim can run. Two overlapping runs (a Cron and a Durable Object, or two Workers)
+ * no other claim can run. Two overlapping runs (a Cron and a Durable Object, or two Workers, or two
+ * dispatcher processes on one SQLite file)
  * therefore get disjoint rows: the second one's CTEs already see the first one's lease. The
  * repeated lease condition on the outer UPDATE is belt and braces for that argument.
  *
@@ -47,7 +52,7 @@
  *
  * Attempts are counted at claim, so a message that kills the Worker mid-send still runs out of
  * attempts; messages of a run that are never tried (the run stopped earlier) are released with
- * their attempt given back (settle-sql.ts).
+ * their attempt given back (settle.ts).
  *
  * ?1 lease owner token (unique per claim: the fencing token), ?2 now (ms), ?3 lease (ms),
  * ?4 batch size. The partial indexes' conditions (`ready = 1`, `ordered = 1`) are literals on

@@ -1,5 +1,5 @@
 /**
- * Statements that keep the D1 outbox's chains (migration 2) in shape outside the claim → settle
+ * Statements that keep the SQLite (and D1) outbox's chains (migration 2) in shape outside the claim → settle
  * cycle: the unordered-topic patterns the writer reads, and the head repair.
  */
 
@@ -37,7 +37,7 @@ RETURNING last_run_at`;
 /**
  * Marks ready the first pending ordered message (the head) of each aggregate `aggregates` (a
  * SELECT of one `aggregate_id` column) yields: one seek into `outbox_chain_idx` per aggregate.
- * Shared by the head repair below and the settle (settle-sql.ts `markNextReadySql`).
+ * Shared by the head repair below and the settle (settle.ts `markNextReadySql`).
  */
 export const markHeadsReadySql = (aggregates: string) => `UPDATE outbox
    SET ready = 1

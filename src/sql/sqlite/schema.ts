@@ -1,0 +1,155 @@
+/**
+ * The SQLite schema, shared by D1 (src/cloudflare) and the SQLite store (src/stores/sqlite): the same
+ * logical tables and columns as the Postgres migrations 001, 003
+ * and 009, adapted to SQLite.
+ *
+ * - Times are INTEGER milliseconds since the epoch, not text: comparisons (`available_at <= ?`)
+ *   are then numeric and index-friendly, and the dispatcher can pass its own clock.
+ * - `payload` and `headers` are JSON text, checked with `json_valid` / `json_type`.
+ * - `id` is AUTOINCREMENT so ids of pruned rows are never reused (a reused id could be mistaken
+ *   for an old message by a log reader).
+ * - `sequence` is assigned by the writer inside the caller's batch from `outbox_aggregates`
+ *   (see enqueue.ts). UNIQUE (aggregate_id, sequence) is a safety net: a writer bug that
+ *   reused a sequence fails the whole batch instead of silently breaking order.
+ * - Indexes on pending rows are partial (`WHERE dispatched_at IS NULL`), as in Postgres, so the
+ *   dispatcher's cost follows the backlog, not the table's history; since version 2 a claim's
+ *   cost follows its batch, not the backlog (see version 2 below).
+ * - `consumer_positions.last_sequence` has CHECK (>= 0): the queue consumer's fenced position
+ *   update writes -1 when the position moved under it, and the CHECK turns that into an error
+ *   that rolls back its batch (see consumer.ts).
+ * - `consumer_dead_letters`: deliveries the queue consumer gave up on (poison bodies, permanent
+ *   failures, too many attempts), kept in D1 where status queries can see them.
+ *
+ * Migrations are append-only: a released one never changes, later ones alter what it made.
+ * Statements are idempotent (IF NOT EXISTS) where SQLite allows it; `ALTER TABLE ADD COLUMN` is
+ * not, and the migrators (`migrateD1`, `migrateSqlite`) treat a migration that a concurrent caller applied first as done.
+ */
+export interface SqliteMigration {
+  version: number;
+  name: string;
+  statements: readonly string[];
+}
+
+/** The SQLite migrations, in order: D1 and the SQLite store apply the same list. */
+export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
+  {
+    version: 1,
+    name: 'initial',
+    statements: [
+      `CREATE TABLE IF NOT EXISTS outbox_aggregates (
+  aggregate_id  TEXT    PRIMARY KEY,
+  last_sequence INTEGER NOT NULL
+)`,
+      `CREATE TABLE IF NOT EXISTS outbox (
+  id               INTEGER PRIMARY KEY AUTOINCREMENT,
+  message_id       TEXT    NOT NULL UNIQUE,
+  aggregate_id     TEXT    NOT NULL CHECK (length(aggregate_id) BETWEEN 1 AND 255),
+  topic            TEXT    NOT NULL CHECK (length(topic) BETWEEN 1 AND 255),
+  payload          TEXT    NOT NULL CHECK (json_valid(payload)),
+  headers          TEXT    NOT NULL DEFAULT '{}' CHECK (json_type(headers) = 'object'),
+  sequence         INTEGER NOT NULL,
+  created_at       INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000 AS INTEGER)),
+  available_at     INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000 AS INTEGER)),
+  dispatched_at    INTEGER,
+  attempts         INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+  last_error       TEXT,
+  lease_owner      TEXT,
+  lease_expires_at INTEGER,
+  dead_lettered_at INTEGER,
+  UNIQUE (aggregate_id, sequence)
+)`,
+      `CREATE INDEX IF NOT EXISTS outbox_pending_idx ON outbox (available_at, id)
+  WHERE dispatched_at IS NULL AND dead_lettered_at IS NULL`,
+      `CREATE INDEX IF NOT EXISTS outbox_aggregate_pending_idx ON outbox (aggregate_id, sequence)
+  WHERE dispatched_at IS NULL`,
+      `CREATE INDEX IF NOT EXISTS outbox_dead_letter_idx ON outbox (dead_lettered_at)
+  WHERE dead_lettered_at IS NOT NULL AND dispatched_at IS NULL`,
+      `CREATE TABLE IF NOT EXISTS processed_messages (
+  consumer     TEXT    NOT NULL,
+  message_id   TEXT    NOT NULL,
+  state        TEXT    NOT NULL DEFAULT 'done' CHECK (state IN ('claimed', 'done')),
+  processed_at INTEGER NOT NULL,
+  PRIMARY KEY (consumer, message_id)
+)`,
+      `CREATE INDEX IF NOT EXISTS processed_messages_processed_at_idx
+  ON processed_messages (processed_at)`,
+      `CREATE TABLE IF NOT EXISTS consumer_positions (
+  consumer      TEXT    NOT NULL,
+  aggregate_id  TEXT    NOT NULL,
+  last_sequence INTEGER NOT NULL CHECK (last_sequence >= 0),
+  updated_at    INTEGER NOT NULL,
+  PRIMARY KEY (consumer, aggregate_id)
+)`,
+      `CREATE TABLE IF NOT EXISTS consumer_dead_letters (
+  id               INTEGER PRIMARY KEY AUTOINCREMENT,
+  consumer         TEXT    NOT NULL,
+  queue_message_id TEXT    NOT NULL,
+  message_id       TEXT,
+  reason           TEXT    NOT NULL,
+  error            TEXT,
+  body             TEXT,
+  dead_lettered_at INTEGER NOT NULL
+)`,
+    ],
+  },
+  {
+    // Issue 16 on D1, the same design as Postgres migration 009 (see its comment): a claim reads
+    // ready messages only, never the rows queued behind an aggregate's head.
+    //
+    // - `ordered` (0/1) is decided ONCE, when the message is written: by the message
+    //   (`ordered: false`), else by `outbox_unordered_topics` (SQLite GLOB patterns). Before, each
+    //   dispatcher's `unorderedTopics` decided at claim time, so two dispatchers (a Cron and a
+    //   Durable Object, or two deploys) with different lists could send one aggregate out of order.
+    // - `ready` (0/1) marks where a claim may start: unordered messages and each aggregate's first
+    //   pending ordered message (its head). The writer decides it in its INSERT and the settle
+    //   marks the next head in its batch; SQLite runs one write transaction at a time, so both are
+    //   exact (no race like the one Postgres's settle has to close). DEFAULT 1, not 0: a row
+    //   written by an older writer (a deploy after this migration) is then claimable, and the
+    //   claim's head check keeps it in order until it IS the head.
+    // - `outbox_ready_idx` holds only ready rows that are pending and not dead: rows behind a head,
+    //   heads backing off (`available_at` past the scanned range) and dead heads under `hold` are
+    //   not read by a claim at all. `outbox_chain_idx` is each aggregate's chain of pending ordered
+    //   messages by sequence: the writer's "anything pending?" probe, the claim's head check and
+    //   run, and the settle's "who is next?" each read its first entries.
+    // - `outbox_pending_idx` (every pending row by due time) was only the old claim's index.
+    // - `outbox_maintenance`: when the periodic head repair last ran (chains.ts).
+    //
+    // Existing pending rows become ordered (the old default) and only their heads stay ready: one
+    // pass over the backlog, not the history. ALTER TABLE ADD COLUMN is not idempotent; migrateD1
+    // treats a concurrent caller that applied it first as success.
+    version: 2,
+    name: 'ordered-chains',
+    statements: [
+      `ALTER TABLE outbox ADD COLUMN ordered INTEGER NOT NULL DEFAULT 1 CHECK (ordered IN (0, 1))`,
+      `ALTER TABLE outbox ADD COLUMN ready INTEGER NOT NULL DEFAULT 1 CHECK (ready IN (0, 1))`,
+      `UPDATE outbox SET ready = 0
+ WHERE dispatched_at IS NULL
+   AND EXISTS (
+     SELECT 1 FROM outbox p
+      WHERE p.aggregate_id = outbox.aggregate_id
+        AND p.sequence < outbox.sequence
+        AND p.dispatched_at IS NULL
+   )`,
+      `CREATE INDEX IF NOT EXISTS outbox_ready_idx ON outbox (available_at, id)
+  WHERE ready = 1 AND dispatched_at IS NULL AND dead_lettered_at IS NULL`,
+      `CREATE INDEX IF NOT EXISTS outbox_chain_idx ON outbox (aggregate_id, sequence)
+  WHERE dispatched_at IS NULL AND ordered = 1`,
+      `DROP INDEX IF EXISTS outbox_pending_idx`,
+      `CREATE TABLE IF NOT EXISTS outbox_unordered_topics (
+  pattern    TEXT    PRIMARY KEY CHECK (length(pattern) BETWEEN 1 AND 255),
+  created_at INTEGER NOT NULL
+)`,
+      `CREATE TABLE IF NOT EXISTS outbox_maintenance (
+  task        TEXT    PRIMARY KEY,
+  last_run_at INTEGER NOT NULL
+)`,
+    ],
+  },
+];
+
+/** Which migrations a database has: one row per version applied. */
+export const MIGRATIONS_TABLE_SQL = `CREATE TABLE IF NOT EXISTS outbox_migrations (
+  version    INTEGER PRIMARY KEY,
+  name       TEXT    NOT NULL,
+  applied_at INTEGER NOT NULL
+)`;

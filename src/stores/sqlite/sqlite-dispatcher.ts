@@ -1,0 +1,71 @@
+import { OutboxValidationError } from '../../core/errors.js';
+import { createDispatcher, type Dispatcher } from '../../dispatcher/dispatcher.js';
+import type { DispatcherOptions } from '../../dispatcher/options.js';
+import { addUnorderedTopicsSql } from '../../sql/sqlite/chains.js';
+import { globToSqliteGlob } from '../../sql/sqlite/claim.js';
+import { numbered, type SqliteDatabase } from './sqlite-database.js';
+import { SqliteOutboxStore } from './sqlite-outbox-store.js';
+
+/**
+ * Options of {@link createSqliteDispatcher}: the polling dispatcher's, on a SQLite file. Not
+ * here, because SQLite has no way to do them: a wake source on LISTEN/NOTIFY (polling is how a
+ * SQLite dispatcher hears of new messages), rate limits and route pauses shared between
+ * dispatchers, claim shapes.
+ */
+export interface SqliteDispatcherOptions extends Pick<
+  DispatcherOptions,
+  | 'publisher'
+  | 'batchSize'
+  | 'leaseMs'
+  | 'pollIntervalMs'
+  | 'backoff'
+  | 'maxAttempts'
+  | 'unorderedTopics'
+  | 'deadLetterPolicy'
+  | 'concurrency'
+  | 'wakeSource'
+  | 'id'
+  | 'asyncSettle'
+> {
+  /**
+   * The SQLite file, opened with `openSqlite` (WAL, busy_timeout). A connection of the
+   * dispatcher's own: better-sqlite3 is synchronous, so a claim waiting for the write lock holds
+   * its process.
+   */
+  database: SqliteDatabase;
+}
+
+/**
+ * Creates the polling dispatcher on a SQLite file: leases with fencing, per-aggregate order,
+ * backoff with jitter, dead letters, `drain()` for `--once` — the Postgres dispatcher itself,
+ * over {@link SqliteOutboxStore}. Several processes may each run one on the same file.
+ * `unorderedTopics` are declared in `outbox_unordered_topics` first, so they apply to messages
+ * written from then on, whichever dispatcher sends them (as on Postgres and D1).
+ *
+ * @example
+ * ```ts
+ * const dispatcher = createSqliteDispatcher({
+ *   database: await openSqlite('file:./agent.db'),
+ *   publisher: new HttpPublisher({ url: 'https://hooks.example.com/outbox' }),
+ * });
+ * dispatcher.start();
+ * process.on('SIGTERM', () => void dispatcher.stop());
+ * ```
+ */
+export function createSqliteDispatcher(options: SqliteDispatcherOptions): Dispatcher {
+  const { database, ...rest } = options;
+  if (typeof database?.prepare !== 'function')
+    throw new OutboxValidationError('database', 'must be a better-sqlite3 Database (openSqlite)');
+  const globs = options.unorderedTopics ?? [];
+  for (const glob of globs)
+    if (typeof glob !== 'string' || glob.length === 0 || glob.length > 255)
+      throw new OutboxValidationError(
+        'unorderedTopics',
+        'a topic pattern must be 1-255 characters',
+      );
+  if (globs.length > 0)
+    database
+      .prepare(addUnorderedTopicsSql)
+      .all(numbered([JSON.stringify(globs.map(globToSqliteGlob)), Date.now()]));
+  return createDispatcher({ ...rest, store: new SqliteOutboxStore(database) });
+}
