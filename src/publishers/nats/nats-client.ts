@@ -52,7 +52,8 @@ export interface NatsConnectionLike {
 export interface NatsModuleLike {
   headers?(): NatsHeadersLike;
   connect(options: {
-    servers: string;
+    /** One `host:port`, or several: the client picks one that answers and fails over. */
+    servers: string | string[];
     user?: string;
     pass?: string;
     token?: string;

@@ -10,13 +10,18 @@ import type {
   NatsJetStreamLike,
   NatsModuleLike,
 } from './nats-client.js';
+import { connectOptions } from './connect-options.js';
 import { JetStreamStream, type NatsStreamReport } from './jetstream-stream.js';
+
+export { connectOptions, NatsUrlError } from './connect-options.js';
 
 /** Options of {@link NatsJetStreamPublisher}. */
 export interface NatsJetStreamPublisherOptions {
   /**
    * `nats://[user:pass@|token@]host:port` (the publisher connects itself, with the `nats`
-   * package) or an existing `NatsConnection` (you keep ownership: `close()` leaves it open).
+   * package), a cluster as a comma-separated list of such URLs (`nats://h:4301,nats://h:4302`:
+   * a start works while any one of them answers, and a lost node fails over to the others), or
+   * an existing `NatsConnection` (you keep ownership: `close()` leaves it open).
    */
   connection: string | NatsConnectionLike;
   /** Prepended to the topic to form the subject (`outbox.` + `mail.send`). Default `''`. */
@@ -103,9 +108,12 @@ export class NatsJetStreamPublisher implements Publisher {
   /** Subjects already reported to `onUncoveredSubject`: once each, not once per message. */
   readonly #reported = new Set<string>();
 
+  /** @throws NatsUrlError when `connection` is a URL (list) that cannot be read. */
   constructor(options: NatsJetStreamPublisherOptions) {
     this.#options = options;
     this.#ownsConnection = typeof options.connection === 'string';
+    // A mistyped URL is the caller's to fix now, not a retryable outcome on every publish.
+    if (typeof options.connection === 'string') connectOptions(options.connection);
   }
 
   /** `nats`: the `messaging.system` of this publisher's `send` spans. */
@@ -282,23 +290,6 @@ function traceHeaders(session: Session, message: OutgoingMessage): { headers?: N
 
 function encode(message: OutgoingMessage): Uint8Array {
   return new TextEncoder().encode(JSON.stringify(toEnvelope(message)));
-}
-
-/** `nats://user:pass@host:4222` → connect options; nats.js wants credentials apart. */
-export function connectOptions(url: string): Parameters<NatsModuleLike['connect']>[0] {
-  const parsed = new URL(url);
-  const options: Parameters<NatsModuleLike['connect']>[0] = {
-    servers: `${parsed.hostname}:${parsed.port || '4222'}`,
-    name: 'agent-outbox',
-  };
-  if (parsed.protocol === 'tls:' || parsed.protocol === 'wss:') options.servers = url;
-  if (parsed.username && parsed.password) {
-    options.user = decodeURIComponent(parsed.username);
-    options.pass = decodeURIComponent(parsed.password);
-  } else if (parsed.username) {
-    options.token = decodeURIComponent(parsed.username);
-  }
-  return options;
 }
 
 function isNoResponders(error: unknown): boolean {
