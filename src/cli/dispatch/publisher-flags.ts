@@ -6,6 +6,7 @@ import {
 } from '../../publishers/publisher-config.js';
 import { WebhookSecretError } from '../../publishers/http/standard-webhooks.js';
 import { connectOptions, NatsUrlError } from '../../publishers/nats/connect-options.js';
+import { redactUrl } from '../database.js';
 import { UsageError } from '../usage-error.js';
 
 /**
@@ -52,4 +53,16 @@ export function checkPublisherScheme(url: string): void {
   throw new UsageError(
     `--publisher ${scheme === undefined ? `"${url}" has no scheme` : `scheme "${scheme}://" is not supported`}: use one of ${PUBLISHER_URL_SCHEMES.map((s) => `${s}://`).join(', ')}`,
   );
+}
+
+/**
+ * `--publisher` as the startup line shows it: each entry of a server list
+ * (`nats://h:4301,nats://u:pw@h:4302`) without its password, as `redactUrl` shows one URL, which
+ * cannot read a list.
+ */
+export function shownPublisher(url: string): string {
+  return url
+    .split(',')
+    .map((entry) => redactUrl(entry.trim()))
+    .join(',');
 }

@@ -41,6 +41,12 @@ export interface NatsConnectionLike {
   jetstream(): NatsJetStreamLike;
   jetstreamManager(): Promise<NatsJetStreamManagerLike>;
   isClosed(): boolean;
+  /**
+   * The connection's events (`disconnect` with the server it lost, `reconnect`, ...): the
+   * publisher stops waiting for PubAcks a lost server will never send. Optional: without it
+   * they run into `ackTimeoutMs`.
+   */
+  status?(): AsyncIterable<{ type: string; data?: unknown }>;
   close(): Promise<void>;
 }
 

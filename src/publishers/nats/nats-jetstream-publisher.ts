@@ -87,7 +87,17 @@ interface Session {
   stream: JetStreamStream | undefined;
   /** The `nats` module's `headers()`, when the module could be loaded. */
   headers: (() => NatsHeadersLike) | undefined;
+  /** Called with the lost server when the connection drops (see `#watch`). */
+  onDisconnect: Set<(server: string) => void>;
 }
+
+/**
+ * The `retryAfterMs` of a publish whose server went away before its PubAck: long enough for the
+ * client to reach another server of the list (it tries the next one at once), and, being a
+ * `Retry-After`, it pauses the route without charging an attempt (G9) however few messages were
+ * in flight.
+ */
+const RECONNECT_RETRY_AFTER_MS = 1_000;
 
 /**
  * Publishes to NATS JetStream and waits for each PubAck, so `published` means "stored by the
@@ -151,17 +161,31 @@ export class NatsJetStreamPublisher implements Publisher {
       if (session.stream && uncovered.has(subject)) {
         return this.#uncovered(session.stream, subject, message.topic);
       }
+      let lost: ((server: string) => void) | undefined;
       try {
+        const disconnected = new Promise<string>((resolve) => {
+          lost = resolve;
+          session.onDisconnect.add(resolve);
+        });
         // A duplicate PubAck means the stream already holds this id: the effect is durable.
-        await session.jetstream.publish(subject, encode(message), {
+        const publishing = session.jetstream.publish(subject, encode(message), {
           msgID: message.id,
           timeout: this.#options.ackTimeoutMs ?? 5000,
           ...traceHeaders(session, message),
         });
-        return published();
+        const server = await Promise.race([publishing.then(() => undefined), disconnected]);
+        if (server === undefined) return published();
+        // Abandoned, so its timeout must not surface as an unhandled rejection.
+        publishing.catch(() => undefined);
+        return retryable(
+          `NATS: connection to ${server} lost before the PubAck; the client reconnects to another server of the list, and the next attempt (same Nats-Msg-Id) is dropped by the stream's duplicate window if this one was stored`,
+          RECONNECT_RETRY_AFTER_MS,
+        );
       } catch (error) {
         if (isNoResponders(error)) session.stream?.forget(subject);
         return classify(error, subject);
+      } finally {
+        if (lost) session.onDisconnect.delete(lost);
       }
     });
   }
@@ -233,12 +257,15 @@ export class NatsJetStreamPublisher implements Publisher {
         throw error;
       }
     }
-    return {
+    const session: Session = {
       connection,
       jetstream: connection.jetstream(),
       stream,
       headers: nats?.headers?.bind(nats),
+      onDisconnect: new Set(),
     };
+    watch(session);
+    return session;
   }
 
   get #streamName(): string {
@@ -276,6 +303,24 @@ export class NatsJetStreamPublisher implements Publisher {
     }
     return permanent(error);
   }
+}
+
+/**
+ * Follows the connection's status: on `disconnect` every publish still waiting for its PubAck is
+ * told, since the lost server will never send it (nats.js keeps such a request open until its
+ * timeout, 5 s by default, which held a cluster failover for that long). The loop ends when the
+ * connection closes.
+ */
+function watch(session: Session): void {
+  const status = session.connection.status?.();
+  if (!status) return;
+  void (async () => {
+    for await (const event of status) {
+      if (event.type !== 'disconnect') continue;
+      const server = typeof event.data === 'string' ? event.data : 'the server';
+      for (const lost of [...session.onDisconnect]) lost(server);
+    }
+  })().catch(() => undefined);
 }
 
 /** The trace context as NATS headers (`Nats-Msg-Id` is added to them by `msgID`). */

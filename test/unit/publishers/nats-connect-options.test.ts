@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkPublisherScheme } from '../../../src/cli/dispatch/publisher-flags.js';
+import { checkPublisherScheme, shownPublisher } from '../../../src/cli/dispatch/publisher-flags.js';
 import { UsageError } from '../../../src/cli/usage-error.js';
 import { connectOptions, NatsUrlError } from '../../../src/publishers/nats/connect-options.js';
 import { NatsJetStreamPublisher } from '../../../src/publishers/nats/nats-jetstream-publisher.js';
@@ -82,5 +82,11 @@ describe('NATS connectOptions: one server or a cluster list (issue 44)', () => {
   it('outbox dispatch --publisher: a list passes, an unreadable one is a usage error (exit 2)', () => {
     expect(() => checkPublisherScheme('nats://h:4301,nats://h:4302,nats://h:4303')).not.toThrow();
     expect(() => checkPublisherScheme('nats://h:4301,nats://h:x')).toThrow(UsageError);
+  });
+
+  it('the startup line shows a list entry by entry, without passwords', () => {
+    expect(shownPublisher('nats://h:4301,nats://u:pw@h:4302')).toBe(
+      'nats://h:4301,nats://u:***@h:4302',
+    );
   });
 });

@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import type { NatsConnectionLike } from '../../../src/publishers/nats/nats-client.js';
+import { NatsJetStreamPublisher } from '../../../src/publishers/nats/nats-jetstream-publisher.js';
+import type { OutgoingMessage } from '../../../src/publishers/publisher.js';
+
+/** A connection whose PubAcks never come, and whose status events the test pushes. */
+function silentConnection() {
+  const waiting: ((event: { type: string; data?: unknown }) => void)[] = [];
+  const queued: { type: string; data?: unknown }[] = [];
+  let sent = 0;
+  const connection: NatsConnectionLike = {
+    jetstream: () => ({
+      publish: () => {
+        sent++;
+        return new Promise(() => undefined);
+      },
+    }),
+    jetstreamManager: () => Promise.reject(new Error('not used')),
+    isClosed: () => false,
+    close: async () => undefined,
+    status: () => ({
+      async *[Symbol.asyncIterator]() {
+        for (;;) yield queued.shift() ?? (await new Promise((resolve) => waiting.push(resolve)));
+      },
+    }),
+  };
+  return {
+    connection,
+    sent: () => sent,
+    push(event: { type: string; data?: unknown }) {
+      const next = waiting.shift();
+      if (next) next(event);
+      else queued.push(event);
+    },
+  };
+}
+
+function message(n: number): OutgoingMessage {
+  return {
+    id: `00000000-0000-4000-8000-00000000000${n}`,
+    rowId: String(n),
+    topic: 'payment.charge',
+    aggregateId: 'a',
+    sequence: n,
+    payload: {},
+    headers: {},
+    createdAt: new Date(),
+    attempts: 1,
+  };
+}
+
+describe('NATS publisher: the server goes away before the PubAck (issue 44)', () => {
+  it('answers retryable with a Retry-After at the disconnect, not after the ack timeout', async () => {
+    const fake = silentConnection();
+    const publisher = new NatsJetStreamPublisher({
+      connection: fake.connection,
+      ackTimeoutMs: 60_000,
+      loadModule: () => Promise.reject(new Error('no module')),
+    });
+    const outcomes = publisher.publish([message(1), message(2)]);
+    while (fake.sent() < 2) await new Promise((resolve) => setTimeout(resolve, 1));
+    fake.push({ type: 'reconnecting' });
+    fake.push({ type: 'disconnect', data: '127.0.0.1:4301' });
+    const result = await outcomes;
+    expect(result).toHaveLength(2);
+    for (const outcome of result) {
+      expect(outcome).toMatchObject({ status: 'retryable', retryAfterMs: 1_000 });
+      expect(outcome.status === 'retryable' && outcome.error).toMatch(
+        /connection to 127\.0\.0\.1:4301 lost before the PubAck.*duplicate window/,
+      );
+    }
+  });
+});
