@@ -224,7 +224,11 @@ describe.runIf(rabbitUp && ctlMissing === undefined)(
       };
       console.log(`[rabbitmq blocked] ${JSON.stringify(figures)}`);
       console.log(
-        `[rabbitmq blocked] the operator sees: ${/.*route paused.*/.exec(dispatcher.output())?.[0] ?? '?'}`,
+        `[rabbitmq blocked] raised ${new Date(raisedAt).toISOString()}, cleared ${new Date(clearStartedAt).toISOString()}; the operator sees:\n${dispatcher
+          .output()
+          .split('\n')
+          .filter((line) => /route (paused|resumed)/.test(line))
+          .join('\n')}`,
       );
 
       expect(dispatchedWhileBlocked).toBe(0);
