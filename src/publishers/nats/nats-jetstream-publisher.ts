@@ -87,8 +87,10 @@ interface Session {
   stream: JetStreamStream | undefined;
   /** The `nats` module's `headers()`, when the module could be loaded. */
   headers: (() => NatsHeadersLike) | undefined;
-  /** Called with the lost server when the connection drops (see `#watch`). */
+  /** Called with the lost server when the connection drops (see `watch`). */
   onDisconnect: Set<(server: string) => void>;
+  /** Ends `watch` on a connection the publisher leaves open at `close()`. */
+  stopWatching: () => void;
 }
 
 /**
@@ -204,9 +206,11 @@ export class NatsJetStreamPublisher implements Publisher {
   async close(): Promise<void> {
     const session = this.#session;
     this.#session = undefined;
-    if (!session || !this.#ownsConnection) return;
-    const { connection } = await session.catch(() => ({ connection: undefined }));
-    if (connection && !connection.isClosed()) await connection.close();
+    if (!session) return;
+    const opened = await session.catch(() => undefined);
+    opened?.stopWatching();
+    if (opened && this.#ownsConnection && !opened.connection.isClosed())
+      await opened.connection.close();
   }
 
   /** One session, re-created after a failed connect or a closed connection. */
@@ -263,6 +267,7 @@ export class NatsJetStreamPublisher implements Publisher {
       stream,
       headers: nats?.headers?.bind(nats),
       onDisconnect: new Set(),
+      stopWatching: () => undefined,
     };
     watch(session);
     return session;
@@ -314,8 +319,15 @@ export class NatsJetStreamPublisher implements Publisher {
 function watch(session: Session): void {
   const status = session.connection.status?.();
   if (!status) return;
+  let watching = true;
+  session.stopWatching = () => {
+    watching = false;
+    // nats.js's status iterator ends its `for await` on stop().
+    (status as { stop?: () => void }).stop?.();
+  };
   void (async () => {
     for await (const event of status) {
+      if (!watching) break;
       if (event.type !== 'disconnect') continue;
       const server = typeof event.data === 'string' ? event.data : 'the server';
       for (const lost of [...session.onDisconnect]) lost(server);

@@ -8,6 +8,7 @@ function silentConnection() {
   const waiting: ((event: { type: string; data?: unknown }) => void)[] = [];
   const queued: { type: string; data?: unknown }[] = [];
   let sent = 0;
+  let stopped = false;
   const connection: NatsConnectionLike = {
     jetstream: () => ({
       publish: () => {
@@ -18,15 +19,26 @@ function silentConnection() {
     jetstreamManager: () => Promise.reject(new Error('not used')),
     isClosed: () => false,
     close: async () => undefined,
-    status: () => ({
-      async *[Symbol.asyncIterator]() {
-        for (;;) yield queued.shift() ?? (await new Promise((resolve) => waiting.push(resolve)));
-      },
-    }),
+    status: () =>
+      Object.assign(
+        {
+          async *[Symbol.asyncIterator]() {
+            for (;;)
+              yield (
+                queued.shift() ??
+                (await new Promise<{ type: string; data?: unknown }>((resolve) =>
+                  waiting.push(resolve),
+                ))
+              );
+          },
+        },
+        { stop: () => void (stopped = true) },
+      ),
   };
   return {
     connection,
     sent: () => sent,
+    stopped: () => stopped,
     push(event: { type: string; data?: unknown }) {
       const next = waiting.shift();
       if (next) next(event);
@@ -69,5 +81,17 @@ describe('NATS publisher: the server goes away before the PubAck (issue 44)', ()
         /connection to 127\.0\.0\.1:4301 lost before the PubAck.*duplicate window/,
       );
     }
+  });
+
+  it('stops following the status of a connection it was given when closed (leaves it open)', async () => {
+    const fake = silentConnection();
+    const publisher = new NatsJetStreamPublisher({
+      connection: fake.connection,
+      loadModule: () => Promise.reject(new Error('no module')),
+    });
+    void publisher.publish([message(1)]);
+    while (fake.sent() < 1) await new Promise((resolve) => setTimeout(resolve, 1));
+    await publisher.close();
+    expect(fake.stopped()).toBe(true);
   });
 });
