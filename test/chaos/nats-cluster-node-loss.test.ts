@@ -290,6 +290,17 @@ describe.runIf(available)('a NATS JetStream cluster loses a node (issue 44)', ()
       dead: settled[0]!.dead,
     };
     console.log(`[nats cluster node loss] ${JSON.stringify(figures)}`);
+    if (settled[0]!.charged > 0) {
+      // Which messages were charged a second attempt, and why: the failure the last one left.
+      const { rows: why } = await db.pool.query<{ error: string; n: number; first: Date }>(
+        `SELECT left(coalesce(last_error, '(none)'), 160) AS error, count(*)::int AS n,
+                min(created_at) AS first
+         FROM outbox_messages WHERE attempts > 1 GROUP BY 1`,
+      );
+      console.log(
+        `[nats cluster node loss] charged (kill at ${new Date(killedAt).toISOString()}): ${JSON.stringify(why)}`,
+      );
+    }
     expect(report.lost).toEqual([]);
     expect(report.unexpected).toEqual([]);
     expect(report.duplicates).toBe(0);

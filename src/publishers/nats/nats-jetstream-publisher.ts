@@ -87,6 +87,8 @@ interface Session {
   stream: JetStreamStream | undefined;
   /** The `nats` module's `headers()`, when the module could be loaded. */
   headers: (() => NatsHeadersLike) | undefined;
+  /** From a disconnect until the next PubAck: see `#send`. */
+  recovering: boolean;
   /** Called with the lost server when the connection drops (see `watch`). */
   onDisconnect: Set<(server: string) => void>;
   /** Ends `watch` on a connection the publisher leaves open at `close()`. */
@@ -100,6 +102,9 @@ interface Session {
  * in flight.
  */
 const RECONNECT_RETRY_AFTER_MS = 1_000;
+
+/** How long one copy of a message waits for its PubAck while the session recovers (`#send`). */
+const RECOVERY_SLICE_MS = 1_000;
 
 /**
  * Publishes to NATS JetStream and waits for each PubAck, so `published` means "stored by the
@@ -170,14 +175,12 @@ export class NatsJetStreamPublisher implements Publisher {
           session.onDisconnect.add(resolve);
         });
         // A duplicate PubAck means the stream already holds this id: the effect is durable.
-        const publishing = session.jetstream.publish(subject, encode(message), {
-          msgID: message.id,
-          timeout: this.#options.ackTimeoutMs ?? 5000,
-          ...traceHeaders(session, message),
-        });
+        const abandon = { now: false };
+        const publishing = this.#send(session, subject, message, abandon);
         const server = await Promise.race([publishing.then(() => undefined), disconnected]);
         if (server === undefined) return published();
-        // Abandoned, so its timeout must not surface as an unhandled rejection.
+        // Abandoned: no copy sent after this, and its timeout is nobody's to hear.
+        abandon.now = true;
         publishing.catch(() => undefined);
         return retryable(
           `NATS: connection to ${server} lost before the PubAck; the client reconnects to another server of the list, and the next attempt (same Nats-Msg-Id) is dropped by the stream's duplicate window if this one was stored`,
@@ -190,6 +193,46 @@ export class NatsJetStreamPublisher implements Publisher {
         if (lost) session.onDisconnect.delete(lost);
       }
     });
+  }
+
+  /**
+   * Sends one message and waits for its PubAck, `ackTimeoutMs` in all. While the session recovers
+   * from a lost server (from a disconnect to the next PubAck) the wait is cut in slices of
+   * {@link RECOVERY_SLICE_MS}, the message sent again after each (same `Nats-Msg-Id`, so the
+   * stream stores it once): a stream whose leader died stores nothing until its new leader is
+   * elected, and a copy sent in the last slice goes through about when that happens instead of
+   * one whole `ackTimeoutMs` later.
+   */
+  async #send(
+    session: Session,
+    subject: string,
+    message: OutgoingMessage,
+    abandon: { now: boolean },
+  ): Promise<void> {
+    const deadline = Date.now() + (this.#options.ackTimeoutMs ?? 5000);
+    let last: unknown;
+    for (;;) {
+      const left = deadline - Date.now();
+      // Out of time after a slice (a copy's wait may have used it up): the last failure stands.
+      if (last !== undefined && left < 50) throw last;
+      const started = Date.now();
+      try {
+        await session.jetstream.publish(subject, encode(message), {
+          msgID: message.id,
+          timeout: Math.max(1, session.recovering ? Math.min(RECOVERY_SLICE_MS, left) : left),
+          ...traceHeaders(session, message),
+        });
+        session.recovering = false;
+        return;
+      } catch (error) {
+        last = error;
+        const again = isTimeout(error) || isNoResponders(error);
+        if (abandon.now || !session.recovering || !again) throw error;
+        // No responders comes back at once: space the copies as a timeout would.
+        const rest = RECOVERY_SLICE_MS - (Date.now() - started);
+        if (rest > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(rest, left)));
+      }
+    }
   }
 
   /**
@@ -266,6 +309,7 @@ export class NatsJetStreamPublisher implements Publisher {
       jetstream: connection.jetstream(),
       stream,
       headers: nats?.headers?.bind(nats),
+      recovering: false,
       onDisconnect: new Set(),
       stopWatching: () => undefined,
     };
@@ -329,6 +373,7 @@ function watch(session: Session): void {
     for await (const event of status) {
       if (!watching) break;
       if (event.type !== 'disconnect') continue;
+      session.recovering = true;
       const server = typeof event.data === 'string' ? event.data : 'the server';
       for (const lost of [...session.onDisconnect]) lost(server);
     }
@@ -347,6 +392,10 @@ function traceHeaders(session: Session, message: OutgoingMessage): { headers?: N
 
 function encode(message: OutgoingMessage): Uint8Array {
   return new TextEncoder().encode(JSON.stringify(toEnvelope(message)));
+}
+
+function isTimeout(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === 'TIMEOUT';
 }
 
 function isNoResponders(error: unknown): boolean {

@@ -94,4 +94,43 @@ describe('NATS publisher: the server goes away before the PubAck (issue 44)', ()
     await publisher.close();
     expect(fake.stopped()).toBe(true);
   });
+
+  it('after a disconnect, sends again (same Nats-Msg-Id) each second until the PubAck comes, within ackTimeoutMs', async () => {
+    let status: ((event: { type: string; data?: unknown }) => void) | undefined;
+    const sends: { msgID?: string; timeout?: number }[] = [];
+    const connection: NatsConnectionLike = {
+      jetstream: () => ({
+        publish: (_subject, _payload, options) => {
+          sends.push({ msgID: options?.msgID, timeout: options?.timeout });
+          // A stream electing its leader: the first two copies get no answer.
+          return sends.length <= 2
+            ? Promise.reject(Object.assign(new Error('timeout'), { code: 'TIMEOUT' }))
+            : Promise.resolve({ stream: 'S', seq: 1, duplicate: false });
+        },
+      }),
+      jetstreamManager: () => Promise.reject(new Error('not used')),
+      isClosed: () => false,
+      close: async () => undefined,
+      status: () => ({
+        async *[Symbol.asyncIterator]() {
+          yield await new Promise<{ type: string; data?: unknown }>(
+            (resolve) => (status = resolve),
+          );
+        },
+      }),
+    };
+    const publisher = new NatsJetStreamPublisher({
+      connection,
+      ackTimeoutMs: 5_000,
+      loadModule: () => Promise.reject(new Error('no module')),
+    });
+    // Before any disconnect a timeout is final.
+    expect(await publisher.publish([message(1)])).toMatchObject([{ status: 'retryable' }]);
+    expect(sends).toEqual([{ msgID: message(1).id, timeout: 5_000 }]);
+    status!({ type: 'disconnect', data: 'h:1' });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(await publisher.publish([message(2)])).toEqual([{ status: 'published' }]);
+    expect(sends.slice(1).map((s) => s.msgID)).toEqual([message(2).id, message(2).id]);
+    expect(sends.slice(1).every((s) => s.timeout! <= 1_000)).toBe(true);
+  });
 });
