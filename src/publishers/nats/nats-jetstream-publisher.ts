@@ -188,7 +188,19 @@ export class NatsJetStreamPublisher implements Publisher {
         );
       } catch (error) {
         if (isNoResponders(error)) session.stream?.forget(subject);
-        return classify(error, subject);
+        const outcome = classify(error, subject);
+        // Still no PubAck since a server was lost: the cluster is still electing the stream's
+        // leader, an outage rather than this message's failure, so the route pauses uncharged.
+        if (
+          session.recovering &&
+          outcome.status === 'retryable' &&
+          (isTimeout(error) || isNoResponders(error))
+        )
+          return retryable(
+            `${outcome.error} (since a server of the cluster was lost; JetStream may still be electing the stream's leader)`,
+            RECONNECT_RETRY_AFTER_MS,
+          );
+        return outcome;
       } finally {
         if (lost) session.onDisconnect.delete(lost);
       }
