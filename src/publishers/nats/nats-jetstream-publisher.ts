@@ -87,8 +87,8 @@ interface Session {
   stream: JetStreamStream | undefined;
   /** The `nats` module's `headers()`, when the module could be loaded. */
   headers: (() => NatsHeadersLike) | undefined;
-  /** From a disconnect until the next PubAck: see `#send`. */
-  recovering: boolean;
+  /** When the connection last lost its server (see `recovering`). */
+  lostAt: number | undefined;
   /** Called with the lost server when the connection drops (see `watch`). */
   onDisconnect: Set<(server: string) => void>;
   /** Ends `watch` on a connection the publisher leaves open at `close()`. */
@@ -105,6 +105,18 @@ const RECONNECT_RETRY_AFTER_MS = 1_000;
 
 /** How long one copy of a message waits for its PubAck while the session recovers (`#send`). */
 const RECOVERY_SLICE_MS = 1_000;
+
+/**
+ * How long after losing a server the session counts as recovering: JetStream re-elects a lost
+ * stream leader within about 10 s, and a publish sent while the client was reconnecting can lose
+ * its PubAck (its reply subscription not yet back) even though other publishes already succeed.
+ */
+const RECOVERY_WINDOW_MS = 30_000;
+
+/** Within {@link RECOVERY_WINDOW_MS} of the last lost server. */
+function recovering(session: Session): boolean {
+  return session.lostAt !== undefined && Date.now() - session.lostAt < RECOVERY_WINDOW_MS;
+}
 
 /**
  * Publishes to NATS JetStream and waits for each PubAck, so `published` means "stored by the
@@ -192,7 +204,7 @@ export class NatsJetStreamPublisher implements Publisher {
         // Still no PubAck since a server was lost: the cluster is still electing the stream's
         // leader, an outage rather than this message's failure, so the route pauses uncharged.
         if (
-          session.recovering &&
+          recovering(session) &&
           outcome.status === 'retryable' &&
           (isTimeout(error) || isNoResponders(error))
         )
@@ -209,7 +221,7 @@ export class NatsJetStreamPublisher implements Publisher {
 
   /**
    * Sends one message and waits for its PubAck, `ackTimeoutMs` in all. While the session recovers
-   * from a lost server (from a disconnect to the next PubAck) the wait is cut in slices of
+   * from a lost server (`RECOVERY_WINDOW_MS` after a disconnect) the wait is cut in slices of
    * {@link RECOVERY_SLICE_MS}, the message sent again after each (same `Nats-Msg-Id`, so the
    * stream stores it once): a stream whose leader died stores nothing until its new leader is
    * elected, and a copy sent in the last slice goes through about when that happens instead of
@@ -231,15 +243,14 @@ export class NatsJetStreamPublisher implements Publisher {
       try {
         await session.jetstream.publish(subject, encode(message), {
           msgID: message.id,
-          timeout: Math.max(1, session.recovering ? Math.min(RECOVERY_SLICE_MS, left) : left),
+          timeout: Math.max(1, recovering(session) ? Math.min(RECOVERY_SLICE_MS, left) : left),
           ...traceHeaders(session, message),
         });
-        session.recovering = false;
         return;
       } catch (error) {
         last = error;
         const again = isTimeout(error) || isNoResponders(error);
-        if (abandon.now || !session.recovering || !again) throw error;
+        if (abandon.now || !recovering(session) || !again) throw error;
         // No responders comes back at once: space the copies as a timeout would.
         const rest = RECOVERY_SLICE_MS - (Date.now() - started);
         if (rest > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(rest, left)));
@@ -321,7 +332,7 @@ export class NatsJetStreamPublisher implements Publisher {
       jetstream: connection.jetstream(),
       stream,
       headers: nats?.headers?.bind(nats),
-      recovering: false,
+      lostAt: undefined,
       onDisconnect: new Set(),
       stopWatching: () => undefined,
     };
@@ -385,7 +396,7 @@ function watch(session: Session): void {
     for await (const event of status) {
       if (!watching) break;
       if (event.type !== 'disconnect') continue;
-      session.recovering = true;
+      session.lostAt = Date.now();
       const server = typeof event.data === 'string' ? event.data : 'the server';
       for (const lost of [...session.onDisconnect]) lost(server);
     }
