@@ -215,7 +215,8 @@ describe.runIf(available)('a NATS JetStream cluster loses a node (issue 44)', ()
     for (let i = 1; i < settles.length; i++) {
       const from = settles[i - 1]!.at.getTime();
       const to = settles[i]!.at.getTime();
-      if (from <= killedAt + 30_000 && to - from > stall.to - stall.from) stall = { from, to };
+      if (to > killedAt && from <= killedAt + 30_000 && to - from > stall.to - stall.from)
+        stall = { from, to };
     }
     const resumeMs = stall.to - killedAt;
     const movedTo = await cluster.connectedTo('agent-outbox');
