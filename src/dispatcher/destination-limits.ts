@@ -153,7 +153,7 @@ export class DestinationLimits {
     fates: readonly MessageFate[],
     plan: Settlement[],
     probes: Map<string, OutgoingMessage>,
-  ): Promise<{ resumed: string[]; paused: string[] }> {
+  ): Promise<{ resumed: string[]; paused: { route: string; reason: string }[] }> {
     const routes = new Map<
       string,
       {
@@ -181,7 +181,7 @@ export class DestinationLimits {
       }
     });
     const resumed: string[] = [];
-    const paused: string[] = [];
+    const paused: { route: string; reason: string }[] = [];
     const deferFailed = (r: { failed: number[] }, delayMs: number, reason: string) => {
       for (const i of r.failed) plan[i] = { rowId: sent[i]!.rowId, kind: 'defer', delayMs, reason };
     };
@@ -232,7 +232,7 @@ export class DestinationLimits {
         pauseMs,
       ]);
       this.#failures.set(route, 0);
-      paused.push(route);
+      paused.push({ route, reason });
       deferFailed(r, rows[0]?.untilMs ?? pauseMs, `route ${route} paused: ${reason}`);
     }
     // This dispatcher's own pauses and resumes count at its next claim, not a read later.

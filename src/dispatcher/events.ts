@@ -22,7 +22,7 @@ export interface DispatcherEventMap {
   'dispatcher:dead-letter': [{ message: OutgoingMessage; error: string }];
   'dispatcher:idle': [];
   /** A route's destination was found down (or said `Retry-After`): its messages wait (issue 27). */
-  'dispatcher:route:paused': [{ route: string }];
+  'dispatcher:route:paused': [{ route: string; reason: string }];
   /** A paused route's probe got an answer: the route goes on. */
   'dispatcher:route:resumed': [{ route: string }];
   /**

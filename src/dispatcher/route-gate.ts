@@ -76,7 +76,7 @@ export class RouteGate {
     const routes = await this.#limits
       .review(owner, sent, fates, settlements, gated.probes)
       .catch(() => ({ paused: [], resumed: [] }));
-    routes.paused.forEach((route) => this.#events.emit('dispatcher:route:paused', { route }));
+    routes.paused.forEach((paused) => this.#events.emit('dispatcher:route:paused', paused));
     routes.resumed.forEach((route) => this.#events.emit('dispatcher:route:resumed', { route }));
     if (routes.resumed.length > 0) this.#wake();
     settlements.push(...gated.held);

@@ -18,7 +18,11 @@ import {
 import { EXIT, UsageError } from '../usage-error.js';
 import { dispatchHelp } from '../dispatch/help.js';
 import { logDispatcherEvents, progress } from '../dispatch/event-log.js';
-import { checkPublisherScheme, publisherFromConfig } from '../dispatch/publisher-flags.js';
+import {
+  checkPublisherScheme,
+  publisherFromConfig,
+  shownPublisher,
+} from '../dispatch/publisher-flags.js';
 import { startDispatchRetention } from '../dispatch/retention.js';
 import { listenWorks, parseListenUrl } from '../dispatch/listen-check.js';
 import {
@@ -360,7 +364,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     logDispatcherEvents(dispatcher, log);
     log(
       'info',
-      `${values.mode} dispatcher ${dispatcher.id} on ${redactUrl(url)} → ${values.config ? `routes from ${values.config}` : redactUrl(values.publisher!)}`,
+      `${values.mode} dispatcher ${dispatcher.id} on ${redactUrl(url)} → ${values.config ? `routes from ${values.config}` : shownPublisher(values.publisher!)}`,
       {
         once: values.once,
         listen,

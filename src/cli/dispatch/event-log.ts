@@ -30,9 +30,10 @@ export function logDispatcherEvents(dispatcher: DispatchRunner, log: Log): void 
       messages,
     }),
   );
-  dispatcher.on('dispatcher:route:paused', ({ route }) =>
+  dispatcher.on('dispatcher:route:paused', ({ route, reason }) =>
     log('warn', 'route paused: its destination is down; messages wait without attempts', {
       route,
+      reason,
     }),
   );
   dispatcher.on('dispatcher:route:resumed', ({ route }) => log('info', 'route resumed', { route }));

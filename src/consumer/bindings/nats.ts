@@ -19,7 +19,7 @@ export interface JetStreamMessagesLike extends AsyncIterable<JetStreamMessageLik
 
 /** The subset of a `nats` JetStream pull `Consumer` (`js.consumers.get(stream, name)`). */
 export interface JetStreamConsumerLike {
-  consume(options?: { max_messages?: number }): Promise<JetStreamMessagesLike>;
+  consume(options?: { max_messages?: number; expires?: number }): Promise<JetStreamMessagesLike>;
 }
 
 /** Options of {@link bindNatsJetStream}. */
@@ -32,6 +32,14 @@ export interface NatsBindingOptions extends BindingHooks<JetStreamMessageLike> {
    * redelivered in parallel. Default 10 000; 0 disables.
    */
   workingIntervalMs?: number;
+  /**
+   * How long each pull request lives on the server (`expires` of `consume()`); the client expects
+   * a heartbeat every half of it and pulls again after two missed ones. That is how a consumer
+   * notices that its consumer's leader node died (a cluster loses a node): after about this
+   * long, not at once. Default 30 000 (the `nats` client's); lower it to recover sooner, at the
+   * price of a pull request that often while idle. At least 1 000.
+   */
+  pullExpiresMs?: number;
 }
 
 /** A running binding. */
@@ -66,6 +74,7 @@ export async function bindNatsJetStream(
   const workingMs = options.workingIntervalMs ?? 10_000;
   const messages = await source.consume({
     max_messages: Math.max(2, (options.concurrency ?? 1) * 2),
+    ...(options.pullExpiresMs !== undefined && { expires: options.pullExpiresMs }),
   });
 
   const settle = async (message: JetStreamMessageLike) => {

@@ -41,6 +41,12 @@ export interface NatsConnectionLike {
   jetstream(): NatsJetStreamLike;
   jetstreamManager(): Promise<NatsJetStreamManagerLike>;
   isClosed(): boolean;
+  /**
+   * The connection's events (`disconnect` with the server it lost, `reconnect`, ...): the
+   * publisher stops waiting for PubAcks a lost server will never send. Optional: without it
+   * they run into `ackTimeoutMs`.
+   */
+  status?(): AsyncIterable<{ type: string; data?: unknown }>;
   close(): Promise<void>;
 }
 
@@ -52,7 +58,8 @@ export interface NatsConnectionLike {
 export interface NatsModuleLike {
   headers?(): NatsHeadersLike;
   connect(options: {
-    servers: string;
+    /** One `host:port`, or several: the client picks one that answers and fails over. */
+    servers: string | string[];
     user?: string;
     pass?: string;
     token?: string;

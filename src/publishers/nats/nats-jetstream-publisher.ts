@@ -10,13 +10,18 @@ import type {
   NatsJetStreamLike,
   NatsModuleLike,
 } from './nats-client.js';
+import { connectOptions } from './connect-options.js';
 import { JetStreamStream, type NatsStreamReport } from './jetstream-stream.js';
+
+export { connectOptions, NatsUrlError } from './connect-options.js';
 
 /** Options of {@link NatsJetStreamPublisher}. */
 export interface NatsJetStreamPublisherOptions {
   /**
    * `nats://[user:pass@|token@]host:port` (the publisher connects itself, with the `nats`
-   * package) or an existing `NatsConnection` (you keep ownership: `close()` leaves it open).
+   * package), a cluster as a comma-separated list of such URLs (`nats://h:4301,nats://h:4302`:
+   * a start works while any one of them answers, and a lost node fails over to the others), or
+   * an existing `NatsConnection` (you keep ownership: `close()` leaves it open).
    */
   connection: string | NatsConnectionLike;
   /** Prepended to the topic to form the subject (`outbox.` + `mail.send`). Default `''`. */
@@ -82,6 +87,35 @@ interface Session {
   stream: JetStreamStream | undefined;
   /** The `nats` module's `headers()`, when the module could be loaded. */
   headers: (() => NatsHeadersLike) | undefined;
+  /** When the connection last lost its server (see `recovering`). */
+  lostAt: number | undefined;
+  /** Called with the lost server when the connection drops (see `watch`). */
+  onDisconnect: Set<(server: string) => void>;
+  /** Ends `watch` on a connection the publisher leaves open at `close()`. */
+  stopWatching: () => void;
+}
+
+/**
+ * The `retryAfterMs` of a publish whose server went away before its PubAck: long enough for the
+ * client to reach another server of the list (it tries the next one at once), and, being a
+ * `Retry-After`, it pauses the route without charging an attempt (G9) however few messages were
+ * in flight.
+ */
+const RECONNECT_RETRY_AFTER_MS = 1_000;
+
+/** How long one copy of a message waits for its PubAck while the session recovers (`#send`). */
+const RECOVERY_SLICE_MS = 1_000;
+
+/**
+ * How long after losing a server the session counts as recovering: JetStream re-elects a lost
+ * stream leader within about 10 s, and a publish sent while the client was reconnecting can lose
+ * its PubAck (its reply subscription not yet back) even though other publishes already succeed.
+ */
+const RECOVERY_WINDOW_MS = 30_000;
+
+/** Within {@link RECOVERY_WINDOW_MS} of the last lost server. */
+function recovering(session: Session): boolean {
+  return session.lostAt !== undefined && Date.now() - session.lostAt < RECOVERY_WINDOW_MS;
 }
 
 /**
@@ -103,9 +137,12 @@ export class NatsJetStreamPublisher implements Publisher {
   /** Subjects already reported to `onUncoveredSubject`: once each, not once per message. */
   readonly #reported = new Set<string>();
 
+  /** @throws NatsUrlError when `connection` is a URL (list) that cannot be read. */
   constructor(options: NatsJetStreamPublisherOptions) {
     this.#options = options;
     this.#ownsConnection = typeof options.connection === 'string';
+    // A mistyped URL is the caller's to fix now, not a retryable outcome on every publish.
+    if (typeof options.connection === 'string') connectOptions(options.connection);
   }
 
   /** `nats`: the `messaging.system` of this publisher's `send` spans. */
@@ -143,19 +180,82 @@ export class NatsJetStreamPublisher implements Publisher {
       if (session.stream && uncovered.has(subject)) {
         return this.#uncovered(session.stream, subject, message.topic);
       }
+      let lost: ((server: string) => void) | undefined;
       try {
-        // A duplicate PubAck means the stream already holds this id: the effect is durable.
-        await session.jetstream.publish(subject, encode(message), {
-          msgID: message.id,
-          timeout: this.#options.ackTimeoutMs ?? 5000,
-          ...traceHeaders(session, message),
+        const disconnected = new Promise<string>((resolve) => {
+          lost = resolve;
+          session.onDisconnect.add(resolve);
         });
-        return published();
+        // A duplicate PubAck means the stream already holds this id: the effect is durable.
+        const abandon = { now: false };
+        const publishing = this.#send(session, subject, message, abandon);
+        const server = await Promise.race([publishing.then(() => undefined), disconnected]);
+        if (server === undefined) return published();
+        // Abandoned: no copy sent after this, and its timeout is nobody's to hear.
+        abandon.now = true;
+        publishing.catch(() => undefined);
+        return retryable(
+          `NATS: connection to ${server} lost before the PubAck; the client reconnects to another server of the list, and the next attempt (same Nats-Msg-Id) is dropped by the stream's duplicate window if this one was stored`,
+          RECONNECT_RETRY_AFTER_MS,
+        );
       } catch (error) {
         if (isNoResponders(error)) session.stream?.forget(subject);
-        return classify(error, subject);
+        const outcome = classify(error, subject);
+        // Still no PubAck since a server was lost: the cluster is still electing the stream's
+        // leader, an outage rather than this message's failure, so the route pauses uncharged.
+        if (
+          recovering(session) &&
+          outcome.status === 'retryable' &&
+          (isTimeout(error) || isNoResponders(error))
+        )
+          return retryable(
+            `${outcome.error} (since a server of the cluster was lost; JetStream may still be electing the stream's leader)`,
+            RECONNECT_RETRY_AFTER_MS,
+          );
+        return outcome;
+      } finally {
+        if (lost) session.onDisconnect.delete(lost);
       }
     });
+  }
+
+  /**
+   * Sends one message and waits for its PubAck, `ackTimeoutMs` in all. While the session recovers
+   * from a lost server (`RECOVERY_WINDOW_MS` after a disconnect) the wait is cut in slices of
+   * {@link RECOVERY_SLICE_MS}, the message sent again after each (same `Nats-Msg-Id`, so the
+   * stream stores it once): a stream whose leader died stores nothing until its new leader is
+   * elected, and a copy sent in the last slice goes through about when that happens instead of
+   * one whole `ackTimeoutMs` later.
+   */
+  async #send(
+    session: Session,
+    subject: string,
+    message: OutgoingMessage,
+    abandon: { now: boolean },
+  ): Promise<void> {
+    const deadline = Date.now() + (this.#options.ackTimeoutMs ?? 5000);
+    let last: unknown;
+    for (;;) {
+      const left = deadline - Date.now();
+      // Out of time after a slice (a copy's wait may have used it up): the last failure stands.
+      if (last !== undefined && left < 50) throw last;
+      const started = Date.now();
+      try {
+        await session.jetstream.publish(subject, encode(message), {
+          msgID: message.id,
+          timeout: Math.max(1, recovering(session) ? Math.min(RECOVERY_SLICE_MS, left) : left),
+          ...traceHeaders(session, message),
+        });
+        return;
+      } catch (error) {
+        last = error;
+        const again = isTimeout(error) || isNoResponders(error);
+        if (abandon.now || !recovering(session) || !again) throw error;
+        // No responders comes back at once: space the copies as a timeout would.
+        const rest = RECOVERY_SLICE_MS - (Date.now() - started);
+        if (rest > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(rest, left)));
+      }
+    }
   }
 
   /**
@@ -172,9 +272,11 @@ export class NatsJetStreamPublisher implements Publisher {
   async close(): Promise<void> {
     const session = this.#session;
     this.#session = undefined;
-    if (!session || !this.#ownsConnection) return;
-    const { connection } = await session.catch(() => ({ connection: undefined }));
-    if (connection && !connection.isClosed()) await connection.close();
+    if (!session) return;
+    const opened = await session.catch(() => undefined);
+    opened?.stopWatching();
+    if (opened && this.#ownsConnection && !opened.connection.isClosed())
+      await opened.connection.close();
   }
 
   /** One session, re-created after a failed connect or a closed connection. */
@@ -225,12 +327,17 @@ export class NatsJetStreamPublisher implements Publisher {
         throw error;
       }
     }
-    return {
+    const session: Session = {
       connection,
       jetstream: connection.jetstream(),
       stream,
       headers: nats?.headers?.bind(nats),
+      lostAt: undefined,
+      onDisconnect: new Set(),
+      stopWatching: () => undefined,
     };
+    watch(session);
+    return session;
   }
 
   get #streamName(): string {
@@ -270,6 +377,32 @@ export class NatsJetStreamPublisher implements Publisher {
   }
 }
 
+/**
+ * Follows the connection's status: on `disconnect` every publish still waiting for its PubAck is
+ * told, since the lost server will never send it (nats.js keeps such a request open until its
+ * timeout, 5 s by default, which held a cluster failover for that long). The loop ends when the
+ * connection closes.
+ */
+function watch(session: Session): void {
+  const status = session.connection.status?.();
+  if (!status) return;
+  let watching = true;
+  session.stopWatching = () => {
+    watching = false;
+    // nats.js's status iterator ends its `for await` on stop().
+    (status as { stop?: () => void }).stop?.();
+  };
+  void (async () => {
+    for await (const event of status) {
+      if (!watching) break;
+      if (event.type !== 'disconnect') continue;
+      session.lostAt = Date.now();
+      const server = typeof event.data === 'string' ? event.data : 'the server';
+      for (const lost of [...session.onDisconnect]) lost(server);
+    }
+  })().catch(() => undefined);
+}
+
 /** The trace context as NATS headers (`Nats-Msg-Id` is added to them by `msgID`). */
 function traceHeaders(session: Session, message: OutgoingMessage): { headers?: NatsHeadersLike } {
   if (!session.headers) return {};
@@ -284,21 +417,8 @@ function encode(message: OutgoingMessage): Uint8Array {
   return new TextEncoder().encode(JSON.stringify(toEnvelope(message)));
 }
 
-/** `nats://user:pass@host:4222` → connect options; nats.js wants credentials apart. */
-export function connectOptions(url: string): Parameters<NatsModuleLike['connect']>[0] {
-  const parsed = new URL(url);
-  const options: Parameters<NatsModuleLike['connect']>[0] = {
-    servers: `${parsed.hostname}:${parsed.port || '4222'}`,
-    name: 'agent-outbox',
-  };
-  if (parsed.protocol === 'tls:' || parsed.protocol === 'wss:') options.servers = url;
-  if (parsed.username && parsed.password) {
-    options.user = decodeURIComponent(parsed.username);
-    options.pass = decodeURIComponent(parsed.password);
-  } else if (parsed.username) {
-    options.token = decodeURIComponent(parsed.username);
-  }
-  return options;
+function isTimeout(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === 'TIMEOUT';
 }
 
 function isNoResponders(error: unknown): boolean {

@@ -44,10 +44,16 @@ export interface AmqpConfirmChannelLike {
   close(): Promise<void>;
 }
 
-/** `ChannelModel` (what `amqplib.connect` resolves to), as far as the publisher uses it. */
+/**
+ * `ChannelModel` (what `amqplib.connect` resolves to), as far as the publisher uses it. Its
+ * `blocked` (with the broker's reason) and `unblocked` events carry RabbitMQ's
+ * `connection.blocked` / `connection.unblocked`: a memory or disk alarm.
+ */
 export interface AmqpConnectionLike {
   createConfirmChannel(): Promise<AmqpConfirmChannelLike>;
   on(event: string, listener: AmqpListener): unknown;
+  /** Lets a publisher on a connection it was given drop its listeners when its channel closes. */
+  removeListener?(event: string, listener: AmqpListener): unknown;
   close(): Promise<void>;
 }
 

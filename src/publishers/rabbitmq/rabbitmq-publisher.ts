@@ -24,6 +24,15 @@ export interface RabbitMqPublisherOptions {
   assertExchange?: boolean;
   /** Socket connect timeout when the publisher connects itself. Default 10 000 ms. */
   connectTimeoutMs?: number;
+  /**
+   * How long a publish waits while the broker blocks the connection (`connection.blocked`: a
+   * memory or disk alarm; RabbitMQ then confirms nothing) before it gives up: its messages come
+   * back `retryable` with a Retry-After, so the dispatcher pauses the route and charges no
+   * attempt (G9), and publishing goes on once the alarm clears. Keep it well under the
+   * dispatcher's lease (30 s by default), which would otherwise end the wait as a charged
+   * timeout. Default 5 000 ms.
+   */
+  blockedWaitMs?: number;
   /** Loads the `amqplib` module (tests; bundlers). Default: `import('amqplib')`. */
   loadModule?: () => Promise<AmqpModuleLike>;
 }
@@ -31,14 +40,33 @@ export interface RabbitMqPublisherOptions {
 /** Default exchange of {@link RabbitMqPublisher}. */
 export const DEFAULT_AMQP_EXCHANGE = 'outbox';
 
+/**
+ * The Retry-After of a publish given up while the broker blocks publishers: it pauses the route
+ * at once (no attempt charged), and the route's probe, itself waiting up to `blockedWaitMs` for
+ * the unblock, finds out when the alarm has cleared.
+ */
+const BLOCKED_RETRY_AFTER_MS = 1_000;
+
+/** Settles one in-flight publish: with the confirm's error, or with an outcome decided for it. */
+type Settle = (error: unknown, instead?: PublishOutcome) => void;
+
 interface Session {
   connection: AmqpConnectionLike;
   channel: AmqpConfirmChannelLike;
   /** Ids handed back by `basic.return`; the broker sends the return before the ack. */
   returned: Map<string, AmqpReturnedMessageLike>;
-  /** Settles every in-flight publish when the channel dies (their confirms never come). */
-  failPending: Set<(error: unknown) => void>;
+  /**
+   * Settles every in-flight publish when the channel dies (their confirms never come), or when
+   * a block outlasts `blockedWaitMs`.
+   */
+  failPending: Set<Settle>;
   closed: boolean;
+  /** The broker's reason while it blocks this connection (`connection.blocked`). */
+  blocked: string | undefined;
+  /** Gives up the in-flight publishes of a block that lasts `blockedWaitMs`. */
+  blockTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Wakes whatever waits on the connection: unblocked, closed, a block given up. */
+  wake: Set<() => void>;
 }
 
 /**
@@ -52,6 +80,12 @@ interface Session {
  * is a binding that is not declared *yet* (consumer deployed after the dispatcher); a binding that
  * never appears ends in the dead letters after `maxAttempts`, where it can be replayed. A lost
  * connection or closed channel is retryable too, and the next call reconnects.
+ *
+ * A memory or disk alarm makes the broker block publishing connections (`connection.blocked`):
+ * it stops reading from them, so nothing is confirmed until the alarm clears. A publish then
+ * waits for the unblock up to `blockedWaitMs`, and gives up `retryable` with a Retry-After that
+ * pauses the route without charging an attempt (G9); what was already sent stays in the socket
+ * and the broker takes it after the unblock, so a message given up this way may arrive twice.
  *
  * RabbitMQ does not deduplicate: a re-publish after a crash is a second delivery with the same
  * `messageId`, which the consumer runtime drops.
@@ -82,8 +116,12 @@ export class RabbitMqPublisher implements Publisher {
     } catch (error) {
       return allRetryable(messages.length, `RabbitMQ: ${describe(error)}`);
     }
+    // One bound for the whole call: a blocked broker costs it blockedWaitMs at most.
+    const waitUntil = Date.now() + this.#blockedWaitMs;
     const pending: Promise<PublishOutcome>[] = [];
     for (const message of messages) {
+      if (session.blocked !== undefined && !session.closed)
+        await waitFor(session, () => session.blocked === undefined, waitUntil, options.signal);
       if (options.signal?.aborted || session.closed) {
         pending.push(
           Promise.resolve(
@@ -92,13 +130,31 @@ export class RabbitMqPublisher implements Publisher {
         );
         continue;
       }
+      if (session.blocked !== undefined) {
+        pending.push(Promise.resolve(blockedOutcome(session.blocked)));
+        continue;
+      }
       const routingKey = options.destination ?? message.topic;
       const { outcome, writable } = this.#publishOne(session, message, routingKey);
       pending.push(outcome);
-      // Respect the socket's backpressure rather than buffering a whole batch in memory.
-      if (!writable && !session.closed) await drained(session.channel);
+      // Respect the socket's backpressure rather than buffering a whole batch in memory. A
+      // blocked broker reads nothing, so that wait has the same bound.
+      if (!writable && !session.closed) {
+        let drain = false;
+        const onDrain = () => {
+          drain = true;
+          for (const wake of [...session.wake]) wake();
+        };
+        session.channel.once('drain', onDrain);
+        await waitFor(session, () => drain, waitUntil, options.signal);
+        session.channel.removeListener('drain', onDrain);
+      }
     }
     return Promise.all(pending);
+  }
+
+  get #blockedWaitMs(): number {
+    return this.#options.blockedWaitMs ?? 5_000;
   }
 
   #publishOne(
@@ -108,11 +164,12 @@ export class RabbitMqPublisher implements Publisher {
   ): { outcome: Promise<PublishOutcome>; writable: boolean } {
     let writable = true;
     const outcome = new Promise<PublishOutcome>((resolve) => {
-      const settle = (error: unknown): void => {
+      const settle: Settle = (error, instead) => {
         if (!session.failPending.delete(settle)) return;
         const returned = session.returned.get(message.id);
         session.returned.delete(message.id);
-        if (error) resolve(retryable(`RabbitMQ: ${describe(error)}`));
+        if (instead) resolve(instead);
+        else if (error) resolve(retryable(`RabbitMQ: ${describe(error)}`));
         else if (returned) resolve(retryable(unroutableText(returned, this.#exchange, routingKey)));
         else resolve(published());
       };
@@ -205,7 +262,31 @@ export class RabbitMqPublisher implements Publisher {
         returned: new Map(),
         failPending: new Set(),
         closed: false,
+        blocked: undefined,
+        blockTimer: undefined,
+        wake: new Set(),
       };
+      const wakeAll = () => {
+        for (const wake of [...session.wake]) wake();
+      };
+      const onBlocked = (reason: unknown) => {
+        session.blocked = typeof reason === 'string' && reason !== '' ? reason : 'no reason given';
+        clearTimeout(session.blockTimer);
+        // What was sent before the block waits in the socket, unconfirmed, until it lifts.
+        session.blockTimer = setTimeout(() => {
+          if (session.blocked === undefined) return;
+          const outcome = blockedOutcome(session.blocked);
+          for (const settle of [...session.failPending]) settle(undefined, { ...outcome });
+          wakeAll();
+        }, this.#blockedWaitMs);
+      };
+      const onUnblocked = () => {
+        session.blocked = undefined;
+        clearTimeout(session.blockTimer);
+        wakeAll();
+      };
+      connection.on('blocked', onBlocked);
+      connection.on('unblocked', onUnblocked);
       channel.on('error', () => undefined);
       channel.on('return', (returned: AmqpReturnedMessageLike) => {
         const id = returned.properties.messageId;
@@ -213,8 +294,12 @@ export class RabbitMqPublisher implements Publisher {
       });
       channel.on('close', () => {
         session.closed = true;
+        clearTimeout(session.blockTimer);
+        connection.removeListener?.('blocked', onBlocked);
+        connection.removeListener?.('unblocked', onUnblocked);
         for (const settle of [...session.failPending])
           settle(new Error('channel closed before the broker confirmed'));
+        wakeAll();
       });
       if (this.#options.assertExchange ?? true) {
         await channel.assertExchange(this.#exchange, 'topic', { durable: true });
@@ -227,16 +312,37 @@ export class RabbitMqPublisher implements Publisher {
   }
 }
 
-function drained(channel: AmqpConfirmChannelLike): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      channel.removeListener('drain', done);
-      channel.removeListener('close', done);
-      resolve();
-    };
-    channel.once('drain', done);
-    channel.once('close', done);
-  });
+/**
+ * Waits until `ready()` holds, the session closes, `until` (epoch ms) passes or `signal` aborts,
+ * re-checking whenever the session wakes its waiters.
+ */
+async function waitFor(
+  session: Session,
+  ready: () => boolean,
+  until: number,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  while (!ready() && !session.closed && !signal?.aborted && Date.now() < until) {
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        session.wake.delete(done);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, Math.max(0, until - Date.now()));
+      session.wake.add(done);
+      signal?.addEventListener('abort', done, { once: true });
+    });
+  }
+}
+
+/** What a publish gets back when the broker blocked it for `blockedWaitMs`. */
+function blockedOutcome(reason: string): PublishOutcome {
+  return retryable(
+    `RabbitMQ: the broker blocks publishers (connection.blocked: ${reason}): a memory or disk alarm is on (rabbitmqctl status lists it under Alarms); publishing goes on by itself once it clears, no attempt is charged meanwhile`,
+    BLOCKED_RETRY_AFTER_MS,
+  );
 }
 
 function unroutableText(
