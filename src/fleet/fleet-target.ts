@@ -98,7 +98,6 @@ export class FleetTarget {
   #turnStartedAt = 0;
   #lastStatusAt = 0;
   #lastRetentionAt = 0;
-  #publishedSinceRetention = true;
   /** False once the server turned out to have no `pg_stat_force_next_flush()` (before 15). */
   #canFlushStats = true;
 
@@ -265,7 +264,6 @@ export class FleetTarget {
       this.#lastUsedAt = Date.now();
       if (published > 0) {
         this.#warmUntil = Date.now() + this.#settings.warmMs;
-        this.#publishedSinceRetention = true;
       }
       await this.#housekeeping();
     } catch (error) {
@@ -327,11 +325,8 @@ export class FleetTarget {
       const status = await readStatus(this.#executor(), { schema: this.info.schema });
       this.#host.events.emit('fleet:target:status', { target: this.info, status });
     }
-    if (
-      retention &&
-      this.#publishedSinceRetention &&
-      now - this.#lastRetentionAt >= retention.intervalMs
-    ) {
+    // Every turn counts, the idle poll's too: rows become old enough long after their turn.
+    if (retention && now - this.#lastRetentionAt >= retention.intervalMs) {
       this.#lastRetentionAt = now;
       const job = createRetentionJob({
         connect: poolSessions(this.#pool!),
@@ -343,9 +338,6 @@ export class FleetTarget {
       });
       const result = await job.runOnce();
       if (result.ran) {
-        // Nothing published since, nothing new to prune: an idle tenant is not connected to
-        // for retention again until it publishes.
-        this.#publishedSinceRetention = result.outbox.removed > 0;
         this.#host.events.emit('fleet:retention:run', {
           target: this.info,
           removed: result.outbox.removed,

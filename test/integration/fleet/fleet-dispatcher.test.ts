@@ -167,6 +167,8 @@ describe('fleet dispatcher retention and routes', () => {
         warmMs: 0,
         unorderedTopics: ['mail.*'],
         retention: { olderThanMs: 1, intervalMs: 1 },
+        // Retention runs at the end of every turn, the idle poll's included.
+        idlePollMs: 500,
       });
       const pruned = new Map<string, number>();
       fleet.on('fleet:retention:run', ({ target, removed }) =>
@@ -182,8 +184,7 @@ describe('fleet dispatcher retention and routes', () => {
           ])),
         );
       await until(() => ids.every((id) => publisher.published.some((m) => m.id === id)));
-      // Retention runs at the end of a turn once something was published: the next turn (the
-      // activity of the settle itself wakes it) finds rows older than 1 ms and removes them.
+      // Rows settled in a turn are pruned by a later one (here the idle poll's, every ~0.5 s).
       await until(() => [0, 1, 2].every((n) => (pruned.get(family2.name(n)) ?? 0) >= 2), 20_000);
       for (let n = 0; n < 3; n++) {
         const c = new pg.Client({ connectionString: family2.url(family2.name(n)) });
