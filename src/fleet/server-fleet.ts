@@ -143,6 +143,9 @@ export class ServerFleet implements TargetHost {
     this.#running = true;
     await this.#membership.join();
     await this.#discover();
+    // Every tenant's baseline before any is served: its first turn then sees all that the
+    // baseline does not (see #probeActivity).
+    await this.#probeActivity();
     await this.#reconcile();
     this.#every(this.#options.activityIntervalMs, () => this.#probeActivity());
     this.#every(this.#options.discoverIntervalMs, async () => {
@@ -340,8 +343,10 @@ export class ServerFleet implements TargetHost {
       if (before && before.readAt > readAt) continue;
       const value = BigInt(changes);
       this.#counters.set(name, { value, readAt });
-      // Moved on (or back: the statistics were reset): something may have been written.
-      if (before !== undefined && value !== before.value) this.#targets.get(name)?.wake();
+      // Moved on (or back: the statistics were reset): something may have been written. A
+      // tenant seen for the first time while owned is woken too: a write between its first turn
+      // and this read is in this baseline, and only a turn after it can see that write.
+      if (before === undefined || value !== before.value) this.#targets.get(name)?.wake();
     }
     this.#pump();
   }

@@ -123,10 +123,14 @@ FROM (
 export const createFleetTablesSql = [
   `SELECT pg_advisory_xact_lock(hashtext('agent_outbox_fleet'))`,
   `CREATE SCHEMA IF NOT EXISTS agent_outbox_fleet`,
+  // Per scope (what a process serves: its glob and schema): fleets serving different globs from
+  // one control database must not count each other's members in their fair share.
   `CREATE TABLE IF NOT EXISTS agent_outbox_fleet.members (
-  member text PRIMARY KEY,
+  scope text NOT NULL,
+  member text NOT NULL,
   started_at timestamptz NOT NULL DEFAULT now(),
-  expires_at timestamptz NOT NULL
+  expires_at timestamptz NOT NULL,
+  PRIMARY KEY (scope, member)
 )`,
   `CREATE TABLE IF NOT EXISTS agent_outbox_fleet.owners (
   scope text NOT NULL,
@@ -144,16 +148,16 @@ export const createFleetTablesSql = [
  */
 export const heartbeatSql = `
 WITH me AS (
-  INSERT INTO agent_outbox_fleet.members (member, expires_at)
-  VALUES ($1, now() + $2 * interval '1 millisecond')
-  ON CONFLICT (member) DO UPDATE SET expires_at = EXCLUDED.expires_at
+  INSERT INTO agent_outbox_fleet.members (scope, member, expires_at)
+  VALUES ($3, $1, now() + $2 * interval '1 millisecond')
+  ON CONFLICT (scope, member) DO UPDATE SET expires_at = EXCLUDED.expires_at
   RETURNING member
 )
 SELECT m.member,
        (SELECT count(*) FROM agent_outbox_fleet.owners o
         WHERE o.scope = $3 AND o.member = m.member AND o.expires_at > now())::int AS owned
 FROM agent_outbox_fleet.members m
-WHERE m.expires_at > now() AND m.member <> $1
+WHERE m.scope = $3 AND m.expires_at > now() AND m.member <> $1
 UNION ALL
 SELECT member, 0 FROM me`;
 

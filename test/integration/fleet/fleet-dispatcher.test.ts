@@ -155,6 +155,7 @@ describe('fleet dispatcher retention and routes', () => {
   it('prunes each database while it is connected, and declares unordered topics in each', async () => {
     const family2 = tenantFamily();
     let fleet: FleetDispatcher | undefined;
+    let other: FleetDispatcher | undefined;
     try {
       for (let n = 0; n < 3; n++) await family2.create(n);
       const publisher = new InMemoryPublisher();
@@ -174,7 +175,16 @@ describe('fleet dispatcher retention and routes', () => {
       fleet.on('fleet:retention:run', ({ target, removed }) =>
         pruned.set(target.name, (pruned.get(target.name) ?? 0) + removed),
       );
+      // A fleet of another glob on the same control database is not a member of this one: it
+      // must not halve this one's fair share.
+      other = createFleetDispatcher({
+        servers: [inject('adminDatabaseUrl')],
+        databases: `${family2.glob}_none_*`,
+        publisher,
+      });
+      await other.start();
       await fleet.start();
+      expect(fleet.servers()[0]!.owned).toBe(3);
       const ids: string[] = [];
       for (let n = 0; n < 3; n++)
         ids.push(
@@ -197,6 +207,7 @@ describe('fleet dispatcher retention and routes', () => {
       }
     } finally {
       await fleet?.stop();
+      await other?.stop();
       await family2.dropAll();
     }
   });
