@@ -21,6 +21,7 @@ import { hotAggregate, hotAggregateHttp } from './cases/hot-aggregate.js';
 import { latency } from './cases/latency.js';
 import { memory } from './cases/memory.js';
 import { dispatchVsPeers, graphileLatency } from './cases/peers.js';
+import { pgqCases, pgqRows } from './cases/pgq.js';
 import { tracingOverhead } from './cases/tracing.js';
 import { printTable } from './key-table.js';
 import { writeBenchmarkChart } from './lib/chart-svg.js';
@@ -79,6 +80,7 @@ const fresh = onFreshDatabase;
 const caseGroups: CaseGroup[] = [
   { run: (names) => busyDatabaseCases(fresh, size, names), rows: busyDatabaseRows },
   { run: (names) => destinationLimitsCases(fresh, quick, names), rows: destinationLimitsRows },
+  { run: (names) => pgqCases(fresh, quick, names), rows: pgqRows },
 ];
 
 /** Runs every group in turn: their keys and their details, merged in that order. */

@@ -66,12 +66,13 @@ export const lsn = async (db: BenchDatabase) =>
 /**
  * `wal_per_message_ratio`: the WAL that dispatch and retention write per message over the WAL of
  * its enqueue. `count` messages, each enqueued by the writer in a transaction of its own (one per
- * aggregate, ordered topic); then drained (no-op publisher, batch 200); then pruned. A
+ * aggregate, ordered topic); then drained (no-op publisher, `batchSize`, 200 for
+ * `wal_per_message_ratio`); then pruned. A
  * CHECKPOINT before the enqueue and before the prune: retention runs days after the rows were
  * written, long after the checkpoint that followed them, so its first write to each page logs the
  * whole page (a full-page image) — a prune measured right after the drain would not.
  */
-export async function walPerMessage(db: BenchDatabase, count: number) {
+export async function walPerMessage(db: BenchDatabase, count: number, batchSize = 200) {
   await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
   const outbox = createOutbox();
   // A slot of this session (temporary: gone with the connection) keeps the WAL from here until
@@ -101,7 +102,7 @@ export async function walPerMessage(db: BenchDatabase, count: number) {
   const drained = await createDispatcher({
     executor: fromPg(db.pool),
     publisher: noopPublisher,
-    batchSize: 200,
+    batchSize,
   }).drain();
   if (drained.published !== count)
     throw new Error(`bench: drained ${drained.published} of ${count}`);
