@@ -27,7 +27,9 @@ import { latencies, steadyLoad, waitFor } from './latency.js';
  * - then, until the claim that returned it starts, each instant counted once, in this order:
  *   `claimInTheWay` (a claim that started too early to see it was running), `waiterWrite` (the
  *   wake source arming: its waiter-row upsert), `settleInTheWay` (a settle was running and no
- *   claim: the loop waiting for it, as `pipeline.settling` makes it), `wakeUp` (nothing running
+ *   claim: the loop waiting for it, as `pipeline.settling` makes it), `otherStatement` (another
+ *   statement of the dispatcher: the route gate's read of paused routes and limits, the
+ *   approvals' expiry sweep, the preparation), `wakeUp` (nothing running
  *   until the first notification after the commit arrived), `eventLoop` (nothing of the above:
  *   JavaScript, timers, the event loop);
  * - `claim`: that claim, sent → rows back;
@@ -49,6 +51,7 @@ export interface LatencyParts {
   claimInTheWay: number;
   waiterWrite: number;
   settleInTheWay: number;
+  otherStatement: number;
   wakeUp: number;
   eventLoop: number;
   claim: number;
@@ -60,6 +63,7 @@ const PARTS: (keyof LatencyParts)[] = [
   'claimInTheWay',
   'waiterWrite',
   'settleInTheWay',
+  'otherStatement',
   'wakeUp',
   'eventLoop',
   'claim',
@@ -77,6 +81,7 @@ export interface LatencyBreakdown {
   /** Claims that returned something: duration percentiles, ms, and messages per claim. */
   claims: { ms: Percentiles; count: number; meanMessages: number; empty: number };
   settles: { ms: Percentiles; count: number };
+  otherStatements: { ms: Percentiles; count: number };
   waiterWrites: number;
   notifications: number;
 }
@@ -88,6 +93,8 @@ export const notifyBreakdowns = (): LatencyBreakdown[] => [...breakdowns];
 
 /** The claim's statement (sql/claim.ts, sql/tenant-claim.ts). */
 const isClaim = (text: string) => text.includes('outbox_claim(');
+/** A settle, release or defer (sql/settle.ts, sql/defer.ts). */
+const isSettle = (text: string) => /outbox_settle|lease_owner|_defer/.test(text);
 /** The wake source's arming (sql/notify.ts upsertWaiterSql). */
 const isWaiterUpsert = (text: string) => text.includes('INSERT INTO') && text.includes('waiters');
 
@@ -98,6 +105,7 @@ const isWaiterUpsert = (text: string) => text.includes('INSERT INTO') && text.in
 export function instrumentNotify(db: BenchDatabase) {
   const claims: (Span & { ids: string[] })[] = [];
   const settles: Span[] = [];
+  const others: Span[] = [];
   const waiters: Span[] = [];
   const notifications: number[] = [];
   const inner = fromPg(db.pool);
@@ -112,7 +120,7 @@ export function instrumentNotify(db: BenchDatabase) {
           end,
           ids: result.rows.map((r) => String((r as { id?: unknown }).id)),
         });
-      else settles.push({ start, end });
+      else (isSettle(text) ? settles : others).push({ start, end });
       return result;
     },
   };
@@ -140,7 +148,7 @@ export function instrumentNotify(db: BenchDatabase) {
     skip: number,
   ) => {
     const breakdown = breakDown(
-      { claims, settles, waiters, notifications },
+      { claims, settles, others, waiters, notifications },
       sentAt,
       committedAt,
       receivedAt,
@@ -149,7 +157,7 @@ export function instrumentNotify(db: BenchDatabase) {
     breakdowns.push(breakdown);
     const m = breakdown.mean;
     log(
-      `latency notify, mean ms: commit ${m.commit}, claim in the way ${m.claimInTheWay}, waiter ${m.waiterWrite}, settle in the way ${m.settleInTheWay}, wake-up ${m.wakeUp}, event loop ${m.eventLoop}, claim ${m.claim}, publish call ${m.publishCall}`,
+      `latency notify, mean ms: commit ${m.commit}, claim in the way ${m.claimInTheWay}, waiter ${m.waiterWrite}, settle in the way ${m.settleInTheWay}, other statements ${m.otherStatement}, wake-up ${m.wakeUp}, event loop ${m.eventLoop}, claim ${m.claim}, publish call ${m.publishCall}`,
     );
     return breakdown;
   };
@@ -208,6 +216,7 @@ function breakDown(
   timeline: {
     claims: (Span & { ids: string[] })[];
     settles: Span[];
+    others: Span[];
     waiters: Span[];
     notifications: number[];
   },
@@ -220,6 +229,7 @@ function breakDown(
   const claims = [...timeline.claims].sort(byStart);
   const settles = [...timeline.settles].sort(byStart);
   const waiters = [...timeline.waiters].sort(byStart);
+  const otherStatements = [...timeline.others].sort(byStart);
   const notifications = [...timeline.notifications].sort((a, b) => a - b);
   const claimOf = new Map<string, Span>();
   for (const c of claims) for (const id of c.ids) if (!claimOf.has(id)) claimOf.set(id, c);
@@ -236,14 +246,16 @@ function breakDown(
     const notifiedAt = notifications.find((t) => t >= committed) ?? Infinity;
     // No notification before the claim: the loop was not asleep, nothing to wake it from.
     const waitEnd = notifiedAt <= before ? notifiedAt : committed;
-    const split = splitWindow(committed, before, [others, waiters, settles]);
+    const lists = [others, waiters, settles, otherStatements];
+    const split = splitWindow(committed, before, lists);
     // What no statement covers: waiting for the notification until it came, the event loop after.
-    const uncoveredUntilNotified = splitWindow(committed, waitEnd, [others, waiters, settles]).rest;
+    const uncoveredUntilNotified = splitWindow(committed, waitEnd, lists).rest;
     const parts: LatencyParts = {
       commit: committed - sent,
       claimInTheWay: split.covered[0]!,
       waiterWrite: split.covered[1]!,
       settleInTheWay: split.covered[2]!,
+      otherStatement: split.covered[3]!,
       wakeUp: uncoveredUntilNotified,
       eventLoop: split.rest - uncoveredUntilNotified,
       claim: Math.max(0, Math.min(claim.end, published) - Math.max(claim.start, committed)),
@@ -273,6 +285,10 @@ function breakDown(
       empty: claims.length - full.length,
     },
     settles: { ms: percentiles(settles.map((s) => s.end - s.start)), count: settles.length },
+    otherStatements: {
+      ms: percentiles(otherStatements.map((s) => s.end - s.start)),
+      count: otherStatements.length,
+    },
     waiterWrites: waiters.length,
     notifications: notifications.length,
   };
