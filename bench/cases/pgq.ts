@@ -40,7 +40,8 @@ import { lsn, walBytes, walPerMessage } from './wal-per-message.js';
  *   PgQ's figures in bytes per event beside it in `details`.
  */
 
-const QUEUE = 'bench_queue';
+/** The queue of every PgQ case (and of bench/prototypes/cursor-lanes.ts). */
+export const QUEUE = 'bench_queue';
 const CONSUMER = 'bench_consumer';
 const BATCH = 500;
 /** pgqd's default ticker_period: the timer ticker of the enqueue case. */
@@ -67,7 +68,7 @@ export async function pgqMissing(db: BenchDatabase): Promise<string | undefined>
 }
 
 /** The extension, one queue and its one consumer (registered first: it sees what follows). */
-async function createQueue(db: BenchDatabase): Promise<string> {
+export async function createQueue(db: BenchDatabase): Promise<string> {
   await db.pool.query('CREATE EXTENSION IF NOT EXISTS pgq');
   await db.pool.query(
     `SELECT pgq.create_queue($1) WHERE NOT EXISTS (SELECT 1 FROM pgq.queue WHERE queue_name = $1)`,
@@ -151,7 +152,7 @@ async function drainPgq(db: BenchDatabase): Promise<PgqDrain> {
 const publishNothing = async (events: readonly unknown[]) => events.map(() => 'published');
 
 /** PgQ events/s of one drain of `count` events inserted and ticked beforehand. */
-async function pgqRate(
+export async function pgqRate(
   db: BenchDatabase,
   count: number,
 ): Promise<PgqDrain & { perSecond: number }> {
