@@ -119,7 +119,7 @@ interface PgqDrain {
  * finish_batch, each in its own transaction (autocommit), until next_batch says there is none.
  * Timed from the first next_batch.
  */
-async function drainPgq(db: BenchDatabase): Promise<PgqDrain> {
+export async function drainPgq(db: BenchDatabase): Promise<PgqDrain> {
   const client = await db.client();
   const result = { events: 0, batches: 0, largestBatch: 0, ms: 0 };
   try {

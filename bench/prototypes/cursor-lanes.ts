@@ -23,13 +23,15 @@
  * nextval order, not commit order: the counter's row lock would make it commit order), tenants,
  * approvals, rate limits, retention (a rotated TRUNCATE as PgQ does), the wake-up.
  *
- *   npx tsx bench/prototypes/cursor-lanes.ts [count] [rounds]
+ *   npx tsx bench/prototypes/cursor-lanes.ts [count] [rounds] [held history]
  *
  * Prints alternated drains of `count` messages (default 50,000) by the prototype (one consumer
  * going round the lanes), by our dispatcher (unordered and ordered, batch 500) and by PgQ (batches
  * of 500), best of `rounds` (default 3); the WAL of the prototype's enqueue (one message per
  * transaction) and consume per message; and the two-message business transaction through the
- * prototype, our writer and PgQ, in interleaved blocks of 100.
+ * prototype, our writer and PgQ, in interleaved blocks of 100; then, under a REPEATABLE READ
+ * snapshot held from the start, 200,000 messages through the prototype and 200,000 events through
+ * PgQ, and alternated drains of `count` on each (`held_snapshot_vs_pgq`'s shape).
  */
 import type pg from 'pg';
 import { createOutbox, fromPg } from '../../src/index.js';
@@ -37,7 +39,7 @@ import { createBenchDatabase, type BenchDatabase } from '../lib/database.js';
 import { log, median, round, timed } from '../lib/measure.js';
 import { rate } from '../cases/dispatch.js';
 import { orderMessages } from '../cases/enqueue.js';
-import { createQueue, pgqRate, QUEUE } from '../cases/pgq.js';
+import { createQueue, drainPgq, pgqRate, QUEUE } from '../cases/pgq.js';
 import { lsn, walBytes } from '../cases/wal-per-message.js';
 
 const LANES = 16;
@@ -208,6 +210,58 @@ async function protoRate(db: BenchDatabase, count: number): Promise<number> {
   return (count / ms) * 1000;
 }
 
+/** One drain of `count` new messages, keeping what is there (no TRUNCATE, the cursors go on). */
+async function protoRateKeeping(db: BenchDatabase, count: number): Promise<number> {
+  await seed(db, count, count);
+  let done = { messages: 0, batches: 0 };
+  const ms = await timed(async () => {
+    done = await drain(db);
+  });
+  if (done.messages !== count) throw new Error(`prototype drained ${done.messages} of ${count}`);
+  return (count / ms) * 1000;
+}
+
+/**
+ * The held-snapshot case of `held_snapshot_vs_pgq` for the prototype: a REPEATABLE READ snapshot
+ * held on another connection while `history` messages go through the prototype and `history`
+ * events through PgQ, then alternated drains of `count`, best of 2 each.
+ */
+async function heldSnapshot(db: BenchDatabase, history: number, count: number) {
+  // What the enqueue comparison left on both sides, consumed first.
+  await drain(db);
+  await db.pool.query(`SELECT pgq.force_tick($1)`, [QUEUE]);
+  await db.pool.query(`SELECT pgq.ticker($1::text)`, [QUEUE]);
+  await drainPgq(db);
+  const holder = await db.client();
+  try {
+    await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+    // Takes the snapshot without locking a table the prototype truncates.
+    await holder.query('SELECT count(*) FROM pg_class');
+    for (let done = 0; done < history; done += 50_000) {
+      await protoRateKeeping(db, Math.min(50_000, history - done));
+      await pgqRate(db, Math.min(50_000, history - done));
+    }
+    const best = { proto: 0, pgq: 0 };
+    for (let r = 0; r < 2; r++) {
+      best.proto = Math.max(best.proto, await protoRateKeeping(db, count));
+      best.pgq = Math.max(best.pgq, (await pgqRate(db, count)).perSecond);
+    }
+    const held = await holder.query<{ xmin: string | null }>(
+      `SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
+    );
+    if (!held.rows[0]?.xmin) throw new Error('the held snapshot was not held');
+    log(`held snapshot: prototype ${Math.round(best.proto)}, PgQ ${Math.round(best.pgq)} msg/s`);
+    return {
+      perSecond: { proto: Math.round(best.proto), pgq: Math.round(best.pgq) },
+      prototypeVsPgq: round(best.proto / best.pgq),
+      history,
+    };
+  } finally {
+    await holder.query('ROLLBACK').catch(() => undefined);
+    await holder.end();
+  }
+}
+
 /** WAL per message of the prototype: enqueue one per transaction, then the drain. */
 async function protoWal(db: BenchDatabase, count: number) {
   await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
@@ -312,6 +366,7 @@ async function enqueueTimes(db: BenchDatabase, transactions: number) {
 
 const count = Number(process.argv[2] ?? 50_000);
 const rounds = Number(process.argv[3] ?? 3);
+const heldHistory = Number(process.argv[4] ?? 200_000);
 const db = await createBenchDatabase('cursor_lanes');
 try {
   await setUp(db);
@@ -328,6 +383,7 @@ try {
   }
   const wal = await protoWal(db, 5_000);
   const enqueue = await enqueueTimes(db, 1_000);
+  const held = await heldSnapshot(db, heldHistory, count);
   const result = {
     drainPerSecond: Object.fromEntries(Object.entries(best).map(([k, v]) => [k, Math.round(v)])),
     prototypeVsPgq: round(best.proto / best.pgq),
@@ -335,6 +391,7 @@ try {
     wal,
     enqueueMsPerTx: enqueue,
     prototypeEnqueueVsPgq: round(enqueue.proto! / enqueue.pgq!),
+    heldSnapshot: held,
     count,
     rounds,
     measuredAt: new Date().toISOString(),
