@@ -59,9 +59,19 @@ export async function walRecords(db: BenchDatabase, from: string, to: string, me
   );
 }
 
-export const lsn = async (db: BenchDatabase) =>
-  (await db.pool.query<{ lsn: string }>(`SELECT pg_current_wal_insert_lsn()::text AS lsn`)).rows[0]!
-    .lsn;
+/**
+ * The WAL insert position now, flushed: pg_walinspect reads only flushed WAL, and the insert
+ * position can be ahead of the flush (other sessions' asynchronous commits on the shared server:
+ * "cannot accept future end LSN"). A committed xid flushes past it; its commit record touches no
+ * relation, so walBytes does not count it.
+ */
+export async function lsn(db: BenchDatabase): Promise<string> {
+  const { rows } = await db.pool.query<{ lsn: string }>(
+    `SELECT pg_current_wal_insert_lsn()::text AS lsn`,
+  );
+  await db.pool.query('SELECT pg_current_xact_id()');
+  return rows[0]!.lsn;
+}
 
 /**
  * `wal_per_message_ratio`: the WAL that dispatch and retention write per message over the WAL of
