@@ -21,8 +21,10 @@ import { destinationLimitsCases, destinationLimitsRows } from './cases/destinati
 import { hotAggregate, hotAggregateHttp } from './cases/hot-aggregate.js';
 import { sqliteCases, sqliteRows } from './cases/sqlite.js';
 import { latency } from './cases/latency.js';
+import { latencyOnly, notifyBreakdowns, rawClaimLatency } from './cases/latency-breakdown.js';
 import { memory } from './cases/memory.js';
 import { dispatchVsPeers, graphileLatency } from './cases/peers.js';
+import { pgqCases, pgqRows } from './cases/pgq.js';
 import { tracingOverhead } from './cases/tracing.js';
 import { printTable } from './key-table.js';
 import { writeBenchmarkChart } from './lib/chart-svg.js';
@@ -73,6 +75,16 @@ interface CaseGroup {
   rows(r: Record<string, unknown>): string[];
 }
 
+/**
+ * The latency modes compared in interleaved rounds (with the CDC ones at wal_level=logical), and
+ * by themselves with `--only latency`.
+ */
+const latencyModes = {
+  notify: (d: BenchDatabase) => latency(d, 'notify', 1_000, size.latencySeconds),
+  graphile_worker: (d: BenchDatabase) => graphileLatency(d, 1_000, size.latencySeconds),
+  raw_claim: (d: BenchDatabase) => rawClaimLatency(d, 1_000, size.latencySeconds),
+};
+
 const fresh = onFreshDatabase;
 /**
  * The groups, one line each, run in this order after the other cases; each runs its cases on
@@ -84,6 +96,8 @@ const caseGroups: CaseGroup[] = [
   { run: (names) => fleetGroup(quick, names), rows: fleetRows },
   // Issue 45: the SQLite store against its own raw loop, on files of its own (no Postgres).
   { run: (names) => sqliteCases(quick, names), rows: sqliteRows },
+  { run: (names) => pgqCases(fresh, quick, names), rows: pgqRows },
+  { run: (names) => latencyOnly(fresh, size, names, latencyModes), rows: () => [] },
 ];
 
 /** Runs every group in turn: their keys and their details, merged in that order. */
@@ -147,8 +161,7 @@ try {
   // raw_cdc, notify, ...): single 10-second runs of any of them moved by ±30% here, and whichever
   // ran in a quieter minute won. Each figure is the median of its rounds' percentiles.
   const interleaved: Record<string, (fresh: BenchDatabase) => Promise<Percentiles>> = {
-    notify: (fresh) => latency(fresh, 'notify', 1_000, size.latencySeconds),
-    graphile_worker: (fresh) => graphileLatency(fresh, 1_000, size.latencySeconds),
+    ...latencyModes,
     ...(cdc && {
       cdc: (fresh: BenchDatabase) => latency(fresh, 'cdc', 1_000, size.latencySeconds),
       raw_cdc: (fresh: BenchDatabase) => latency(fresh, 'raw_cdc', 1_000, size.latencySeconds),
@@ -234,6 +247,7 @@ try {
       idle,
       size,
       latencyRounds: rounds,
+      latencyBreakdown: notifyBreakdowns(),
     },
     notes: [
       'dispatch_vs_pg_boss / dispatch_vs_graphile_worker: our dispatcher (no-op publisher, unordered topic) over the peer for the same number of no-op jobs inserted beforehand, each side fetching as many per query: batch 200 against pg-boss (batchSize 200), batch 500 against graphile-worker (localQueue.size 500; at batch 200 in details.peers.graphileWorkerRatioAtBatch200). pg-boss 10.4.2: insert() in bulk, work() with batchSize 200, pollingIntervalSeconds 0.5 (its minimum) and notifyWorker() after every full batch (burst); 1 and 4 loops tried, the faster counts. graphile-worker 0.17.3: addJobs() in bulk, its documented performance preset (concurrentJobs 24, maxPoolSize 25, localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0). Peers are timed from their first job start to the last job completed in their table (their startup and first fetch are not counted; our drain is timed from its call).',

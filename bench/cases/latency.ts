@@ -8,6 +8,7 @@ import { createDispatcher, createOutbox, fromPg, type Publisher } from '../../sr
 import type { BenchDatabase } from '../lib/database.js';
 import { quiesce, resetOutbox } from '../lib/database.js';
 import { log, percentiles, sleep, type Percentiles } from '../lib/measure.js';
+import { instrumentNotify } from './latency-breakdown.js';
 
 const outbox = createOutbox();
 const PRODUCERS = 4;
@@ -23,6 +24,7 @@ export async function steadyLoad(
   seconds: number,
   send: (client: pg.Client, key: string) => Promise<string>,
   sentAt: Map<string, number>,
+  committedAt?: Map<string, number>,
 ): Promise<void> {
   const clients = await Promise.all(Array.from({ length: PRODUCERS }, () => db.client()));
   const intervalMs = (1000 * PRODUCERS) / perSecond;
@@ -38,6 +40,7 @@ export async function steadyLoad(
         const key = await send(client, `${p}-${i}`);
         sentAt.set(key, performance.now());
         await client.query('COMMIT');
+        committedAt?.set(key, performance.now());
       }
     }),
   );
@@ -91,6 +94,7 @@ export async function latency(
   await resetOutbox(db.pool);
   await quiesce(db);
   const sentAt = new Map<string, number>();
+  const committedAt = new Map<string, number>();
   const receivedAt = new Map<string, number>();
   const enqueue = async (client: pg.Client) => {
     // A lone message per send, committing by itself, as the peers' producers send theirs.
@@ -177,20 +181,25 @@ export async function latency(
     await steadyLoad(db, perSecond, seconds, enqueue, sentAt);
     stop = () => cdc.stop();
   } else {
+    // Notify rounds are timed statement by statement for their breakdown (latency-breakdown.ts).
+    const timeline = mode === 'notify' ? instrumentNotify(db) : undefined;
     const dispatcher = createDispatcher({
-      executor,
+      executor: timeline?.executor ?? executor,
       publisher: timingPublisher(receivedAt),
-      ...(mode === 'notify'
+      ...(timeline
         ? {
             pollIntervalMs: 5_000, // the fallback only
-            wakeSource: createListenNotifyWakeSource({ connect: () => db.client() }),
+            wakeSource: createListenNotifyWakeSource({ connect: timeline.connect }),
           }
         : {}), // polling: the library default poll interval (1 s)
     });
     dispatcher.start();
     await sleep(300);
-    await steadyLoad(db, perSecond, seconds, enqueue, sentAt);
-    stop = () => dispatcher.stop();
+    await steadyLoad(db, perSecond, seconds, enqueue, sentAt, committedAt);
+    stop = async () => {
+      await dispatcher.stop();
+      timeline?.finish(sentAt, committedAt, receivedAt, Math.floor(perSecond / 2));
+    };
   }
   await waitFor(() => [...sentAt.keys()].every((k) => receivedAt.has(k)));
   await stop();

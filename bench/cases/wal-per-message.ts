@@ -59,19 +59,30 @@ export async function walRecords(db: BenchDatabase, from: string, to: string, me
   );
 }
 
-export const lsn = async (db: BenchDatabase) =>
-  (await db.pool.query<{ lsn: string }>(`SELECT pg_current_wal_insert_lsn()::text AS lsn`)).rows[0]!
-    .lsn;
+/**
+ * The WAL insert position now, flushed: pg_walinspect reads only flushed WAL, and the insert
+ * position can be ahead of the flush (other sessions' asynchronous commits on the shared server:
+ * "cannot accept future end LSN"). A committed xid flushes past it; its commit record touches no
+ * relation, so walBytes does not count it.
+ */
+export async function lsn(db: BenchDatabase): Promise<string> {
+  const { rows } = await db.pool.query<{ lsn: string }>(
+    `SELECT pg_current_wal_insert_lsn()::text AS lsn`,
+  );
+  await db.pool.query('SELECT pg_current_xact_id()');
+  return rows[0]!.lsn;
+}
 
 /**
  * `wal_per_message_ratio`: the WAL that dispatch and retention write per message over the WAL of
  * its enqueue. `count` messages, each enqueued by the writer in a transaction of its own (one per
- * aggregate, ordered topic); then drained (no-op publisher, batch 200); then pruned. A
+ * aggregate, ordered topic); then drained (no-op publisher, `batchSize`, 200 for
+ * `wal_per_message_ratio`); then pruned. A
  * CHECKPOINT before the enqueue and before the prune: retention runs days after the rows were
  * written, long after the checkpoint that followed them, so its first write to each page logs the
  * whole page (a full-page image) — a prune measured right after the drain would not.
  */
-export async function walPerMessage(db: BenchDatabase, count: number) {
+export async function walPerMessage(db: BenchDatabase, count: number, batchSize = 200) {
   await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
   const outbox = createOutbox();
   // A slot of this session (temporary: gone with the connection) keeps the WAL from here until
@@ -101,7 +112,7 @@ export async function walPerMessage(db: BenchDatabase, count: number) {
   const drained = await createDispatcher({
     executor: fromPg(db.pool),
     publisher: noopPublisher,
-    batchSize: 200,
+    batchSize,
   }).drain();
   if (drained.published !== count)
     throw new Error(`bench: drained ${drained.published} of ${count}`);

@@ -37,6 +37,11 @@ const PROBE_WAIT_MS = 250;
 
 /** How long one read of the paused routes and limits is used (see `#read`). */
 const READ_EVERY_MS = 100;
+/**
+ * Up to this age a read older than {@link READ_EVERY_MS} is still used while a new one runs in
+ * the background; beyond it (a read that keeps failing) the gate waits for a read (see `#read`).
+ */
+const STALE_MAX_MS = 1_000;
 
 /**
  * Destination health and rate limits, applied around the claim (issue 27), for every dispatcher
@@ -69,6 +74,10 @@ export class DestinationLimits {
   /** Consecutive failed messages per route, since its last published one (this process). */
   readonly #failures = new Map<string, number>();
   #cache: { at: number; pauses: Pause[]; limits: { pattern: string }[] } | undefined;
+  /** Bumped when this dispatcher's own change makes the cache wrong: older reads are dropped. */
+  #generation = 0;
+  /** The read refreshing a stale cache in the background, if one runs. */
+  #refreshing: Promise<void> | undefined;
 
   constructor(options: {
     executor: SqlExecutor;
@@ -236,25 +245,54 @@ export class DestinationLimits {
       deferFailed(r, rows[0]?.untilMs ?? pauseMs, `route ${route} paused: ${reason}`);
     }
     // This dispatcher's own pauses and resumes count at its next claim, not a read later.
-    if (probes.size > 0 || paused.length > 0) this.#cache = undefined;
+    if (probes.size > 0 || paused.length > 0) {
+      this.#cache = undefined;
+      this.#generation++;
+    }
     return { resumed, paused };
   }
 
   /**
    * The paused routes and limit patterns, read at most every {@link READ_EVERY_MS} (another
-   * dispatcher's pause is seen that much later at most; this one's own changes at once).
+   * dispatcher's pause is seen that much and one read later at most; this one's own changes at
+   * once).
    */
   async #read(): Promise<{ pauses: Pause[]; limits: { pattern: string }[] }> {
-    if (this.#cache && Date.now() - this.#cache.at < READ_EVERY_MS) return this.#cache;
+    const cache = this.#cache;
+    const age = cache ? Date.now() - cache.at : Infinity;
+    if (cache && age < READ_EVERY_MS) return cache;
+    // Stale but recent: used as it is while one read refreshes it, off the claim's path. Waiting
+    // for it put a round trip between a claim and its publish every READ_EVERY_MS, and in the
+    // slowest 5 % of notify latency (issue 43, bench/cases/latency-breakdown.ts). Another
+    // dispatcher's pause is then seen at most READ_EVERY_MS and one read later; this one's own
+    // changes still count at once (no cache, below).
+    if (cache && age < STALE_MAX_MS) {
+      if (!this.#refreshing)
+        this.#refreshing = this.#fetch()
+          .then(
+            () => undefined,
+            () => undefined, // the next gate tries again; past STALE_MAX_MS it waits and fails
+          )
+          .finally(() => (this.#refreshing = undefined));
+      return cache;
+    }
+    return await this.#fetch();
+  }
+
+  /** One read of the paused routes and limits, kept unless the cache was dropped meanwhile. */
+  async #fetch(): Promise<{ pauses: Pause[]; limits: { pattern: string }[] }> {
+    const generation = this.#generation;
     const { rows } = await this.#executor.query<Pause & { kind: string }>(
       destinationLimitsSql(this.#schema),
     );
-    this.#cache = {
+    const read = {
       at: Date.now(),
       pauses: rows.filter((r) => r.kind === 'pause'),
       limits: rows.filter((r) => r.kind === 'limit').map((r) => ({ pattern: r.route })),
     };
-    return this.#cache;
+    // A read that started before this dispatcher paused or resumed a route may not show it.
+    if (generation === this.#generation) this.#cache = read;
+    return read;
   }
 
   async #takeProbe(route: string, owner: string): Promise<boolean> {

@@ -1,0 +1,525 @@
+import type pg from 'pg';
+import { createDispatcher, createOutbox, fromPg } from '../../src/index.js';
+import type { BenchDatabase } from '../lib/database.js';
+import { log, median, round, timed } from '../lib/measure.js';
+import { rate } from './dispatch.js';
+import { noopPublisher, orderMessages } from './enqueue.js';
+import { lsn, walBytes, walPerMessage } from './wal-per-message.js';
+
+/**
+ * Issue 43: PgQ 3.5 (skytools, Debian `postgresql-15-pgq3`) beside our dispatcher, on the same
+ * server, in databases created for the case, driven from `pg` as a consumer written with its SQL
+ * API would be: one consumer, `pgq.next_batch` / `pgq.get_batch_events` / `pgq.finish_batch`, a
+ * no-op "publisher" (nothing done per event), batches of 500.
+ *
+ * The ticker is the bench itself: events are inserted in transactions of 500 and `pgq.ticker(queue)`
+ * is called after each (PgQ's default `ticker_max_count` is 500, so each call makes a tick), so
+ * every batch holds 500 events, like our claims of 500. During the enqueue case a timer calls
+ * `pgq.ticker()` every second (pgqd's default `ticker_period`). No ticker runs during a timed
+ * drain: every event is already in a ticked batch, as the peers' jobs are inserted beforehand.
+ *
+ * What PgQ does not guarantee, and ours does (SPEC G3, G4, G6, G9): no per-message retry state (a
+ * batch is all or nothing; `event_retry` re-inserts an event into a later batch), no order per
+ * aggregate under retry (a retried event comes after its successors), one consumer per batch
+ * (consumers of one name do not share a queue's batches), and a batch is only as fresh as the
+ * last tick (latency ≥ the tick period).
+ *
+ * Keys:
+ * - `dispatch_vs_pgq`: the lower of our unordered and ordered (500 aggregates) drains of `count`
+ *   messages (no-op publisher, batch 500, one loop) over PgQ's drain of `count` events. Best of
+ *   `rounds` alternated runs each.
+ * - `held_snapshot_vs_pgq`: the same after `heldHistory` messages and `heldHistory` events were
+ *   processed under a REPEATABLE READ snapshot held on another connection of the same database
+ *   (ours by the dispatcher that keeps running, as `outbox dispatch` would; no TRUNCATE, which
+ *   would remove the dead rows the case is about).
+ * - `enqueue_vs_pgq`: the business transaction (an order row and two messages, one round trip
+ *   for them) with our writer over the same with two `pgq.insert_event` calls in one statement:
+ *   ratio of times (median blocks of 100, interleaved with the bare transaction).
+ * - `dispatch_wal_per_message_ratio`: the WAL our dispatch (claim + settle, batch 500) writes per
+ *   message over the WAL its enqueue wrote (wal-per-message.ts, one message per transaction).
+ *   PgQ's figures in bytes per event beside it in `details`.
+ */
+
+/** The queue of every PgQ case (and of bench/prototypes/cursor-lanes.ts). */
+export const QUEUE = 'bench_queue';
+const CONSUMER = 'bench_consumer';
+const BATCH = 500;
+/** pgqd's default ticker_period: the timer ticker of the enqueue case. */
+const TICK_PERIOD_MS = 1_000;
+
+/** The counts of a quick and a full run (kept here, beside the case). */
+export const PGQ_SIZE = {
+  quick: { count: 20_000, rounds: 1, heldHistory: 50_000, enqueueTx: 500, walMessages: 2_000 },
+  full: { count: 50_000, rounds: 2, heldHistory: 200_000, enqueueTx: 2_000, walMessages: 5_000 },
+};
+type PgqSize = (typeof PGQ_SIZE)['full'];
+
+/**
+ * Why PgQ cannot be measured on this server (its extension is not installed), or undefined.
+ * `apt-get install -y postgresql-15-pgq3` installs it (.ci/run does).
+ */
+export async function pgqMissing(db: BenchDatabase): Promise<string | undefined> {
+  const { rows } = await db.pool.query<{ version: string | null }>(
+    `SELECT (SELECT default_version FROM pg_available_extensions WHERE name = 'pgq') AS version`,
+  );
+  return rows[0]?.version
+    ? undefined
+    : 'the pgq extension is not installed on this server (apt-get install -y postgresql-15-pgq3)';
+}
+
+/** The extension, one queue and its one consumer (registered first: it sees what follows). */
+export async function createQueue(db: BenchDatabase): Promise<string> {
+  await db.pool.query('CREATE EXTENSION IF NOT EXISTS pgq');
+  await db.pool.query(
+    `SELECT pgq.create_queue($1) WHERE NOT EXISTS (SELECT 1 FROM pgq.queue WHERE queue_name = $1)`,
+    [QUEUE],
+  );
+  await db.pool.query(`SELECT pgq.register_consumer($1, $2)`, [QUEUE, CONSUMER]);
+  const { rows } = await db.pool.query<{ version: string }>(`SELECT pgq.version() AS version`);
+  return rows[0]!.version;
+}
+
+/**
+ * `count` events in transactions of {@link BATCH} (one statement each, as seedPending writes our
+ * backlog), each followed by a tick: one batch per transaction.
+ */
+async function insertEvents(db: BenchDatabase, count: number): Promise<void> {
+  const client = await db.pool.connect();
+  try {
+    for (let done = 0; done < count; done += BATCH) {
+      const n = Math.min(BATCH, count - done);
+      await client.query(
+        `SELECT count(pgq.insert_event($1, 'mail.send', json_build_object('n', g)::text))
+         FROM generate_series(1, $2::int) g`,
+        [QUEUE, n],
+      );
+      await tick(client);
+    }
+    // The tick that closes a short last transaction (fewer events than ticker_max_count).
+    await client.query(`SELECT pgq.force_tick($1)`, [QUEUE]);
+    await tick(client);
+  } finally {
+    client.release();
+  }
+}
+
+const tick = (client: pg.PoolClient | pg.Pool) =>
+  client.query(`SELECT pgq.ticker($1::text)`, [QUEUE]);
+
+/** What a PgQ drain did: events, batches, and the largest batch. */
+interface PgqDrain {
+  events: number;
+  batches: number;
+  largestBatch: number;
+  ms: number;
+}
+
+/**
+ * One consumer takes every ticked batch: next_batch, get_batch_events, the no-op publisher,
+ * finish_batch, each in its own transaction (autocommit), until next_batch says there is none.
+ * Timed from the first next_batch.
+ */
+export async function drainPgq(db: BenchDatabase): Promise<PgqDrain> {
+  const client = await db.client();
+  const result = { events: 0, batches: 0, largestBatch: 0, ms: 0 };
+  try {
+    result.ms = await timed(async () => {
+      for (;;) {
+        const next = await client.query<{ id: string | null }>(
+          `SELECT pgq.next_batch($1, $2)::text AS id`,
+          [QUEUE, CONSUMER],
+        );
+        const batch = next.rows[0]?.id;
+        if (!batch) return;
+        const events = await client.query<{ ev_id: string; ev_type: string; ev_data: string }>(
+          `SELECT ev_id, ev_type, ev_data FROM pgq.get_batch_events($1::bigint)`,
+          [batch],
+        );
+        await publishNothing(events.rows);
+        await client.query(`SELECT pgq.finish_batch($1::bigint)`, [batch]);
+        result.events += events.rows.length;
+        result.batches++;
+        result.largestBatch = Math.max(result.largestBatch, events.rows.length);
+      }
+    });
+  } finally {
+    await client.end();
+  }
+  return result;
+}
+
+/** PgQ's side of the no-op publisher: an awaited call that does nothing per event. */
+const publishNothing = async (events: readonly unknown[]) => events.map(() => 'published');
+
+/** PgQ events/s of one drain of `count` events inserted and ticked beforehand. */
+export async function pgqRate(
+  db: BenchDatabase,
+  count: number,
+): Promise<PgqDrain & { perSecond: number }> {
+  await insertEvents(db, count);
+  await db.pool.query('CHECKPOINT');
+  const drained = await drainPgq(db);
+  if (drained.events !== count) throw new Error(`bench: PgQ drained ${drained.events} of ${count}`);
+  return { ...drained, perSecond: (count / drained.ms) * 1000 };
+}
+
+/** `dispatch_vs_pgq`: alternated drains, best of `rounds` each. */
+export async function dispatchVsPgq(db: BenchDatabase, size: PgqSize) {
+  const version = await createQueue(db);
+  const best = { unordered: 0, ordered: 0, pgq: 0 };
+  let last: PgqDrain | undefined;
+  for (let r = 0; r < size.rounds; r++) {
+    best.unordered = Math.max(best.unordered, await rate(db, 'ours', size.count, false, BATCH));
+    const pgq = await pgqRate(db, size.count);
+    last = pgq;
+    best.pgq = Math.max(best.pgq, pgq.perSecond);
+    best.ordered = Math.max(best.ordered, await rate(db, 'ours', size.count, true, BATCH));
+  }
+  const ours = Math.min(best.unordered, best.ordered);
+  log(
+    `PgQ ${version}: ${Math.round(best.pgq)} events/s; ours ${Math.round(best.unordered)} unordered, ${Math.round(best.ordered)} ordered msg/s (batch ${BATCH})`,
+  );
+  return {
+    ratio: round(ours / best.pgq),
+    pgqVersion: version,
+    perSecond: {
+      oursUnordered: Math.round(best.unordered),
+      oursOrdered: Math.round(best.ordered),
+      pgq: Math.round(best.pgq),
+    },
+    pgqBatches: last && { batches: last.batches, largest: last.largestBatch },
+    count: size.count,
+    rounds: size.rounds,
+  };
+}
+
+/** Inserts `count` pending messages without emptying the table (unlike seedPending's callers). */
+async function insertPending(db: BenchDatabase, count: number, ordered: boolean): Promise<void> {
+  await db.pool.query(
+    `INSERT INTO outbox (aggregate_id, topic, payload)
+     SELECT 'agg-' || ($3::int + g % $4::int), $2, jsonb_build_object('n', g)
+     FROM generate_series(1, $1::int) g ORDER BY g`,
+    [
+      count,
+      ordered ? 'payment.charge' : 'mail.send',
+      Date.now() % 1_000_000_000,
+      ordered ? 500 : count,
+    ],
+  );
+}
+
+/** `held_snapshot_vs_pgq`: both sides' history, then alternated drains, under one held snapshot. */
+export async function heldSnapshotVsPgq(db: BenchDatabase, size: PgqSize) {
+  await createQueue(db);
+  const holder = await db.client();
+  // The running dispatcher, as in held-snapshot.ts; it declares mail.* unordered before its
+  // first claim, so declare it before any message is written.
+  const dispatcher = createDispatcher({
+    executor: fromPg(db.pool),
+    publisher: noopPublisher,
+    batchSize: BATCH,
+    unorderedTopics: ['mail.*'],
+  });
+  const ourDrain = async (count: number, ordered: boolean) => {
+    await insertPending(db, count, ordered);
+    let published = 0;
+    const ms = await timed(async () => {
+      published = (await dispatcher.drain()).published;
+    });
+    if (published !== count) throw new Error(`bench: drained ${published} of ${count}`);
+    return (count / ms) * 1000;
+  };
+  try {
+    await dispatcher.drain();
+    await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+    await holder.query('SELECT count(*) FROM outbox');
+    // The history: half ordered, half unordered, in chunks of 50,000; the same number of events.
+    const chunk = 50_000;
+    for (let done = 0, i = 0; done < size.heldHistory; done += chunk, i++)
+      await ourDrain(Math.min(chunk, size.heldHistory - done), i % 2 === 0);
+    for (let done = 0; done < size.heldHistory; done += chunk) {
+      await insertEvents(db, Math.min(chunk, size.heldHistory - done));
+      await drainPgq(db);
+    }
+    log(`held snapshot vs PgQ: ${size.heldHistory.toLocaleString('en-US')} processed on each side`);
+    const best = { unordered: 0, ordered: 0, pgq: 0 };
+    for (let r = 0; r < size.rounds; r++) {
+      best.unordered = Math.max(best.unordered, await ourDrain(size.count, false));
+      best.pgq = Math.max(best.pgq, (await pgqRate(db, size.count)).perSecond);
+      best.ordered = Math.max(best.ordered, await ourDrain(size.count, true));
+    }
+    const stillHeld = await holder.query<{ xmin: string | null }>(
+      `SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
+    );
+    if (!stillHeld.rows[0]?.xmin) throw new Error('bench: the held snapshot was not held');
+    const ours = Math.min(best.unordered, best.ordered);
+    log(
+      `held snapshot vs PgQ: ${Math.round(best.pgq)} events/s; ours ${Math.round(best.unordered)} unordered, ${Math.round(best.ordered)} ordered`,
+    );
+    return {
+      ratio: round(ours / best.pgq),
+      perSecond: {
+        oursUnordered: Math.round(best.unordered),
+        oursOrdered: Math.round(best.ordered),
+        pgq: Math.round(best.pgq),
+      },
+      history: size.heldHistory,
+      count: size.count,
+      rounds: size.rounds,
+    };
+  } finally {
+    await holder.query('ROLLBACK').catch(() => undefined);
+    await holder.end();
+  }
+}
+
+const outbox = createOutbox();
+
+type EnqueueSide = 'none' | 'ours' | 'pgq';
+
+async function businessTransaction(client: pg.Client, side: EnqueueSide): Promise<void> {
+  await client.query('BEGIN');
+  const order = await client.query<{ id: string }>(
+    `INSERT INTO bench_orders (customer, total) VALUES ($1, $2) RETURNING id`,
+    ['customer-42', 99.5],
+  );
+  const id = order.rows[0]!.id;
+  if (side === 'ours') await outbox.enqueue(fromPg(client), orderMessages(id));
+  else if (side === 'pgq') {
+    const [charge, receipt] = orderMessages(id);
+    // Both events in one statement: one round trip, as our writer sends both messages in one.
+    await client.query({
+      name: 'bench_pgq_events',
+      text: `SELECT pgq.insert_event($1, $2, $3), pgq.insert_event($1, $4, $5)`,
+      values: [
+        QUEUE,
+        charge!.topic,
+        JSON.stringify(charge!.payload),
+        receipt!.topic,
+        JSON.stringify(receipt!.payload),
+      ],
+    });
+  }
+  await client.query('COMMIT');
+}
+
+/** `enqueue_vs_pgq`: interleaved blocks of 100 (none, ours, pgq), median block each. */
+export async function enqueueVsPgq(db: BenchDatabase, size: PgqSize) {
+  await createQueue(db);
+  await db.pool.query(
+    `CREATE TABLE IF NOT EXISTS bench_orders (id bigserial PRIMARY KEY, customer text NOT NULL, total numeric NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`,
+  );
+  const ticker = setInterval(() => void tick(db.pool).catch(() => undefined), TICK_PERIOD_MS);
+  const client = await db.client();
+  const block = 100;
+  const blocks: Record<EnqueueSide, number[]> = { none: [], ours: [], pgq: [] };
+  try {
+    for (let i = 0; i < 150; i++)
+      await businessTransaction(client, (['none', 'ours', 'pgq'] as const)[i % 3]!); // warm-up
+    for (let done = 0; done < size.enqueueTx; done += block) {
+      for (const side of ['none', 'ours', 'pgq'] as const) {
+        const started = performance.now();
+        for (let i = 0; i < block; i++) await businessTransaction(client, side);
+        blocks[side].push(performance.now() - started);
+      }
+    }
+  } finally {
+    clearInterval(ticker);
+    await client.end();
+  }
+  const ms = {
+    none: median(blocks.none) / block,
+    ours: median(blocks.ours) / block,
+    pgq: median(blocks.pgq) / block,
+  };
+  log(
+    `enqueue vs PgQ: ${round(ms.ours, 3)} ms/tx ours, ${round(ms.pgq, 3)} PgQ, ${round(ms.none, 3)} bare`,
+  );
+  return {
+    ratio: round(ms.ours / ms.pgq),
+    msPerTx: { bare: round(ms.none, 3), ours: round(ms.ours, 3), pgq: round(ms.pgq, 3) },
+    // What each adds to the bare transaction, ours over PgQ's.
+    overheadRatio: round((ms.ours - ms.none) / (ms.pgq - ms.none)),
+    blocks: blocks.none.length,
+  };
+}
+
+/**
+ * PgQ's WAL per event for the same shape as wal-per-message.ts: `count` events, one per
+ * transaction (ticked every 500), then consumed in batches of 500. Only this database's records.
+ */
+async function pgqWal(db: BenchDatabase, count: number) {
+  await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+  await createQueue(db);
+  const pin = await db.pool.connect();
+  try {
+    await pin.query(`SELECT pg_create_physical_replication_slot($1, true, true)`, [
+      `ao_bench_pgq_wal_${process.pid}`,
+    ]);
+    await db.pool.query('CHECKPOINT');
+    const start = await lsn(db);
+    const client = await db.pool.connect();
+    try {
+      for (let i = 0; i < count; i++) {
+        await client.query(`SELECT pgq.insert_event($1, 'payment.charge', $2)`, [
+          QUEUE,
+          JSON.stringify({ orderId: i, total: 99.5 }),
+        ]);
+        if ((i + 1) % BATCH === 0) await tick(client);
+      }
+      await client.query(`SELECT pgq.force_tick($1)`, [QUEUE]);
+      await tick(client);
+    } finally {
+      client.release();
+    }
+    const inserted = await lsn(db);
+    const drained = await drainPgq(db);
+    if (drained.events !== count) throw new Error(`bench: PgQ drained ${drained.events}`);
+    const consumed = await lsn(db);
+    const enqueue = await walBytes(db, start, inserted);
+    const consume = await walBytes(db, inserted, consumed);
+    return {
+      enqueueBytes: Math.round(enqueue.bytes / count),
+      consumeBytes: round(consume.bytes / count),
+    };
+  } finally {
+    pin.release(true);
+  }
+}
+
+/** `dispatch_wal_per_message_ratio` (ours) and PgQ's bytes per event beside it. */
+export async function dispatchWal(ours: BenchDatabase, pgq: BenchDatabase | null, size: PgqSize) {
+  // A checkpoint between the enqueue and the drain (the server is shared: other databases' work
+  // requests them all the time) makes the drain's first write to each page log the whole page,
+  // which the drain does not cause: the ratio without full-page images is given beside the key.
+  // (Measuring again on the same database until none fell inside hung once, in a quick run.)
+  const wal = await walPerMessage(ours, size.walMessages, BATCH);
+  if (wal.perMessage.dispatch.fullPageImageBytes > 0)
+    log(
+      `WAL per message: a checkpoint fell inside the drain (${wal.perMessage.dispatch.fullPageImageBytes} bytes of full-page images a message): read details.pgq.wal.ratioWithoutFullPageImages`,
+    );
+  const theirs = pgq ? await pgqWal(pgq, size.walMessages) : null;
+  const dispatch = wal.perMessage.dispatch.bytes;
+  const enqueue = wal.perMessage.enqueue.bytes;
+  log(
+    `WAL per message: our dispatch ${dispatch} vs enqueue ${enqueue} bytes${theirs ? `; PgQ consume ${theirs.consumeBytes} vs insert ${theirs.enqueueBytes}` : ''}`,
+  );
+  return {
+    ratio: round(dispatch / enqueue, 3),
+    // The same without full-page images, which only say when checkpoints happened to fall.
+    ratioWithoutFullPageImages: round(
+      (dispatch - wal.perMessage.dispatch.fullPageImageBytes) /
+        (enqueue - wal.perMessage.enqueue.fullPageImageBytes),
+      3,
+    ),
+    bytesPerMessage: { dispatch, enqueue },
+    fullPageImageBytes: {
+      dispatch: wal.perMessage.dispatch.fullPageImageBytes,
+      enqueue: wal.perMessage.enqueue.fullPageImageBytes,
+    },
+    records: wal.records.dispatch,
+    pgq: theirs,
+    count: size.walMessages,
+  };
+}
+
+/** Names `--only` accepts for this group: each key, or `pgq` for all four. */
+const KEYS = [
+  'dispatch_vs_pgq',
+  'held_snapshot_vs_pgq',
+  'enqueue_vs_pgq',
+  'dispatch_wal_per_message_ratio',
+] as const;
+
+/**
+ * Issue 43's PgQ keys, each on databases created for it (`fresh`, main.ts's onFreshDatabase).
+ * Without the pgq extension the PgQ keys are null with the reason printed and kept in
+ * `details.pgq.skipped`; `dispatch_wal_per_message_ratio` is ours alone and still runs.
+ */
+export async function pgqCases(
+  fresh: <T>(suffix: string, fn: (db: BenchDatabase) => Promise<T>) => Promise<T>,
+  quick: boolean,
+  names: Set<string> | null,
+) {
+  const size = quick ? PGQ_SIZE.quick : PGQ_SIZE.full;
+  const wants = (key: (typeof KEYS)[number]) => !names || names.has(key) || names.has('pgq');
+  if (!KEYS.some(wants)) return { keys: {}, details: {} };
+  const skipped = await fresh('pgq_probe', pgqMissing);
+  if (skipped) log(`PgQ keys skipped: ${skipped}`);
+  const withPgq = <T>(
+    key: (typeof KEYS)[number],
+    suffix: string,
+    run: (db: BenchDatabase) => Promise<T>,
+  ) => (wants(key) && !skipped ? fresh(suffix, run) : Promise.resolve(null));
+  const dispatch = await withPgq('dispatch_vs_pgq', 'pgq', (db) => dispatchVsPgq(db, size));
+  const held = await withPgq('held_snapshot_vs_pgq', 'pgq_held', (db) =>
+    heldSnapshotVsPgq(db, size),
+  );
+  const enqueue = await withPgq('enqueue_vs_pgq', 'pgq_enqueue', (db) => enqueueVsPgq(db, size));
+  const wal = wants('dispatch_wal_per_message_ratio')
+    ? await fresh('pgq_wal', (ours) =>
+        skipped
+          ? dispatchWal(ours, null, size)
+          : fresh('pgq_wal_pgq', (theirs) => dispatchWal(ours, theirs, size)),
+      )
+    : null;
+  return {
+    keys: {
+      dispatch_vs_pgq: dispatch?.ratio ?? null,
+      held_snapshot_vs_pgq: held?.ratio ?? null,
+      enqueue_vs_pgq: enqueue?.ratio ?? null,
+      dispatch_wal_per_message_ratio: wal?.ratio ?? null,
+    },
+    details: {
+      pgq: {
+        skipped: skipped ?? null,
+        ticker: `the bench: pgq.ticker(queue) after every ${BATCH} events inserted (ticker_max_count ${BATCH}, PgQ's default), so a batch is ${BATCH} events; every ${TICK_PERIOD_MS} ms by a timer during enqueue_vs_pgq`,
+        doesNotGuarantee:
+          'no per-message retry state (a batch is finished whole; event_retry re-inserts an event into a later batch), no per-aggregate order under retry, one consumer per batch, latency of at least the tick period',
+        dispatch,
+        held,
+        enqueue,
+        wal,
+      },
+    },
+  };
+}
+
+/** The rows of main.ts's table for {@link pgqCases}' keys. */
+export function pgqRows(r: Record<string, unknown>): string[] {
+  const d = (r.details as { pgq?: Awaited<ReturnType<typeof pgqCases>>['details']['pgq'] }).pgq;
+  const row = (key: string, baseline: string, target: string) =>
+    `| ${key} | ${r[key] === null || r[key] === undefined ? 'n/a' : String(r[key])} | ${baseline} | ${target} |`;
+  const why = d?.skipped ? `not measured: ${d.skipped}` : 'not run';
+  const n = (value: number) => value.toLocaleString('en-US');
+  return [
+    row(
+      'dispatch_vs_pgq',
+      d?.dispatch
+        ? `${d.dispatch.perSecond.oursUnordered} unordered / ${d.dispatch.perSecond.oursOrdered} ordered vs ${d.dispatch.perSecond.pgq} events/s PgQ ${d.dispatch.pgqVersion} (${n(d.dispatch.count)}, batches of ${BATCH}, ticked per ${BATCH})`
+        : why,
+      '>= 1.0 (issue 43)',
+    ),
+    row(
+      'held_snapshot_vs_pgq',
+      d?.held
+        ? `${d.held.perSecond.oursUnordered} / ${d.held.perSecond.oursOrdered} vs ${d.held.perSecond.pgq} events/s after ${n(d.held.history)} processed on each side under a held REPEATABLE READ snapshot`
+        : why,
+      '>= 0.9 (issue 43)',
+    ),
+    row(
+      'enqueue_vs_pgq',
+      d?.enqueue
+        ? `${d.enqueue.msPerTx.ours} vs ${d.enqueue.msPerTx.pgq} ms/tx (bare ${d.enqueue.msPerTx.bare}; overhead ${d.enqueue.overheadRatio}x PgQ's)`
+        : why,
+      '<= 1.2 (issue 43)',
+    ),
+    row(
+      'dispatch_wal_per_message_ratio',
+      d?.wal
+        ? `dispatch ${d.wal.bytesPerMessage.dispatch} vs enqueue ${d.wal.bytesPerMessage.enqueue} bytes per message${d.wal.pgq ? `; PgQ consume ${d.wal.pgq.consumeBytes} vs insert ${d.wal.pgq.enqueueBytes} bytes per event` : ''}`
+        : 'not run',
+      '<= 0.05 (issue 43)',
+    ),
+  ];
+}

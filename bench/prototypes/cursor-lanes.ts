@@ -1,0 +1,402 @@
+/**
+ * A prototype, not the product (issue 43): a consume path that writes per batch and per failure
+ * only, measured beside our dispatcher and PgQ on the same server before anyone chooses it.
+ *
+ * - Messages are appended to `cl.msg` and never updated: `(lane, id)` is the only index; the lane
+ *   is a hash of the aggregate (16 lanes), so an aggregate's messages are in one lane in id order.
+ * - Each lane has ONE cursor row (`cl.lane`: the last id consumed, the owner, its lease). A
+ *   dispatcher owns a lane for as long as its lease lasts and reads the lane after its cursor, 500
+ *   at a time; after publishing it moves the cursor (one HOT update per batch). One dispatcher per
+ *   lane at a time: G3 (no two publishes of a message at once) by the lane's lease.
+ * - Ids are taken from a sequence AFTER the writer's transaction has its xid, and a reader reads
+ *   only ids at or below the SAFE horizon: ids no transaction still running can hold. The horizon
+ *   moves as the lane floor of sql/lane.ts does (a pair (N, X): the id sequence's value, then an
+ *   xid taken after it; once no xid below X runs, every id up to N is final), with the cheap test
+ *   `pg_snapshot_xmin(pg_current_snapshot()) >= X` (cluster-wide, so conservative).
+ * - A failure parks its message and every later message of its aggregate in `cl.parked` (writes
+ *   per failure only); each batch reads the lane's parked aggregates first (one probe of a small
+ *   table) and parks what it reads of them. The retry path itself (re-reading parked messages in
+ *   order) is left out: no failure happens in these drains.
+ *
+ * Left out, each a cost the product would add: dedupe keys and a unique message id index (ids
+ * are uuids from the database), the per-aggregate sequence counter (order here is id order, i.e.
+ * nextval order, not commit order: the counter's row lock would make it commit order), tenants,
+ * approvals, rate limits, retention (a rotated TRUNCATE as PgQ does), the wake-up.
+ *
+ *   npx tsx bench/prototypes/cursor-lanes.ts [count] [rounds] [held history]
+ *
+ * Prints alternated drains of `count` messages (default 50,000) by the prototype (one consumer
+ * going round the lanes), by our dispatcher (unordered and ordered, batch 500) and by PgQ (batches
+ * of 500), best of `rounds` (default 3); the WAL of the prototype's enqueue (one message per
+ * transaction) and consume per message; and the two-message business transaction through the
+ * prototype, our writer and PgQ, in interleaved blocks of 100; then, under a REPEATABLE READ
+ * snapshot held from the start, 200,000 messages through the prototype and 200,000 events through
+ * PgQ, and alternated drains of `count` on each (`held_snapshot_vs_pgq`'s shape).
+ */
+import type pg from 'pg';
+import { createOutbox, fromPg } from '../../src/index.js';
+import { createBenchDatabase, type BenchDatabase } from '../lib/database.js';
+import { log, median, round, timed } from '../lib/measure.js';
+import { rate } from '../cases/dispatch.js';
+import { orderMessages } from '../cases/enqueue.js';
+import { createQueue, drainPgq, pgqRate, QUEUE } from '../cases/pgq.js';
+import { lsn, walBytes } from '../cases/wal-per-message.js';
+
+const LANES = 16;
+const BATCH = 500;
+
+const SCHEMA = `
+CREATE SCHEMA cl;
+CREATE SEQUENCE cl.ids;
+CREATE SEQUENCE cl.pair_id AS bigint MINVALUE 0 START 0;
+CREATE SEQUENCE cl.pair_xid AS bigint MINVALUE 0 START 0;
+CREATE SEQUENCE cl.safe AS bigint MINVALUE 0 START 0;
+CREATE TABLE cl.msg (
+  lane int NOT NULL, id bigint NOT NULL, message_id uuid NOT NULL DEFAULT gen_random_uuid(),
+  aggregate_id text NOT NULL, topic text NOT NULL, payload jsonb NOT NULL,
+  headers jsonb NOT NULL DEFAULT '{}', created_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (lane, id)) WITH (fillfactor = 100);
+CREATE TABLE cl.lane (lane int PRIMARY KEY, cursor bigint NOT NULL DEFAULT 0, owner text,
+  lease_expires_at timestamptz) WITH (fillfactor = 20);
+INSERT INTO cl.lane (lane) SELECT g FROM generate_series(0, ${LANES - 1}) g;
+CREATE TABLE cl.parked (lane int NOT NULL, id bigint NOT NULL, aggregate_id text NOT NULL,
+  attempts int NOT NULL DEFAULT 1, last_error text, PRIMARY KEY (lane, id));
+CREATE INDEX ON cl.parked (lane, aggregate_id);
+
+-- The writer: the xid first, then the id (see the module comment: the horizon relies on it).
+CREATE FUNCTION cl.enqueue(p_agg text, p_topic text, p_payload jsonb) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE v_id bigint;
+BEGIN
+  PERFORM pg_current_xact_id();
+  v_id := nextval('cl.ids');
+  INSERT INTO cl.msg (lane, id, aggregate_id, topic, payload)
+  VALUES (abs(hashtext(p_agg)) % ${LANES}, v_id, p_agg, p_topic, p_payload);
+  RETURN v_id;
+END $$;
+
+-- The horizon: promote the recorded pair when no older xid runs, record the next one.
+CREATE FUNCTION cl.horizon() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  v_pair_id bigint := coalesce(pg_sequence_last_value('cl.pair_id'), 0);
+  v_pair_xid bigint := coalesce(pg_sequence_last_value('cl.pair_xid'), 0);
+  v_safe bigint := coalesce(pg_sequence_last_value('cl.safe'), 0);
+  v_next bigint;
+BEGIN
+  -- No xid below the pair's still running: the cheap cluster-wide test first, then this
+  -- database's backends only (as sql/lane.ts: another database's long transaction must not hold it).
+  IF v_pair_xid > 0 AND v_pair_id > v_safe
+     AND (pg_snapshot_xmin(pg_current_snapshot())::text::bigint >= v_pair_xid
+          OR NOT EXISTS (
+            SELECT 1 FROM pg_stat_get_activity(NULL) a
+            WHERE a.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+              AND a.backend_xid IS NOT NULL AND a.pid <> pg_backend_pid()
+              AND age(a.backend_xid) > age(xid(v_pair_xid::text::xid8)))) THEN
+    v_safe := v_pair_id;
+    PERFORM setval('cl.safe', v_safe, true);
+  END IF;
+  IF v_pair_xid = 0 OR v_safe >= v_pair_id THEN
+    v_next := coalesce(pg_sequence_last_value('cl.ids'), 0);
+    PERFORM setval('cl.pair_xid', pg_current_xact_id()::text::bigint, true);
+    PERFORM setval('cl.pair_id', v_next, true);
+  END IF;
+  RETURN v_safe;
+END $$;
+
+-- One batch of a lane this caller owns: what it may send, parked aggregates' messages parked.
+CREATE FUNCTION cl.read_batch(p_lane int, p_owner text, p_batch int)
+RETURNS TABLE (id bigint, message_id uuid, aggregate_id text, topic text, payload jsonb,
+               headers jsonb, created_at timestamptz)
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_cursor bigint;
+  v_safe bigint := cl.horizon();
+  v_parked text[];
+BEGIN
+  SELECT l.cursor INTO v_cursor FROM cl.lane l
+  WHERE l.lane = p_lane AND l.owner = p_owner AND l.lease_expires_at > now();
+  IF NOT FOUND THEN RAISE EXCEPTION 'lane % is not owned by %', p_lane, p_owner; END IF;
+  SELECT array_agg(DISTINCT p.aggregate_id) INTO v_parked FROM cl.parked p WHERE p.lane = p_lane;
+  IF v_parked IS NOT NULL THEN
+    INSERT INTO cl.parked (lane, id, aggregate_id)
+    SELECT p_lane, m.id, m.aggregate_id FROM cl.msg m
+    WHERE m.lane = p_lane AND m.id > v_cursor AND m.id <= v_safe
+      AND m.aggregate_id = ANY (v_parked)
+    ORDER BY m.id LIMIT p_batch
+    ON CONFLICT DO NOTHING;
+  END IF;
+  RETURN QUERY
+  SELECT m.id, m.message_id, m.aggregate_id, m.topic, m.payload, m.headers, m.created_at
+  FROM cl.msg m
+  WHERE m.lane = p_lane AND m.id > v_cursor AND m.id <= v_safe
+    AND (v_parked IS NULL OR NOT m.aggregate_id = ANY (v_parked))
+  ORDER BY m.id LIMIT p_batch;
+END $$;`;
+
+/** Takes every lane's lease for `owner` (one dispatcher: it owns all of them). */
+const TAKE_LANES = `
+UPDATE cl.lane SET owner = $1, lease_expires_at = now() + interval '30 seconds'
+WHERE owner IS NULL OR lease_expires_at <= now() OR owner = $1`;
+
+/** After publishing: the cursor moves past the batch (its last id read), the lease renewed. */
+const ADVANCE = `
+UPDATE cl.lane SET cursor = $3, lease_expires_at = now() + interval '30 seconds'
+WHERE lane = $1 AND owner = $2 AND cursor < $3`;
+
+async function setUp(db: BenchDatabase): Promise<void> {
+  await db.pool.query(SCHEMA);
+}
+
+/** `count` messages in one statement per 5,000 (each through cl.enqueue), spread over aggregates. */
+async function seed(db: BenchDatabase, count: number, aggregates: number): Promise<void> {
+  for (let from = 0; from < count; from += 5_000)
+    await db.pool.query(
+      `SELECT count(cl.enqueue('agg-' || (g % $3), 'mail.send', jsonb_build_object('n', g)))
+       FROM generate_series($1::int, $2::int) g`,
+      [from + 1, Math.min(count, from + 5_000), aggregates],
+    );
+  await db.pool.query('VACUUM ANALYZE cl.msg');
+}
+
+const publishNothing = async (rows: readonly unknown[]) => rows.map(() => 'published');
+
+/** One consumer drains every lane round-robin until none has anything at or below the horizon. */
+async function drain(db: BenchDatabase): Promise<{ messages: number; batches: number }> {
+  const client = await db.client();
+  const owner = `proto-${process.pid}`;
+  let messages = 0;
+  let batches = 0;
+  try {
+    await client.query(TAKE_LANES, [owner]);
+    let idleRounds = 0;
+    while (idleRounds < 2) {
+      let found = 0;
+      for (let lane = 0; lane < LANES; lane++) {
+        const { rows } = await client.query<{ id: string }>(
+          `SELECT * FROM cl.read_batch($1, $2, $3)`,
+          [lane, owner, BATCH],
+        );
+        if (rows.length === 0) continue;
+        await publishNothing(rows);
+        await client.query(ADVANCE, [lane, owner, rows[rows.length - 1]!.id]);
+        found += rows.length;
+        batches++;
+      }
+      messages += found;
+      // Nothing read: the horizon may be one pair behind (it moves once per call).
+      idleRounds = found === 0 ? idleRounds + 1 : 0;
+    }
+  } finally {
+    await client.end();
+  }
+  return { messages, batches };
+}
+
+async function protoRate(db: BenchDatabase, count: number): Promise<number> {
+  await db.pool.query(`TRUNCATE cl.msg, cl.parked`);
+  await db.pool.query(`UPDATE cl.lane SET cursor = 0`);
+  // The horizon may still be behind the last drain's ids: a fresh run restarts the counters.
+  await db.pool.query(
+    `SELECT setval('cl.ids', 1, false), setval('cl.safe', 0, true),
+            setval('cl.pair_id', 0, true), setval('cl.pair_xid', 0, true)`,
+  );
+  await seed(db, count, count);
+  await db.pool.query('CHECKPOINT');
+  let done = { messages: 0, batches: 0 };
+  const ms = await timed(async () => {
+    done = await drain(db);
+  });
+  if (done.messages !== count) throw new Error(`prototype drained ${done.messages} of ${count}`);
+  return (count / ms) * 1000;
+}
+
+/** One drain of `count` new messages, keeping what is there (no TRUNCATE, the cursors go on). */
+async function protoRateKeeping(db: BenchDatabase, count: number): Promise<number> {
+  await seed(db, count, count);
+  let done = { messages: 0, batches: 0 };
+  const ms = await timed(async () => {
+    done = await drain(db);
+  });
+  if (done.messages !== count) throw new Error(`prototype drained ${done.messages} of ${count}`);
+  return (count / ms) * 1000;
+}
+
+/**
+ * The held-snapshot case of `held_snapshot_vs_pgq` for the prototype: a REPEATABLE READ snapshot
+ * held on another connection while `history` messages go through the prototype and `history`
+ * events through PgQ, then alternated drains of `count`, best of 2 each.
+ */
+async function heldSnapshot(db: BenchDatabase, history: number, count: number) {
+  // What the enqueue comparison left on both sides, consumed first.
+  await drain(db);
+  await db.pool.query(`SELECT pgq.force_tick($1)`, [QUEUE]);
+  await db.pool.query(`SELECT pgq.ticker($1::text)`, [QUEUE]);
+  await drainPgq(db);
+  const holder = await db.client();
+  try {
+    await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+    // Takes the snapshot without locking a table the prototype truncates.
+    await holder.query('SELECT count(*) FROM pg_class');
+    for (let done = 0; done < history; done += 50_000) {
+      await protoRateKeeping(db, Math.min(50_000, history - done));
+      await pgqRate(db, Math.min(50_000, history - done));
+    }
+    const best = { proto: 0, pgq: 0 };
+    for (let r = 0; r < 2; r++) {
+      best.proto = Math.max(best.proto, await protoRateKeeping(db, count));
+      best.pgq = Math.max(best.pgq, (await pgqRate(db, count)).perSecond);
+    }
+    const held = await holder.query<{ xmin: string | null }>(
+      `SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
+    );
+    if (!held.rows[0]?.xmin) throw new Error('the held snapshot was not held');
+    log(`held snapshot: prototype ${Math.round(best.proto)}, PgQ ${Math.round(best.pgq)} msg/s`);
+    return {
+      perSecond: { proto: Math.round(best.proto), pgq: Math.round(best.pgq) },
+      prototypeVsPgq: round(best.proto / best.pgq),
+      history,
+    };
+  } finally {
+    await holder.query('ROLLBACK').catch(() => undefined);
+    await holder.end();
+  }
+}
+
+/** WAL per message of the prototype: enqueue one per transaction, then the drain. */
+async function protoWal(db: BenchDatabase, count: number) {
+  await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+  await db.pool.query(`TRUNCATE cl.msg, cl.parked`);
+  const pin = await db.pool.connect();
+  try {
+    await pin.query(`SELECT pg_create_physical_replication_slot($1, true, true)`, [
+      `ao_bench_proto_wal_${process.pid}`,
+    ]);
+    await db.pool.query('CHECKPOINT');
+    const start = await lsn(db);
+    const client = await db.pool.connect();
+    try {
+      for (let i = 0; i < count; i++)
+        await client.query(`SELECT cl.enqueue($1, 'payment.charge', $2)`, [
+          `wal-${i}`,
+          { orderId: i, total: 99.5 },
+        ]);
+    } finally {
+      client.release();
+    }
+    const enqueued = await lsn(db);
+    const drained = await drain(db);
+    const end = await lsn(db);
+    const enqueue = await walBytes(db, start, enqueued);
+    const consume = await walBytes(db, enqueued, end);
+    return {
+      drained: drained.messages,
+      enqueueBytes: Math.round(enqueue.bytes / count),
+      consumeBytes: round(consume.bytes / count),
+      ratio: round(consume.bytes / enqueue.bytes, 4),
+    };
+  } finally {
+    pin.release(true);
+  }
+}
+
+const outbox = createOutbox();
+
+/** The business transaction: an order row and two messages through `side`. */
+async function businessTransaction(client: pg.Client, side: 'none' | 'ours' | 'proto' | 'pgq') {
+  await client.query('BEGIN');
+  const order = await client.query<{ id: string }>(
+    `INSERT INTO bench_orders (customer, total) VALUES ($1, $2) RETURNING id`,
+    ['customer-42', 99.5],
+  );
+  const id = order.rows[0]!.id;
+  const [charge, receipt] = orderMessages(id);
+  if (side === 'ours') await outbox.enqueue(fromPg(client), orderMessages(id));
+  else if (side === 'proto')
+    await client.query({
+      name: 'proto_enqueue',
+      text: `SELECT cl.enqueue($1, $2, $3), cl.enqueue($1, $4, $5)`,
+      values: [
+        charge!.aggregateId,
+        charge!.topic,
+        charge!.payload,
+        receipt!.topic,
+        receipt!.payload,
+      ],
+    });
+  else if (side === 'pgq')
+    await client.query({
+      name: 'proto_pgq',
+      text: `SELECT pgq.insert_event($1, $2, $3), pgq.insert_event($1, $4, $5)`,
+      values: [
+        QUEUE,
+        charge!.topic,
+        JSON.stringify(charge!.payload),
+        receipt!.topic,
+        JSON.stringify(receipt!.payload),
+      ],
+    });
+  await client.query('COMMIT');
+}
+
+async function enqueueTimes(db: BenchDatabase, transactions: number) {
+  await db.pool.query(
+    `CREATE TABLE IF NOT EXISTS bench_orders (id bigserial PRIMARY KEY, customer text NOT NULL, total numeric NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`,
+  );
+  const client = await db.client();
+  const sides = ['none', 'ours', 'proto', 'pgq'] as const;
+  const blocks: Record<(typeof sides)[number], number[]> = {
+    none: [],
+    ours: [],
+    proto: [],
+    pgq: [],
+  };
+  try {
+    for (let i = 0; i < 200; i++) await businessTransaction(client, sides[i % 4]!);
+    for (let done = 0; done < transactions; done += 100)
+      for (const side of sides) {
+        const started = performance.now();
+        for (let i = 0; i < 100; i++) await businessTransaction(client, side);
+        blocks[side].push(performance.now() - started);
+      }
+  } finally {
+    await client.end();
+  }
+  return Object.fromEntries(sides.map((s) => [s, round(median(blocks[s]) / 100, 3)]));
+}
+
+const count = Number(process.argv[2] ?? 50_000);
+const rounds = Number(process.argv[3] ?? 3);
+const heldHistory = Number(process.argv[4] ?? 200_000);
+const db = await createBenchDatabase('cursor_lanes');
+try {
+  await setUp(db);
+  await createQueue(db);
+  const best = { proto: 0, oursUnordered: 0, oursOrdered: 0, pgq: 0 };
+  for (let r = 0; r < rounds; r++) {
+    best.proto = Math.max(best.proto, await protoRate(db, count));
+    best.oursUnordered = Math.max(best.oursUnordered, await rate(db, 'ours', count, false, BATCH));
+    best.pgq = Math.max(best.pgq, (await pgqRate(db, count)).perSecond);
+    best.oursOrdered = Math.max(best.oursOrdered, await rate(db, 'ours', count, true, BATCH));
+    log(
+      `round ${r + 1}: prototype ${Math.round(best.proto)}, ours ${Math.round(best.oursUnordered)} / ${Math.round(best.oursOrdered)}, PgQ ${Math.round(best.pgq)} msg/s (best so far)`,
+    );
+  }
+  const wal = await protoWal(db, 5_000);
+  const enqueue = await enqueueTimes(db, 1_000);
+  const held = await heldSnapshot(db, heldHistory, count);
+  const result = {
+    drainPerSecond: Object.fromEntries(Object.entries(best).map(([k, v]) => [k, Math.round(v)])),
+    prototypeVsPgq: round(best.proto / best.pgq),
+    oursVsPgq: round(Math.min(best.oursUnordered, best.oursOrdered) / best.pgq),
+    wal,
+    enqueueMsPerTx: enqueue,
+    prototypeEnqueueVsPgq: round(enqueue.proto! / enqueue.pgq!),
+    heldSnapshot: held,
+    count,
+    rounds,
+    measuredAt: new Date().toISOString(),
+  };
+  process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+} finally {
+  await db.drop();
+}
