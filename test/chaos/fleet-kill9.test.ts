@@ -13,7 +13,7 @@ import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-r
  * never in flight twice at once (the history checker).
  */
 const TENANTS = 50;
-const LEASE_MS = 4_000;
+const LEASE_MS = 6_000;
 const family = tenantFamily();
 let receiver: WebhookReceiver;
 let control: pg.Client;
