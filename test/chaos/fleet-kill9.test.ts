@@ -21,24 +21,15 @@ let controlUrl: string;
 
 beforeAll(async () => {
   receiver = await startWebhookReceiver({ holdMs: () => Math.random() * 3 });
-  for (let n = 0; n < TENANTS; n += 5)
-    await Promise.all(Array.from({ length: 5 }, (_, i) => family.create(n + i)));
-  const admin = await family.admin();
-  const name = `${family.glob.slice(0, -2)}ctl`;
-  await admin.query(`CREATE DATABASE "${name}"`);
-  await admin.end();
-  controlUrl = family.url(name);
+  await family.createMany(TENANTS);
+  controlUrl = await family.createControl();
   control = new pg.Client({ connectionString: controlUrl });
+  control.on('error', () => undefined);
   await control.connect();
-  afterAll(async () => {
-    await control.end();
-    const a = await family.admin();
-    await a.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-    await a.end();
-  });
 }, 180_000);
 afterAll(async () => {
   await receiver.close();
+  await control?.end();
   await family.dropAll();
 });
 

@@ -15,6 +15,14 @@ export interface TenantFamily {
   url(name: string): string;
   /** Clones the migrated template (or an empty database) as tenant n. */
   create(n: number, options?: { migrated?: boolean }): Promise<string>;
+  /** Tenants 0 to count - 1, five clones at a time. */
+  createMany(count: number): Promise<void>;
+  /**
+   * An empty database outside the glob, for a fleet's control connection and ownership table:
+   * every connection of the processes under test is then told apart in pg_stat_activity from
+   * those of other test files. Its URL; dropped by {@link TenantFamily.dropAll}.
+   */
+  createControl(): Promise<string>;
   drop(name: string): Promise<void>;
   /** Drops every tenant of the family (WITH FORCE). */
   dropAll(): Promise<void>;
@@ -55,6 +63,23 @@ export function tenantFamily(): TenantFamily {
       }
       created.add(name);
       return name;
+    },
+    async createMany(count) {
+      for (let n = 0; n < count; n += 5)
+        await Promise.all(
+          Array.from({ length: Math.min(5, count - n) }, (_, i) => family.create(n + i)),
+        );
+    },
+    async createControl() {
+      const name = `${base}ctl`;
+      const client = await admin();
+      try {
+        await client.query(`CREATE DATABASE "${name}"`);
+      } finally {
+        await client.end();
+      }
+      created.add(name);
+      return family.url(name);
     },
     async drop(name) {
       const client = await admin();

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { createServer } from 'node:net';
 import { startCli } from '../../helpers/cli-process.js';
+import { freePort } from '../../helpers/postgres-server.js';
 import { checkHistory, type ExpectedMessage } from '../../helpers/history.js';
 import { commitWithSequences, tenantFamily } from '../../helpers/tenant-databases.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
@@ -14,20 +14,8 @@ let controlUrl: string;
 
 beforeAll(async () => {
   receiver = await startWebhookReceiver({ holdMs: () => Math.random() * 2 });
-  for (let n = 0; n < TENANTS; n += 5)
-    await Promise.all(Array.from({ length: 5 }, (_, i) => family.create(n + i)));
-  // A control database of its own (outside the glob), so that every connection of the process
-  // under test can be told apart in pg_stat_activity from those of other test files.
-  const admin = await family.admin();
-  const control = `${family.glob.slice(0, -2)}ctl`;
-  await admin.query(`CREATE DATABASE "${control}"`);
-  await admin.end();
-  controlUrl = family.url(control);
-  afterAll(async () => {
-    const a = await family.admin();
-    await a.query(`DROP DATABASE IF EXISTS "${control}" WITH (FORCE)`);
-    await a.end();
-  });
+  await family.createMany(TENANTS);
+  controlUrl = await family.createControl();
 }, 120_000);
 afterAll(async () => {
   await receiver.close();
@@ -143,18 +131,3 @@ describe('outbox dispatch --databases', () => {
     expect(twoUrls.output).toMatch(/fleet mode only/);
   });
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address
-          ? resolve(address.port)
-          : reject(new Error('no port')),
-      );
-    });
-  });
-}
