@@ -168,6 +168,8 @@ export class DestinationLimits {
       {
         published: number;
         failed: number[];
+        /** The failed ones whose destination asked to wait (a Retry-After). */
+        throttled: number[];
         retryAfterMs?: number;
         error?: string;
         answered: boolean;
@@ -177,7 +179,7 @@ export class DestinationLimits {
       const fate = fates[i]!;
       if (fate.kind !== 'outcome') return;
       const route = this.#routeOf(m.topic);
-      const r = routes.get(route) ?? { published: 0, failed: [], answered: false };
+      const r = routes.get(route) ?? { published: 0, failed: [], throttled: [], answered: false };
       routes.set(route, r);
       const outcome = fate.outcome;
       if (outcome.status === 'published') r.published++;
@@ -185,8 +187,10 @@ export class DestinationLimits {
       else {
         r.failed.push(i);
         r.error ??= outcome.error;
-        if (outcome.retryAfterMs !== undefined)
+        if (outcome.retryAfterMs !== undefined) {
+          r.throttled.push(i);
           r.retryAfterMs = Math.max(r.retryAfterMs ?? 0, outcome.retryAfterMs);
+        }
       }
     });
     const resumed: string[] = [];
@@ -227,6 +231,22 @@ export class DestinationLimits {
       }
       if (r.published > 0) {
         this.#failures.set(route, 0);
+        if (r.retryAfterMs === undefined) continue;
+        // The destination worked for part of the batch and then asked to wait (a 429 part-way,
+        // a broker that blocked publishers after the first confirms): it stopped working, so
+        // what it turned away is deferred uncharged (G9) and the route pauses as it asked.
+        // Messages of the same batch that failed without a Retry-After stay charged.
+        const { rows } = await this.#executor.query<Pause>(pauseRouteSql(this.#schema), [
+          route,
+          reason,
+          Math.max(this.#initialMs, r.retryAfterMs),
+        ]);
+        paused.push({ route, reason });
+        deferFailed(
+          { failed: r.throttled },
+          rows[0]?.untilMs ?? r.retryAfterMs,
+          `route ${route} paused: ${reason}`,
+        );
         continue;
       }
       if (r.failed.length === 0) continue;

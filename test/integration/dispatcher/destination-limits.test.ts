@@ -113,6 +113,49 @@ describe('destination health (issue 27)', () => {
     ]);
     expect(await count('SELECT max(attempts)::int AS n FROM outbox')).toBe(0);
   });
+
+  it('a Retry-After part-way through a batch pauses the route and charges none of what it turned away', async () => {
+    // A broker that confirms the first messages of a batch and then blocks publishers (RabbitMQ's
+    // connection.blocked), or a webhook that answers 429 after a few: the destination stopped
+    // working part-way, so G9 holds for the rest of the batch.
+    let confirmed = 0;
+    let blocked = true;
+    const publisher: Publisher = {
+      publish: async (messages) =>
+        messages.map(() =>
+          !blocked || confirmed++ < 2
+            ? { status: 'published' }
+            : { status: 'retryable', error: 'blocked', retryAfterMs: 300 },
+        ),
+    };
+    await enqueueCommitted(db.pool, manyMessages(2, 4));
+    const dispatcher = createDispatcher({
+      executor: fromPg(db.pool),
+      publisher,
+      ...fast,
+    });
+    await dispatcher.drain();
+    const { rows: pauses } = await db.pool.query('SELECT route, reason FROM outbox_route_pauses');
+    expect(pauses).toEqual([{ route: '*', reason: expect.stringMatching(/Retry-After/) }]);
+    const { rows } = await db.pool.query<{ charged: number; pending: number }>(
+      `SELECT count(*) FILTER (WHERE attempts > 0)::int AS charged, count(*)::int AS pending
+       FROM outbox WHERE dispatched_at IS NULL`,
+    );
+    expect(rows[0]).toEqual({ charged: 0, pending: 6 });
+    blocked = false;
+    await expect
+      .poll(
+        async () => {
+          await dispatcher.drain();
+          return count('SELECT count(*)::int AS n FROM outbox WHERE dispatched_at IS NULL');
+        },
+        { timeout: 10_000 },
+      )
+      .toBe(0);
+    expect(
+      await count('SELECT count(*)::int AS n FROM outbox WHERE dead_lettered_at IS NOT NULL'),
+    ).toBe(0);
+  });
 });
 
 describe('rate limits (issue 27)', () => {
