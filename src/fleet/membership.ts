@@ -7,7 +7,7 @@ import {
   leaveFleetSql,
   ownedByOthersSql,
   releaseOwnershipSql,
-  renewOwnershipSql,
+  stillOwnedSql,
 } from '../sql/fleet.js';
 
 /** How soon an under-share member looks again while another holds more than its share. */
@@ -31,11 +31,12 @@ export interface Reconciliation {
 }
 
 /**
- * One process's place in a fleet on one server: which tenants it serves. A lease row per tenant
- * in the control database (sql/fleet.ts), renewed every lease/3; a member serves at most its fair
+ * One process's place in a fleet on one server: which tenants it serves. A row per tenant in the
+ * control database, held under the member's own lease (sql/fleet.ts), renewed every lease/3 by
+ * one heartbeat; a member serves at most its fair
  * share, ceil(tenants / live members), so the tenants spread evenly and a member that joins gets
  * its share as the others give back their excess; a member that dies stops renewing and its
- * tenants are taken when their leases run out.
+ * tenants are taken when its lease runs out.
  *
  * Correctness never rests on this: two processes serving one database for a moment (a member
  * that stalled past its lease) still cannot publish a message twice at once, since each message
@@ -86,10 +87,9 @@ export class FleetMembership {
     const targets = new Set(discovered);
     const toRelease = [...this.#owned].filter((t) => !targets.has(t) && !this.#releasing.has(t));
     const keep = [...this.#owned].filter((t) => targets.has(t) || this.#releasing.has(t));
-    const { rows: renewed } = await this.#control.query<{ target: string }>(renewOwnershipSql, [
+    const { rows: renewed } = await this.#control.query<{ target: string }>(stillOwnedSql, [
       this.#scope,
       this.#member,
-      this.#leaseMs,
       keep,
     ]);
     const held = new Set(renewed.map((r) => r.target));

@@ -124,10 +124,15 @@ FROM (
 
 /**
  * The ownership tables, in the control database (created at start, idempotent). One row per live
- * process (`members`) and per served tenant (`owners`): a process owns a tenant while its row's
- * lease is unexpired; it renews every lease/3 and gives up what it cannot renew. The clock is the
- * database's, so hosts' clocks do not matter. The transaction-scoped advisory lock only keeps two
- * first starts from racing on CREATE (which is not safe concurrently even with IF NOT EXISTS).
+ * process (`members`) and per served tenant (`owners`). The lease is the MEMBER's: a process owns
+ * the tenants of its `owners` rows while its `members` row is unexpired, and one heartbeat every
+ * lease/3 renews that one row, whatever the number of tenants. (Renewing a row per tenant wrote
+ * a row version per tenant per round, which a held snapshot on the control database keeps from
+ * vacuum: 500 tenants at a 30 s lease left 180,000 versions an hour for every round to read.)
+ * `owners` changes only when a tenant changes hands. Its `expires_at` is when the member took the
+ * tenant plus the lease, kept for operators; it decides nothing. The clock is the database's, so
+ * hosts' clocks do not matter. The transaction-scoped advisory lock only keeps two first starts
+ * from racing on CREATE (which is not safe concurrently even with IF NOT EXISTS).
  */
 export const createFleetTablesSql = [
   `SELECT pg_advisory_xact_lock(hashtext('agent_outbox_fleet'))`,
@@ -151,9 +156,10 @@ export const createFleetTablesSql = [
 ];
 
 /**
- * One heartbeat, one statement: renews this member, lists the live members (for the fair share)
- * and what each owns. $1 member, $2 lease in ms, $3 scope (the glob: fleets serving different
- * globs on one server do not count each other).
+ * One heartbeat, one statement: renews this member (its one row: the lease of every tenant it
+ * owns), lists the live members (for the fair share) and how many tenants each owns. $1 member,
+ * $2 lease in ms, $3 scope (the glob: fleets serving different globs on one server do not count
+ * each other).
  */
 export const heartbeatSql = `
 WITH me AS (
@@ -164,40 +170,46 @@ WITH me AS (
 )
 SELECT m.member,
        (SELECT count(*) FROM agent_outbox_fleet.owners o
-        WHERE o.scope = $3 AND o.member = m.member AND o.expires_at > now())::int AS owned
+        WHERE o.scope = $3 AND o.member = m.member)::int AS owned
 FROM agent_outbox_fleet.members m
 WHERE m.scope = $3 AND m.expires_at > now() AND m.member <> $1
 UNION ALL
 SELECT member, 0 FROM me`;
 
-/** Renews this member's leases on the targets it keeps; returns the ones it still holds. */
-export const renewOwnershipSql = `
-UPDATE agent_outbox_fleet.owners
-SET expires_at = now() + $3 * interval '1 millisecond'
-WHERE scope = $1 AND member = $2 AND target = ANY($4::text[])
-RETURNING target`;
+/**
+ * Which of the targets this member keeps are still its own (read right after its heartbeat
+ * renewed its lease): a target another member took while this one's lease had run out is gone.
+ * Reads only; writes nothing per tenant. $1 scope, $2 member, $3 targets.
+ */
+export const stillOwnedSql = `
+SELECT target FROM agent_outbox_fleet.owners
+WHERE scope = $1 AND member = $2 AND target = ANY($3::text[])`;
 
 /**
- * Takes the targets that are free (no row, or a lease that expired: its owner died or gave up);
- * returns the ones taken. A target another live member holds is left to it.
+ * Takes the targets that are free (no row, or an owner whose member lease expired: it died, or
+ * stalled past its lease); returns the ones taken. A target a live member holds is left to it.
  */
 export const acquireOwnershipSql = `
-INSERT INTO agent_outbox_fleet.owners (scope, target, member, expires_at)
+INSERT INTO agent_outbox_fleet.owners AS cur (scope, target, member, expires_at)
 SELECT $1, t, $2, now() + $3 * interval '1 millisecond' FROM unnest($4::text[]) t
 ON CONFLICT (scope, target) DO UPDATE
   SET member = EXCLUDED.member, expires_at = EXCLUDED.expires_at
-  WHERE agent_outbox_fleet.owners.expires_at <= now()
-     OR agent_outbox_fleet.owners.member = EXCLUDED.member
+  WHERE cur.member = EXCLUDED.member
+     OR NOT EXISTS (
+       SELECT 1 FROM agent_outbox_fleet.members m
+       WHERE m.scope = cur.scope AND m.member = cur.member AND m.expires_at > now())
 RETURNING target`;
 
 /**
- * Which of these targets another member holds now, and for how long yet: a target whose owner
- * died is free when its lease runs out, and the next heartbeat is timed for that moment.
+ * Which of these targets a live member other than this one holds, and for how long yet (its
+ * member lease): a target whose owner died is free when that lease runs out, and the next
+ * heartbeat is timed for that moment.
  */
 export const ownedByOthersSql = `
-SELECT target, member, (extract(epoch FROM expires_at - now()) * 1000)::float8 AS "expiresInMs"
-FROM agent_outbox_fleet.owners
-WHERE scope = $1 AND member <> $2 AND expires_at > now() AND target = ANY($3::text[])`;
+SELECT o.target, o.member, (extract(epoch FROM m.expires_at - now()) * 1000)::float8 AS "expiresInMs"
+FROM agent_outbox_fleet.owners o
+JOIN agent_outbox_fleet.members m ON m.scope = o.scope AND m.member = o.member
+WHERE o.scope = $1 AND o.member <> $2 AND m.expires_at > now() AND o.target = ANY($3::text[])`;
 
 /** Gives targets back (rebalance, a dropped database, a graceful stop). */
 export const releaseOwnershipSql = `

@@ -53,13 +53,14 @@ function startMember(): CliProcess {
   ]);
 }
 
-/** Live owners' tenant counts (member → count), read from the ownership table. */
+/** Live owners' tenant counts (member → count): owners rows of members whose lease runs. */
 async function ownership(): Promise<Map<string, number>> {
   const exists = await control.query(`SELECT to_regclass('agent_outbox_fleet.owners') AS t`);
   if (!exists.rows[0].t) return new Map();
   const { rows } = await control.query<{ member: string; n: number }>(
-    `SELECT member, count(*)::int AS n FROM agent_outbox_fleet.owners
-     WHERE expires_at > now() AND scope LIKE '%' || $1 || '%' GROUP BY member`,
+    `SELECT o.member, count(*)::int AS n FROM agent_outbox_fleet.owners o
+     JOIN agent_outbox_fleet.members m ON m.scope = o.scope AND m.member = o.member
+     WHERE m.expires_at > now() AND o.scope LIKE '%' || $1 || '%' GROUP BY o.member`,
     [family.glob],
   );
   return new Map(rows.map((r) => [r.member, r.n]));
