@@ -1,5 +1,7 @@
 import pg from 'pg';
-import type { Publisher } from '../../src/index.js';
+import { afterAll, beforeAll } from 'vitest';
+import { createDispatcher, fromPg, type Publisher } from '../../src/index.js';
+import { createTestDatabase, type TestDatabase } from './database.js';
 import type { PlanNode } from './explain.js';
 
 /**
@@ -28,3 +30,47 @@ export const blocksOf = (plan: PlanNode) =>
 export const noopPublisher: Publisher = {
   publish: async (m) => m.map(() => ({ status: 'published' as const })),
 };
+
+/**
+ * A test database with a REPEATABLE READ snapshot held open on it for the whole file (taken
+ * before anything is written): registers the beforeAll/afterAll that make and drop both.
+ * `current()` is the database once beforeAll ran.
+ */
+export function useHeldSnapshotDatabase(): { current(): TestDatabase } {
+  let db: TestDatabase | undefined;
+  let holder: Awaited<ReturnType<typeof holdSnapshot>> | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    holder = await holdSnapshot(db.url);
+  }, 120_000);
+  afterAll(async () => {
+    await holder?.release();
+    await db?.drop();
+  });
+  return {
+    current: () => {
+      if (!db) throw new Error('the held-snapshot database is made in beforeAll');
+      return db;
+    },
+  };
+}
+
+/** Writes `count` messages through the insert trigger: one per aggregate, or all on `aggregate`. */
+export async function insertMessages(pool: pg.Pool, count: number, aggregate?: string) {
+  await pool.query(
+    `INSERT INTO outbox (aggregate_id, topic, payload)
+     SELECT coalesce($2, 'a-' || g || '-' || random()), 'payment.charge', '{}'::jsonb
+     FROM generate_series(1, $1::int) g`,
+    [count, aggregate ?? null],
+  );
+}
+
+/** Publishes everything due with a no-op publisher; returns how many went out. */
+export async function drainNoop(pool: pg.Pool, batchSize = 200): Promise<number> {
+  const dispatcher = createDispatcher({
+    executor: fromPg(pool),
+    publisher: noopPublisher,
+    batchSize,
+  });
+  return (await dispatcher.drain()).published;
+}

@@ -1,8 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDispatcher, fromPg, PgOutboxStore, type SqlExecutor } from '../../../src/index.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { fromPg, PgOutboxStore, type SqlExecutor } from '../../../src/index.js';
 import { candidateStatesSql } from '../../../src/sql/cdc.js';
-import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { blocksOf, holdSnapshot, noopPublisher } from '../../helpers/held-snapshot.js';
+import type { TestDatabase } from '../../helpers/database.js';
+import {
+  blocksOf,
+  drainNoop,
+  useHeldSnapshotDatabase,
+  insertMessages,
+} from '../../helpers/held-snapshot.js';
 import {
   explainAnalyze,
   nestedPlans,
@@ -22,38 +27,16 @@ import {
  * fails the test even where the absolute figure would pass; and the floor is put back to the
  * start once to show what the same claim reads without it (the test can fail).
  */
+const held = useHeldSnapshotDatabase();
 let db: TestDatabase;
-let holder: Awaited<ReturnType<typeof holdSnapshot>> | undefined;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  holder = await holdSnapshot(db.url);
-}, 120_000);
-afterAll(async () => {
-  await holder?.release();
-  await db?.drop();
+beforeAll(() => {
+  db = held.current();
 });
 
 const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
 
-/** Writes `count` messages: one per aggregate, or all on `aggregate` (through the trigger). */
-async function insert(count: number, aggregate?: string) {
-  await db.pool.query(
-    `INSERT INTO outbox (aggregate_id, topic, payload)
-     SELECT coalesce($2, 'a-' || g || '-' || random()), 'payment.charge', '{}'::jsonb
-     FROM generate_series(1, $1::int) g`,
-    [count, aggregate ?? null],
-  );
-}
-
-async function drain(): Promise<number> {
-  const dispatcher = createDispatcher({
-    executor: fromPg(db.pool),
-    publisher: noopPublisher,
-    batchSize: 200,
-  });
-  return (await dispatcher.drain()).published;
-}
+const insert = (count: number, aggregate?: string) => insertMessages(db.pool, count, aggregate);
+const drain = () => drainNoop(db.pool);
 
 /** EXPLAIN (ANALYZE, BUFFERS) of one claim of 200, rolled back. */
 async function explainClaim() {

@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createDispatcher, fromPg, PgOutboxStore, type SqlExecutor } from '../../../src/index.js';
-import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { blocksOf, holdSnapshot, noopPublisher } from '../../helpers/held-snapshot.js';
+import type { TestDatabase } from '../../helpers/database.js';
+import { blocksOf, useHeldSnapshotDatabase, noopPublisher } from '../../helpers/held-snapshot.js';
 import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
 
 /**
@@ -13,16 +13,10 @@ import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.j
  * same; the buffers grow by the index pages of what A dispatched (about 1 per 100 messages here),
  * not by its rows.
  */
+const held = useHeldSnapshotDatabase();
 let db: TestDatabase;
-let holder: Awaited<ReturnType<typeof holdSnapshot>> | undefined;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  holder = await holdSnapshot(db.url);
-}, 120_000);
-afterAll(async () => {
-  await holder?.release();
-  await db?.drop();
+beforeAll(() => {
+  db = held.current();
 });
 
 /** `count` messages of `tenant`, one per aggregate, through the insert trigger. */

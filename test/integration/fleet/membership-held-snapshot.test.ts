@@ -2,9 +2,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FleetMembership } from '../../../src/fleet/membership.js';
 import type { SqlExecutor } from '../../../src/index.js';
-import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { explainAnalyze } from '../../helpers/explain.js';
-import { blocksOf, holdSnapshot } from '../../helpers/held-snapshot.js';
+import { blocksOf, useHeldSnapshotDatabase } from '../../helpers/held-snapshot.js';
 
 /**
  * Fleet ownership lives in the control database, and a snapshot held open there (pg_dump, a
@@ -14,20 +13,15 @@ import { blocksOf, holdSnapshot } from '../../helpers/held-snapshot.js';
  * snapshot, one owning 300 tenants and one 10; the buffers of their next round, counted with
  * EXPLAIN (ANALYZE, BUFFERS), must not differ with what they own.
  */
-let db: TestDatabase;
-let holder: Awaited<ReturnType<typeof holdSnapshot>> | undefined;
+const held = useHeldSnapshotDatabase();
 let client: pg.Client;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  client = new pg.Client({ connectionString: db.url });
+  client = new pg.Client({ connectionString: held.current().url });
   await client.connect();
-  holder = await holdSnapshot(db.url);
-}, 120_000);
+});
 afterAll(async () => {
-  await holder?.release();
   await client?.end();
-  await db?.drop();
 });
 
 /** Runs each statement for real; while `counting`, adds what its EXPLAIN (ANALYZE, BUFFERS) read. */

@@ -1,9 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDispatcher, fromPg } from '../../../src/index.js';
+import { describe, expect, it } from 'vitest';
 import { nextDueSql } from '../../../src/sql/fleet.js';
-import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { explainAnalyze } from '../../helpers/explain.js';
-import { blocksOf, holdSnapshot, noopPublisher } from '../../helpers/held-snapshot.js';
+import {
+  blocksOf,
+  drainNoop,
+  insertMessages,
+  useHeldSnapshotDatabase,
+} from '../../helpers/held-snapshot.js';
 
 /**
  * Fleet mode asks an idle tenant when its next message becomes due (`nextDueSql`) instead of
@@ -12,50 +15,22 @@ import { blocksOf, holdSnapshot, noopPublisher } from '../../helpers/held-snapsh
  * EXPLAIN (ANALYZE, BUFFERS) after 10,000 and after 40,000 dispatched under the snapshot, with one
  * message backing off so the read has a row to find.
  */
-let db: TestDatabase;
-let holder: Awaited<ReturnType<typeof holdSnapshot>> | undefined;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  holder = await holdSnapshot(db.url);
-}, 120_000);
-afterAll(async () => {
-  await holder?.release();
-  await db?.drop();
-});
-
-async function insert(count: number) {
-  await db.pool.query(
-    `INSERT INTO outbox (aggregate_id, topic, payload)
-     SELECT 'a-' || g || '-' || random(), 'payment.charge', '{}'::jsonb
-     FROM generate_series(1, $1::int) g`,
-    [count],
-  );
-}
-
-async function drain(): Promise<number> {
-  const dispatcher = createDispatcher({
-    executor: fromPg(db.pool),
-    publisher: noopPublisher,
-    batchSize: 500,
-  });
-  return (await dispatcher.drain()).published;
-}
+const held = useHeldSnapshotDatabase();
 
 /** The read, explained, with one message due in about a minute (a retry's backoff). */
 async function explainNextDue() {
-  await db.pool.query(
+  await held.current().pool.query(
     `INSERT INTO outbox (aggregate_id, topic, payload, available_at)
      VALUES ('later', 'payment.charge', '{}', now() + interval '1 minute')`,
   );
-  const client = await db.pool.connect();
+  const client = await held.current().pool.connect();
   try {
     const plan = await explainAnalyze(client, nextDueSql('public'), []);
     const { rows } = await client.query<{ inMs: number }>(nextDueSql('public'));
     return { blocks: blocksOf(plan), inMs: rows[0]!.inMs };
   } finally {
     client.release();
-    await db.pool.query(`DELETE FROM outbox WHERE aggregate_id = 'later'`);
+    await held.current().pool.query(`DELETE FROM outbox WHERE aggregate_id = 'later'`);
   }
 }
 
@@ -63,8 +38,9 @@ describe('fleet: when an idle tenant is next due, under a held REPEATABLE READ s
   it('reads the same buffers after 10,000 and after 40,000 dispatched', async () => {
     const at: Record<number, { blocks: number; inMs: number }> = {};
     for (const total of [10_000, 40_000]) {
-      await insert(total - (at[10_000] ? 10_000 : 0));
-      expect(await drain()).toBe(total - (at[10_000] ? 10_000 : 0));
+      const more = total - (at[10_000] ? 10_000 : 0);
+      await insertMessages(held.current().pool, more);
+      expect(await drainNoop(held.current().pool, 500)).toBe(more);
       at[total] = await explainNextDue();
     }
     const why = JSON.stringify(at);
