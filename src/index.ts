@@ -155,6 +155,7 @@ export {
   callApprovalsOf,
   decideCallApproval,
   expireCallApprovals,
+  getCallApproval,
   isCallApprovalRef,
   listCallApprovals,
   watchCallApprovals,

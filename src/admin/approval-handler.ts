@@ -8,6 +8,7 @@ import {
   rejectMessages,
   type RejectOptions,
 } from './approvals.js';
+import { decideCallApproval, getCallApproval } from './call-approvals.js';
 import { readEffectStatus } from './effect-status.js';
 
 /** Options of {@link createApprovalHandler}. */
@@ -40,6 +41,13 @@ const escapeHtml = (text: string) =>
     /[&<>"']/g,
     (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!,
   );
+
+/** The decision form: only its POST decides, so a chat app previewing the link decides nothing. */
+const buttons = (token: string) =>
+  `<form method="post"><input type="hidden" name="token" value="${escapeHtml(token)}">` +
+  `<p><label>Reason (for a rejection)<br><textarea name="reason" rows="3" cols="50"></textarea></label></p>` +
+  `<button name="decision" value="approve">Approve</button> ` +
+  `<button name="decision" value="reject">Reject</button></form>`;
 
 function page(status: number, title: string, body = ''): Response {
   return new Response(
@@ -80,8 +88,32 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
   const now = options.now ?? Date.now;
   const schema = options.schema;
 
+  /** The page of a paused tool call (issue 42): its tool and input, and the two buttons. */
+  async function showCall(token: string, approvalId: string): Promise<Response> {
+    const approval = await getCallApproval(options.executor, approvalId, {
+      ...(schema !== undefined && { schema }),
+    });
+    if (!approval) return page(404, 'No such tool call waits for approval');
+    if (approval.state === 'expired')
+      return page(410, 'This approval has expired', '<p>It was not decided in time.</p>');
+    if (approval.state !== 'awaiting')
+      return page(
+        409,
+        'Already decided',
+        `<p>${escapeHtml(`${approval.tool} call ${approval.callId}: ${approval.state}${approval.decidedBy ? ` by ${approval.decidedBy}` : ''}.`)}</p>`,
+      );
+    return page(
+      200,
+      `Run ${approval.tool}?`,
+      `<p>${escapeHtml(`${approval.tool} (call ${approval.callId}, ${approvalId}) waits for a decision until ${approval.expiresAt.toISOString()}.`)}</p>` +
+        `<pre>${escapeHtml(JSON.stringify(approval.input, null, 2))}</pre>` +
+        buttons(token),
+    );
+  }
+
   async function show(token: string): Promise<Response> {
     const claim = verifyApprovalToken(token, secrets, now());
+    if (claim.approvalId !== undefined) return showCall(token, claim.approvalId);
     const { effects } = await readEffectStatus(options.executor, {
       messageIds: [claim.messageId],
       ...(schema !== undefined && { schema }),
@@ -101,10 +133,7 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
       200,
       `Approve ${effect.topic}?`,
       `<p>${escapeHtml(`${effect.topic} for ${effect.aggregateId} (message ${effect.messageId}) waits for a decision until ${effect.expiresAt}.`)}</p>` +
-        `<form method="post"><input type="hidden" name="token" value="${escapeHtml(token)}">` +
-        `<p><label>Reason (for a rejection)<br><textarea name="reason" rows="3" cols="50"></textarea></label></p>` +
-        `<button name="decision" value="approve">Approve</button> ` +
-        `<button name="decision" value="reject">Reject</button></form>`,
+        buttons(token),
     );
   }
 
@@ -114,6 +143,21 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
     const by = claim.by ? `${claim.by} (approval link)` : 'approval link';
     const reason = form.get('reason')?.trim();
     try {
+      if (claim.approvalId !== undefined) {
+        // A paused tool call: recorded like any decision, and delivered to the app's
+        // watchCallApprovals callback, which resumes the run.
+        if (decision !== 'approve' && decision !== 'reject')
+          return page(400, 'Choose approve or reject');
+        await decideCallApproval(options.executor, claim.approvalId, {
+          approve: decision === 'approve',
+          by,
+          reason: reason || (decision === 'reject' ? 'rejected from an approval link' : undefined),
+          ...(schema !== undefined && { schema }),
+        });
+        return decision === 'approve'
+          ? page(200, 'Approved', '<p>The tool call will run when its conversation resumes.</p>')
+          : page(200, 'Rejected', '<p>The tool call will not run.</p>');
+      }
       if (decision === 'approve') {
         await approveMessages(options.executor, [claim.messageId], {
           by,

@@ -223,6 +223,18 @@ export async function decideCallApproval(
   ]);
 }
 
+/** One call approval by its id (`call-<n>`), or undefined when there is none. */
+export async function getCallApproval(
+  executor: SqlExecutor,
+  approvalId: string,
+  options: { schema?: string } = {},
+): Promise<CallApproval | undefined> {
+  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const row = (await executor.query<CallRow>(callApprovalByIdSql(schema), [parseRef(approvalId)]))
+    .rows[0];
+  return row ? toCallApproval(row) : undefined;
+}
+
 /** The approvals of these calls (those that have one), for the adapters' resume helpers. */
 export async function callApprovalsOf(
   executor: SqlExecutor,

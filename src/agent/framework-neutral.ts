@@ -26,6 +26,7 @@ export type { QueuedEffect } from './tool-result.js';
 export {
   decideCallApproval,
   expireCallApprovals,
+  getCallApproval,
   listCallApprovals,
   watchCallApprovals,
   type CallApproval,

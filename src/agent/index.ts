@@ -1,33 +1,21 @@
 /**
  * agent-outbox/agent — Claude Agent SDK tools whose side effects go through the outbox.
  * Needs the optional peers `@anthropic-ai/claude-agent-sdk` and `zod` (4).
+ *
+ * What every framework adapter shares (definition types, call approvals, transaction runners)
+ * comes from framework-neutral.ts, as in the other adapters; below is what is the Claude Agent
+ * SDK's own.
  * @packageDocumentation
  */
-export type { ApprovalPolicy } from './approval-policy.js';
-export type { BoundOutbox } from './bound-outbox.js';
-export {
-  EFFECT_STATUS_INPUT,
-  effectStatusTool,
-  type EffectStatusToolOptions,
-  type TenantOf,
-} from './effect-status-tool.js';
-export type { EffectState, EffectStatus } from '../admin/effect-status.js';
+export * from './framework-neutral.js';
+export { effectStatusTool } from './effect-status-tool.js';
 export {
   idempotencyKeyFor,
   idempotencyKeyHook,
   type IdempotencyKeyHookOptions,
 } from './idempotency-key-hook.js';
 export { connectInMemory, type InMemoryToolClient } from './in-memory-client.js';
-export type { AdapterOptions, ApprovalMode } from './tool-call.js';
-export {
-  IDEMPOTENCY_KEY_FIELD,
-  outboxTool,
-  type OutboxToolOptions,
-  type ToolCallContext,
-  type ToolInput,
-  type ToolScope,
-  type WithIdempotencyKey,
-} from './outbox-tool.js';
+export { outboxTool, type OutboxToolOptions } from './outbox-tool.js';
 export { createToolServer, type ToolServerOptions } from './tool-server.js';
 export {
   outboxApprovalHook,
@@ -35,32 +23,4 @@ export {
   type OutboxCanUseToolOptions,
   type OutboxPermissionOptions,
 } from './call-permission.js';
-export {
-  decideCallApproval,
-  expireCallApprovals,
-  listCallApprovals,
-  watchCallApprovals,
-  type CallApproval,
-  type CallApprovalState,
-  type CallApprovalWatcher,
-  type CallDecision,
-  type DecideCallOptions,
-  type WatchCallApprovalsOptions,
-} from '../admin/call-approvals.js';
-export type { QueuedEffect } from './tool-result.js';
 export { newTraceContext, parseTraceparent, type TraceContext } from './trace-context.js';
-export {
-  drizzleTransactions,
-  postgresJsTransactions,
-  prismaTransactions,
-} from './orm-transactions.js';
-export {
-  kyselyTransactions,
-  pgliteTransactions,
-  pgPoolTransactions,
-  type KyselyTransactional,
-  type PgliteTransactional,
-  type PgPoolClientLike,
-  type PgPoolLike,
-  type TransactionRunner,
-} from './transaction-runner.js';

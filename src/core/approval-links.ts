@@ -9,7 +9,8 @@ import { OutboxValidationError } from './errors.js';
  * a decided message and is refused, as every second decision is (first decision wins).
  *
  * Format: `base64url(JSON payload) "." base64url(HMAC-SHA256(secret, first part))`, payload
- * `{ v: 1, m: messageId, exp: ms since epoch, by?: who }`.
+ * `{ v: 1, m: messageId, exp: ms since epoch, by?: who }` for a held message, or
+ * `{ v: 1, c: digits of call-<n>, exp, by? }` for a paused tool call (issue 42).
  */
 
 /** Options of {@link approvalLink}. */
@@ -29,12 +30,10 @@ export interface ApprovalLinkOptions {
   now?: number;
 }
 
-/** What a valid token says. */
-export interface ApprovalToken {
-  messageId: string;
-  expiresAt: Date;
-  by: string | undefined;
-}
+/** What a valid token says: a held message (`messageId`) or a paused tool call (`approvalId`). */
+export type ApprovalToken =
+  | { messageId: string; approvalId?: undefined; expiresAt: Date; by: string | undefined }
+  | { approvalId: string; messageId?: undefined; expiresAt: Date; by: string | undefined };
 
 /** Why a token was refused: tampered or malformed (401), or past its deadline (410). */
 export class ApprovalTokenError extends Error {
@@ -49,6 +48,8 @@ export class ApprovalTokenError extends Error {
 
 const DEFAULT_TTL_MS = 24 * 60 * 60 * 1000;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** A paused call's approval id as `outbox approvals` lists it; the token carries the digits. */
+const CALL_APPROVAL = /^call-([0-9]{1,19})$/;
 
 /** A secret strong enough to sign with; the same check for signing and verifying. */
 export function checkSecret(field: string, secret: unknown): string {
@@ -78,9 +79,26 @@ const sign = (secret: string, body: string) =>
  * });
  * ```
  */
-export function approvalLink(message: { messageId: string }, options: ApprovalLinkOptions): string {
-  if (typeof message?.messageId !== 'string' || !UUID.test(message.messageId))
-    throw new OutboxValidationError('message.messageId', 'must be a message id (UUID)');
+export function approvalLink(
+  target: { messageId: string } | { approvalId: string },
+  options: ApprovalLinkOptions,
+): string {
+  let subject: { m: string } | { c: string };
+  if (target && 'approvalId' in target && target.approvalId !== undefined) {
+    const call =
+      typeof target.approvalId === 'string' ? CALL_APPROVAL.exec(target.approvalId) : null;
+    if (!call)
+      throw new OutboxValidationError(
+        'approvalId',
+        'must be a call approval id (call-<digits>, as outbox approvals lists it)',
+      );
+    subject = { c: call[1]! };
+  } else {
+    const messageId = (target as { messageId?: unknown } | undefined)?.messageId;
+    if (typeof messageId !== 'string' || !UUID.test(messageId))
+      throw new OutboxValidationError('message.messageId', 'must be a message id (UUID)');
+    subject = { m: messageId.toLowerCase() };
+  }
   const secret = checkSecret('secret', options.secret);
   const ttlMs = options.ttlMs ?? DEFAULT_TTL_MS;
   if (!Number.isInteger(ttlMs) || ttlMs < 1)
@@ -95,7 +113,7 @@ export function approvalLink(message: { messageId: string }, options: ApprovalLi
     throw new OutboxValidationError('by', 'must be a string of at most 200 characters');
   const payload = {
     v: 1,
-    m: message.messageId.toLowerCase(),
+    ...subject,
     exp: (options.now ?? Date.now()) + ttlMs,
     ...(options.by ? { by: options.by } : {}),
   };
@@ -124,20 +142,25 @@ export function verifyApprovalToken(
     return expected.length === given.length && timingSafeEqual(expected, given);
   });
   if (!valid) throw new ApprovalTokenError('invalid', 'the approval token is not valid');
-  let payload: { v?: unknown; m?: unknown; exp?: unknown; by?: unknown };
+  let payload: { v?: unknown; m?: unknown; c?: unknown; exp?: unknown; by?: unknown };
   try {
     payload = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as typeof payload;
   } catch {
     throw new ApprovalTokenError('invalid', 'malformed approval token');
   }
+  const message = typeof payload.m === 'string' && UUID.test(payload.m);
+  const call = typeof payload.c === 'string' && /^[0-9]{1,19}$/.test(payload.c);
   if (
     payload.v !== 1 ||
-    typeof payload.m !== 'string' ||
-    !UUID.test(payload.m) ||
+    message === call ||
     typeof payload.exp !== 'number' ||
     (payload.by !== undefined && typeof payload.by !== 'string')
   )
     throw new ApprovalTokenError('invalid', 'malformed approval token');
   if (payload.exp <= now) throw new ApprovalTokenError('expired', 'this approval link has expired');
-  return { messageId: payload.m, expiresAt: new Date(payload.exp), by: payload.by };
+  const by = payload.by as string | undefined;
+  const expiresAt = new Date(payload.exp);
+  return message
+    ? { messageId: payload.m as string, expiresAt, by }
+    : { approvalId: `call-${payload.c as string}`, expiresAt, by };
 }

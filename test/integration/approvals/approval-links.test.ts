@@ -2,6 +2,7 @@
  * Issue 28, item 3: a person decides from a signed, expiring link (Slack, email). The handler
  * keeps no state; the decision is the record. Served by a real node:http server on Postgres.
  */
+import { createHmac } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,6 +13,7 @@ import {
   createOutbox,
   fromPg,
   OutboxValidationError,
+  verifyApprovalToken,
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { enqueueCommitted } from '../../helpers/outbox-fixtures.js';
@@ -239,5 +241,26 @@ describe('approval links', () => {
     expect(() => createApprovalHandler({ secrets: [], executor: fromPg(db.pool) })).toThrow(
       /at least one secret/,
     );
+    expect(() => approvalLink({ approvalId: 'call-x' }, { url: base, secret })).toThrow(
+      /call approval id \(call-<digits>/,
+    );
+  });
+
+  it('a link for a paused tool call that does not exist is a 404; a token naming both kinds is refused', async () => {
+    const link = approvalLink({ approvalId: 'call-999999' }, { url: base, secret });
+    expect((await fetch(link)).status).toBe(404);
+    const token = new URL(link).searchParams.get('token')!;
+    expect(verifyApprovalToken(token, [secret])).toMatchObject({ approvalId: 'call-999999' });
+    // A payload with both a message and a call, signed with the right secret: malformed.
+    const body = Buffer.from(
+      JSON.stringify({
+        v: 1,
+        m: '0193a3c4-0000-7000-8000-000000000000',
+        c: '1',
+        exp: Date.now() + 60_000,
+      }),
+    ).toString('base64url');
+    const signature = createHmac('sha256', secret).update(body).digest('base64url');
+    expect(() => verifyApprovalToken(`${body}.${signature}`, [secret])).toThrow(/malformed/);
   });
 });

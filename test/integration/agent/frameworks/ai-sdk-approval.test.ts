@@ -13,6 +13,9 @@ import {
   watchCallApprovals,
   type CallDecision,
 } from '../../../../src/ai-sdk/index.js';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { approvalLink, createApprovalHandler } from '../../../../src/index.js';
 import { startDashboard } from '../../../../src/dashboard/server.js';
 import { runCli } from '../../../helpers/run-cli.js';
 import { chargingModel } from './ai-sdk-charging-model.js';
@@ -209,6 +212,65 @@ describe('AI SDK 6: approval through needsApproval, decided in the outbox', () =
     ]);
     expect(await shop.charges(5)).toBe(1);
     expect(await shop.messages(5)).toEqual([{ approval_state: null }]);
+  });
+
+  it('a signed approval link decides a paused call once; the callback gets it and resumes the run', async () => {
+    const { saved } = await pausedRun('ai-link', 9);
+    const asked = await shop.approval('ai-link');
+    const secret = 's'.repeat(40);
+    const handler = createApprovalHandler({ secrets: [secret], executor: shop.executor });
+    const server = createServer((req, res) => void handler.node(req, res));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/approve`;
+      const link = approvalLink(
+        { approvalId: `call-${asked!.id}` },
+        { url: base, secret, by: 'dana@example.com' },
+      );
+      const shown = await fetch(link);
+      expect(shown.status).toBe(200);
+      const html = await shown.text();
+      expect(html).toContain('charge_order (call ai-link');
+      expect(html).toContain('&quot;amount&quot;: 5000');
+      // Opening it decided nothing.
+      expect((await shop.approval('ai-link'))!.state).toBe('awaiting');
+      const post = () =>
+        fetch(base, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: new URLSearchParams({
+            token: new URL(link).searchParams.get('token')!,
+            decision: 'approve',
+          }),
+        });
+      expect((await post()).status).toBe(200);
+      // Single-use: the same link again meets a decided call.
+      expect((await post()).status).toBe(409);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+    const seen: CallDecision[] = [];
+    const watcher = watchCallApprovals({
+      executor: shop.executor,
+      intervalMs: 60_000,
+      onDecision: async (d) => {
+        if (d.callId !== 'ai-link') return;
+        seen.push(d);
+        const answers = await aiSdkApprovalResponses(shop.executor, saved);
+        await resume(d.callId, 9, [...saved, answers!]);
+      },
+    });
+    try {
+      await watcher.poll();
+      await watcher.poll();
+    } finally {
+      await watcher.stop();
+    }
+    expect(seen.map((d) => [d.state, d.decidedBy, d.stateRef])).toEqual([
+      ['approved', 'dana@example.com (approval link)', 'conv-9'],
+    ]);
+    expect(await shop.charges(9)).toBe(1);
+    expect(await shop.messages(9)).toEqual([{ approval_state: null }]);
   });
 
   it('the dashboard lists a paused call and rejects it by its call-<n> id, once', async () => {
