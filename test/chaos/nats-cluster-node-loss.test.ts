@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { AckPolicy, connect, type NatsConnection } from 'nats';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { bindNatsJetStream, type RunningBinding } from '../../src/consumer/bindings/nats.js';
 import {
   createConsumer,
@@ -8,8 +8,8 @@ import {
   pgTransactions,
   type DeliveryResult,
 } from '../../src/consumer/index.js';
-import type { EnqueuedMessage } from '../../src/index.js';
 import { dispatchArgs, startCli, type CliProcess } from '../helpers/cli-process.js';
+import { cleanupStack, sleep, startWriter, until as untilWithin } from '../helpers/fault-run.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { checkHistory, expectedOf } from '../helpers/history.js';
 import {
@@ -41,28 +41,10 @@ function natsClusterAvailable(): boolean {
 }
 const available = natsClusterAvailable();
 
-const cleanups: (() => Promise<unknown>)[] = [];
-afterAll(async () => {
-  while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
-});
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(
-  check: () => Promise<boolean> | boolean,
-  what: string,
-  dispatcher: CliProcess,
-) {
-  // No deadline of its own: the test timeout bounds it; on a timeout the dispatcher's log says why.
-  const started = Date.now();
-  while (!(await check())) {
-    if (Date.now() - started > 120_000) {
-      process.stderr.write(`the dispatcher said:\n${dispatcher.output().slice(-6_000)}\n`);
-      throw new Error(`still waiting for ${what} after 120 s`);
-    }
-    await sleep(50);
-  }
-}
+const cleanups = cleanupStack();
+// A cluster re-electing a stream's leader may take a while: a longer guard than the default.
+const until = (check: () => Promise<boolean> | boolean, what: string, dispatcher: CliProcess) =>
+  untilWithin(check, what, dispatcher, 120_000);
 
 describe.runIf(available)('a NATS JetStream cluster loses a node (issue 44)', () => {
   it('kill -9 of the dispatcher’s node mid-run: every message in the stream once, performed once, in order; dispatch resumes', async () => {
@@ -103,18 +85,9 @@ describe.runIf(available)('a NATS JetStream cluster loses a node (issue 44)', ()
     });
 
     // A writer: one transaction of 10 messages over 5 aggregates every 50 ms.
-    const written: EnqueuedMessage[] = [];
-    let writing = true;
-    const writer = (async () => {
-      while (writing) {
-        written.push(...(await enqueueCommitted(db.pool, manyMessages(5, 2, topic))));
-        await sleep(50);
-      }
-    })();
-    cleanups.push(async () => {
-      writing = false;
-      await writer.catch(() => undefined);
-    });
+    const writer = startWriter(db.pool, topic, 50);
+    const written = writer.written;
+    cleanups.push(() => writer.stop().catch(() => undefined));
     const dispatched = async (since = 0): Promise<number> =>
       (
         await db.pool.query<{ n: number }>(
@@ -228,8 +201,7 @@ describe.runIf(available)('a NATS JetStream cluster loses a node (issue 44)', ()
       '100 dispatched after the restart',
       dispatcher,
     );
-    writing = false;
-    await writer;
+    await writer.stop();
 
     // Everything written goes out, and the consumer performs all of it.
     await until(

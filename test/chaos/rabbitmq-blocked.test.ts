@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import amqp from 'amqplib';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { bindRabbitMq } from '../../src/consumer/bindings/rabbitmq.js';
 import {
   createConsumer,
@@ -8,11 +8,10 @@ import {
   pgTransactions,
   type DeliveryResult,
 } from '../../src/consumer/index.js';
-import type { EnqueuedMessage } from '../../src/index.js';
-import { dispatchArgs, startCli, type CliProcess } from '../helpers/cli-process.js';
+import { dispatchArgs, startCli } from '../helpers/cli-process.js';
+import { cleanupStack, sleep, startWriter, until } from '../helpers/fault-run.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { checkHistory, expectedOf } from '../helpers/history.js';
-import { enqueueCommitted, manyMessages } from '../helpers/outbox-fixtures.js';
 import { memoryAlarm, rabbitmqctlUnavailable } from '../helpers/rabbitmq-alarm.js';
 import { requireService } from '../helpers/services.js';
 
@@ -36,28 +35,7 @@ if (ctlMissing !== undefined) {
   console.warn(`[agent-outbox tests] SKIPPING RabbitMQ blocked publishers: ${ctlMissing}`);
 }
 
-const cleanups: (() => Promise<unknown>)[] = [];
-afterAll(async () => {
-  while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
-});
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(
-  check: () => Promise<boolean> | boolean,
-  what: string,
-  dispatcher: CliProcess,
-) {
-  // A guard against a hang, not a timing assertion: the dispatcher's log says what happened.
-  const started = Date.now();
-  while (!(await check())) {
-    if (Date.now() - started > 60_000) {
-      process.stderr.write(`the dispatcher said:\n${dispatcher.output().slice(-6_000)}\n`);
-      throw new Error(`still waiting for ${what} after 60 s`);
-    }
-    await sleep(50);
-  }
-}
+const cleanups = cleanupStack();
 
 describe.runIf(rabbitUp && ctlMissing === undefined)(
   'RabbitMQ blocks publishers: a memory alarm (issue 44)',
@@ -101,18 +79,9 @@ describe.runIf(rabbitUp && ctlMissing === undefined)(
       });
 
       // A writer: one transaction of 10 messages over 5 aggregates every 100 ms.
-      const written: EnqueuedMessage[] = [];
-      let writing = true;
-      const writer = (async () => {
-        while (writing) {
-          written.push(...(await enqueueCommitted(db.pool, manyMessages(5, 2, topic))));
-          await sleep(100);
-        }
-      })();
-      cleanups.push(async () => {
-        writing = false;
-        await writer.catch(() => undefined);
-      });
+      const writer = startWriter(db.pool, topic, 100);
+      const written = writer.written;
+      cleanups.push(() => writer.stop().catch(() => undefined));
       const dispatched = async (): Promise<number> =>
         (
           await db.pool.query<{ n: number }>(
@@ -174,8 +143,7 @@ describe.runIf(rabbitUp && ctlMissing === undefined)(
       const resumeMs = first[0]!.at!.getTime() - clearStartedAt;
 
       await sleep(1_000);
-      writing = false;
-      await writer;
+      await writer.stop();
       await until(
         async () =>
           (await db.pool.query(`SELECT 1 FROM outbox WHERE dispatched_at IS NULL LIMIT 1`))
