@@ -18,9 +18,7 @@ import { NOW_MS } from './clock.js';
  * `outbox_unordered_topics`), and the delay or the time.
  */
 export function insertMessagesSql(rows: readonly { absolute: boolean }[]): string {
-  const values = rows.map(
-    (row) => `(?, ?, ?, ?, ?, ?, ${row.absolute ? '?' : `${NOW_MS} + ?`})`,
-  );
+  const values = rows.map((row) => `(?, ?, ?, ?, ?, ?, ${row.absolute ? '?' : `${NOW_MS} + ?`})`);
   return `INSERT INTO outbox (message_id, aggregate_id, topic, payload, headers, ordered, available_at)
 VALUES ${values.join(',\n       ')}`;
 }

@@ -56,8 +56,12 @@ export async function execute(
  * writers would wait on; the settle's head computation reads a fresh snapshot per statement) and
  * UTC (the server's clock as epoch ms is exact, src/sql/mysql/clock.ts).
  */
-export const SESSION_SETUP_SQL =
-  "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED, time_zone = '+00:00'";
+export const SESSION_SETUP_SQL = [
+  // Its own statement: the variable is `transaction_isolation` on MySQL 8 and `tx_isolation` on
+  // MariaDB before 11.1, and this form sets it on both.
+  'SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED',
+  "SET SESSION time_zone = '+00:00'",
+];
 
 /** Underlying connections already set up: a pool hands out a new wrapper for the same one. */
 const setUp = new WeakSet<object>();
@@ -79,7 +83,7 @@ export async function inTransaction<T>(
     try {
       const key = (connection as { connection?: object }).connection ?? connection;
       if (!setUp.has(key)) {
-        await connection.query(SESSION_SETUP_SQL);
+        for (const statement of SESSION_SETUP_SQL) await connection.query(statement);
         setUp.add(key);
       }
       await connection.query('BEGIN');

@@ -14,7 +14,9 @@ export function mysqlDriverUrl(url: string): string {
   if (!isMysqlUrl(url)) throw new TypeError(`not a MySQL URL: ${url}`);
   const parsed = new URL(url.replace(/^mariadb:/i, 'mysql:'));
   if (parsed.pathname.length <= 1)
-    throw new TypeError(`no database in MySQL URL ${redactMysqlUrl(url)}: add /dbname after the host`);
+    throw new TypeError(
+      `no database in MySQL URL ${redactMysqlUrl(url)}: add /dbname after the host`,
+    );
   return parsed.toString();
 }
 

@@ -3,12 +3,7 @@ import type { EnqueuedMessage, OutboxMessage } from '../../core/message.js';
 import { sqliteMessageRows, type SqliteRowOptions } from '../../core/sqlite-message-rows.js';
 import { insertedSql, insertMessagesSql } from '../../sql/mysql/enqueue.js';
 import { AUTOCOMMIT_OPT_IN } from '../../store/sql-executor.js';
-import {
-  execute,
-  selectRows,
-  SERVER_STATUS,
-  type MysqlQueryable,
-} from './mysql-connection.js';
+import { execute, selectRows, SERVER_STATUS, type MysqlQueryable } from './mysql-connection.js';
 
 /** Options of {@link createMysqlOutbox}: limits, default headers, the default schema version. */
 export type MysqlOutboxOptions = SqliteRowOptions;

@@ -54,7 +54,9 @@ describe.runIf(up)('MySQL writer and schema (MariaDB)', () => {
       ['mail.send', 2, '{"k":"v"}'],
     ]);
     for (const r of written) {
-      expect(r.message_id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+      expect(r.message_id).toMatch(
+        /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/,
+      );
       expect(Math.abs(Number(r.created_at) - Date.now())).toBeLessThan(600_000);
       expect(r.available_at).toBe(r.created_at);
       expect([r.dispatched_at, r.attempts, r.ordered]).toEqual([null, 0, 1]);
