@@ -1,4 +1,5 @@
 import { migrateMysql, assertMysqlSchemaCurrent } from '../../stores/mysql/migrate-mysql.js';
+import { databaseUrlOf } from '../stores/database-url-of.js';
 import {
   listMysqlDeadLetters,
   readMysqlStatus,
@@ -14,6 +15,7 @@ import {
   storeDispatchCommand,
   type OpenedStore,
 } from '../stores/store-dispatch.js';
+import { storeCommand } from '../stores/store-route.js';
 import { UsageError } from '../usage-error.js';
 
 type Command = (argv: string[]) => Promise<number>;
@@ -71,44 +73,29 @@ async function openForDispatch(
   };
 }
 
-/** The `--database-url` of `argv` (either `--database-url X` or `--database-url=X`), else `DATABASE_URL`. */
-function databaseUrlOf(argv: readonly string[]): string | undefined {
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (arg === '--database-url') return argv[i + 1];
-    if (arg.startsWith('--database-url=')) return arg.slice('--database-url='.length);
-  }
-  return process.env.DATABASE_URL;
-}
-
 /**
  * The CLI's route to MySQL: `mysql://` and `mariadb://` URLs run these commands, anything else
- * is not ours (undefined). A command MySQL has no form of (approvals, limits, backfill, the
- * dashboard) is a usage error that says so.
+ * is not ours (undefined).
  */
 export function mysqlCommand(name: string, argv: readonly string[]): Command | undefined {
   const url = databaseUrlOf(argv);
   if (url === undefined || !isMysqlUrl(url)) return undefined;
   const admin = storeAdminCommands(adminStore(url), MYSQL_HELP);
-  const commands: Record<string, Command> = {
-    migrate: admin.migrate,
-    status: admin.status,
-    dead: admin.dead,
-    replay: admin.replay,
-    prune: admin.prune,
-    dispatch: (args) =>
-      storeDispatchCommand(args, {
-        help: MYSQL_DISPATCH_HELP,
-        extraFlags: ['pool-size'],
-        open: (values) => openForDispatch(url, values),
-      }),
-  };
-  const command = commands[name];
-  if (!command)
-    return () => {
-      throw new UsageError(
-        `"outbox ${name}" needs Postgres; on MySQL/MariaDB the commands are ${Object.keys(commands).join(', ')}`,
-      );
-    };
-  return command;
+  return storeCommand(
+    name,
+    {
+      migrate: admin.migrate,
+      dispatch: (args) =>
+        storeDispatchCommand(args, {
+          help: MYSQL_DISPATCH_HELP,
+          extraFlags: ['pool-size'],
+          open: (values) => openForDispatch(url, values),
+        }),
+      status: admin.status,
+      dead: admin.dead,
+      replay: admin.replay,
+      prune: admin.prune,
+    },
+    'on MySQL/MariaDB',
+  );
 }

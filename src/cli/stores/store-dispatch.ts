@@ -1,4 +1,5 @@
 import type { OutboxStatus } from '../../admin/status.js';
+import { waitForSignal } from '../dispatch/wait-for-signal.js';
 import type { Dispatcher } from '../../dispatcher/dispatcher.js';
 import type { DispatcherOptions } from '../../dispatcher/options.js';
 import { createPublisherFromUrl } from '../../publishers/from-url.js';
@@ -247,21 +248,4 @@ async function serveMetrics(
   });
   log('info', `metrics on ${served.url}/metrics, health on ${served.url}/healthz`);
   return served.close;
-}
-
-function waitForSignal(log: Log): Promise<void> {
-  return new Promise((resolve) => {
-    const onSignal = (signal: NodeJS.Signals) => {
-      log('info', `received ${signal}`);
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-      // A second signal means "now": leases expire on their own, nothing is lost.
-      const force = () => process.exit(EXIT.failure);
-      process.once('SIGINT', force);
-      process.once('SIGTERM', force);
-      resolve();
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
-  });
 }

@@ -1,6 +1,9 @@
-import type { DeadLetter, ReplaySelection } from '../../admin/dead-letters.js';
+import {
+  parseReplaySelection,
+  type DeadLetter,
+  type ReplaySelection,
+} from '../../admin/dead-letters.js';
 import type { OutboxStatus } from '../../admin/status.js';
-import { OutboxValidationError } from '../../core/errors.js';
 import { globToLike } from '../../dispatcher/topic-patterns.js';
 import {
   attemptsDistributionSql,
@@ -75,9 +78,6 @@ export async function listMysqlDeadLetters(
   }));
 }
 
-const ROW_ID = /^[0-9]{1,19}$/;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /**
  * Makes dead letters pending again (attempts 0, due now, same message id). Returns what was
  * replayed; ids that are not dead letters are left alone (absent from the result).
@@ -86,23 +86,7 @@ export async function replayMysqlDeadLetters(
   pool: MysqlPool,
   selection: ReplaySelection,
 ): Promise<{ id: string; messageId: string; topic: string }[]> {
-  const rowIds: string[] = [];
-  const messageIds: string[] = [];
-  const all = 'allDead' in selection && selection.allDead === true;
-  if (!all) {
-    const ids = 'ids' in selection ? selection.ids : [];
-    if (ids.length === 0)
-      throw new OutboxValidationError('ids', 'give at least one id, or select all dead letters');
-    for (const id of ids) {
-      if (ROW_ID.test(id)) rowIds.push(id);
-      else if (UUID.test(id)) messageIds.push(id.toLowerCase());
-      else
-        throw new OutboxValidationError(
-          'ids',
-          `"${id}" is neither a row id (digits) nor a message id (UUID)`,
-        );
-    }
-  }
+  const { rowIds, messageIds, all } = parseReplaySelection(selection);
   const like = selection.topic ? globToLike(selection.topic) : null;
   return inTransaction(pool, async (connection) => {
     // `IN (?)` needs a non-empty list: 0 and '' match no row.
