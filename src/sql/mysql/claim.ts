@@ -13,11 +13,14 @@ import { NOW_MS } from './clock.js';
  * row — the second sees the first's lease once it commits.
  *
  * Per-aggregate order (G4): an ordered message is claimable only when it is its aggregate's
- * head, `sequence = outbox_heads.next_sequence` (1 for an aggregate no settle has touched).
- * `next_sequence` is read without a lock: a stale value is only ever lower than the truth (it
- * only grows), and the row at a lower sequence is then already dispatched, unordered or dead —
- * excluded by the locked, current read of the row itself — so staleness can delay a head by one
- * claim but never lets a successor overtake. Tried: `NOT EXISTS (an earlier pending ordered
+ * head, `sequence = outbox_heads.next_sequence`, or for an aggregate no settle has touched yet,
+ * `outbox_aggregates.first_ordered_sequence` (schema.ts). Both are read without a lock (a
+ * consistent read: a writer holding the aggregate's row is not waited for). A stale
+ * `next_sequence` is only ever lower than the truth (it only grows), and the row at a lower
+ * sequence is then already dispatched, unordered or dead — excluded by the locked, current read
+ * of the row itself; a stale `first_ordered_sequence` is NULL (it is set once and never
+ * changes), which claims nothing. Staleness can delay a head by one claim but never lets a
+ * successor overtake. Tried: `NOT EXISTS (an earlier pending ordered
  * row)` on the outbox itself, the Postgres and SQLite shape. In READ COMMITTED the subquery reads
  * a snapshot taken at the statement's start while the locking outer read sees rows committed
  * since; a predecessor and its successor committed in between would let the successor through
@@ -44,7 +47,9 @@ SELECT o.id, o.message_id, o.topic, o.aggregate_id, o.sequence, o.ordered, o.pay
    AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= ${NOW_MS})
    AND (o.ordered = 0
         OR o.sequence = coalesce((SELECT h.next_sequence FROM outbox_heads h
-                                   WHERE h.aggregate_id = o.aggregate_id), 1))
+                                   WHERE h.aggregate_id = o.aggregate_id),
+                                 (SELECT a.first_ordered_sequence FROM outbox_aggregates a
+                                   WHERE a.aggregate_id = o.aggregate_id)))
  ORDER BY o.available_at, o.id
  LIMIT ?
  FOR UPDATE SKIP LOCKED`;

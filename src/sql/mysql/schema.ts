@@ -23,7 +23,10 @@ import { NOW_MS } from './clock.js';
  *   roll back: sequence order is commit order (SPEC G4), and a rollback gives its sequence back.
  * - `outbox_heads` holds, per aggregate, the sequence of its next ordered message to publish.
  *   Only settles write it (settle.ts); the claim only reads it (claim.ts). Writers never touch
- *   it, so a long business transaction never blocks a dispatcher on it.
+ *   it, so a long business transaction never blocks a dispatcher on it. Until a settle first
+ *   writes an aggregate's row, its head is `outbox_aggregates.first_ordered_sequence`, which the
+ *   trigger sets once, with the aggregate's first ordered message: an aggregate that only ever
+ *   has unordered messages (mail about an order, say) never gets a row in `outbox_heads`.
  * - The columns the trigger fills have defaults (0, '') as well: MySQL checks an omitted NOT NULL
  *   column without a default before the trigger runs in some modes; MariaDB lets the trigger
  *   fill NULLs. The trigger treats NULL, 0 and '' as "not given".
@@ -48,8 +51,9 @@ export const MYSQL_MIGRATIONS: readonly MysqlMigration[] = [
     name: 'initial',
     statements: [
       `CREATE TABLE IF NOT EXISTS outbox_aggregates (
-  aggregate_id  VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
-  last_sequence BIGINT NOT NULL
+  aggregate_id           VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
+  last_sequence          BIGINT NOT NULL,
+  first_ordered_sequence BIGINT NULL
 ) ENGINE = InnoDB`,
       `CREATE TABLE IF NOT EXISTS outbox_heads (
   aggregate_id  VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
@@ -106,6 +110,10 @@ BEGIN
     ON DUPLICATE KEY UPDATE last_sequence = last_sequence + 1;
   SET NEW.sequence = (SELECT last_sequence FROM outbox_aggregates
                        WHERE aggregate_id = NEW.aggregate_id);
+  IF NEW.ordered = 1 THEN
+    UPDATE outbox_aggregates SET first_ordered_sequence = NEW.sequence
+     WHERE aggregate_id = NEW.aggregate_id AND first_ordered_sequence IS NULL;
+  END IF;
 END`,
     ],
   },

@@ -24,11 +24,16 @@ SELECT id, aggregate_id, ordered FROM outbox
  ORDER BY id
  FOR UPDATE`;
 
-/** ? list of row ids. */
+/**
+ * Published. Repeats the fence (`lease_owner = ?`): the store's fast path for a batch that was
+ * all published runs this without {@link fenceSql} first, and knows every row was settled when
+ * it changed as many rows as it was given (otherwise it rolls back and takes the general path).
+ * ? list of row ids, ? owner token.
+ */
 export const publishedSql = `
 UPDATE outbox
    SET dispatched_at = ${NOW_MS}, lease_owner = NULL, lease_expires_at = NULL
- WHERE id IN (?)`;
+ WHERE id IN (?) AND lease_owner = ? AND dispatched_at IS NULL`;
 
 /** Due again after its backoff. ? delay (ms), ? error, ? list of row ids. */
 export const retrySql = `
@@ -65,6 +70,12 @@ UPDATE outbox
  * head only moves forward. Unordered messages take sequences too; when the head sits on one,
  * the settle of that message (any kind) runs this again and moves past it.
  *
+ * Aggregates with no ordered message (`first_ordered_sequence IS NULL`) are left alone: their
+ * implicit head is that column, set with their first ordered message. Why that is safe for the
+ * unordered message being settled: an ordered message with a lower sequence committed before
+ * it, so before this settle began, and this statement sees the column set; one with a higher
+ * sequence is never waiting on it. So a workload of unordered messages writes no head rows.
+ *
  * Tried: `next_sequence = settled sequence + 1` per published message — stuck behind an
  * unordered message that was published earlier, and needs a row per message, not per aggregate.
  * ? list of aggregate ids.
@@ -79,5 +90,6 @@ SELECT a.aggregate_id,
                 a.last_sequence + 1)
   FROM outbox_aggregates a
  WHERE a.aggregate_id IN (?)
+   AND a.first_ordered_sequence IS NOT NULL
  ORDER BY a.aggregate_id
 ON DUPLICATE KEY UPDATE next_sequence = GREATEST(outbox_heads.next_sequence, VALUES(next_sequence))`;
