@@ -1,7 +1,7 @@
 import type { OutboxStatus } from '../../admin/status.js';
 import { waitForSignal } from '../dispatch/wait-for-signal.js';
 import type { Dispatcher } from '../../dispatcher/dispatcher.js';
-import type { DispatcherOptions } from '../../dispatcher/options.js';
+import type { StoreDispatcherOptions } from '../../stores/store-dispatcher-options.js';
 import { createPublisherFromUrl } from '../../publishers/from-url.js';
 import { importPeer } from '../../publishers/optional-peer.js';
 import { listFlag, positiveInt } from '../flags.js';
@@ -17,21 +17,6 @@ import {
   refuseSecretOnCommandLine,
   WEBHOOK_SECRET_ENV,
 } from '../dispatch/webhook-secrets.js';
-
-/** The options every store's polling dispatcher takes from the command line. */
-export type StoreDispatcherOptions = Pick<
-  DispatcherOptions,
-  | 'publisher'
-  | 'batchSize'
-  | 'leaseMs'
-  | 'pollIntervalMs'
-  | 'concurrency'
-  | 'asyncSettle'
-  | 'maxAttempts'
-  | 'backoff'
-  | 'unorderedTopics'
-  | 'deadLetterPolicy'
->;
 
 /** A store opened for `outbox dispatch`: what the command needs of it, and nothing more. */
 export interface OpenedStore {

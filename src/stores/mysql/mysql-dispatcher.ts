@@ -1,31 +1,15 @@
 import { OutboxValidationError } from '../../core/errors.js';
 import { createDispatcher, type Dispatcher } from '../../dispatcher/dispatcher.js';
-import type { DispatcherOptions } from '../../dispatcher/options.js';
+import { checkUnorderedTopics, type StoreDispatcherOptions } from '../store-dispatcher-options.js';
 import { globToLike } from '../../dispatcher/topic-patterns.js';
 import type { MysqlPool } from './mysql-connection.js';
 import { MysqlOutboxStore } from './mysql-outbox-store.js';
 
 /**
- * Options of {@link createMysqlDispatcher}: the polling dispatcher's, on MySQL/MariaDB. Not
- * here, because MySQL has no way to do them: a wake source on LISTEN/NOTIFY (polling is how a
- * MySQL dispatcher hears of new messages), rate limits and route pauses shared between
- * dispatchers, claim shapes.
+ * Options of {@link createMysqlDispatcher}: the polling dispatcher's options that MySQL
+ * can honour (see {@link StoreDispatcherOptions}), and where its messages are.
  */
-export interface MysqlDispatcherOptions extends Pick<
-  DispatcherOptions,
-  | 'publisher'
-  | 'batchSize'
-  | 'leaseMs'
-  | 'pollIntervalMs'
-  | 'backoff'
-  | 'maxAttempts'
-  | 'unorderedTopics'
-  | 'deadLetterPolicy'
-  | 'concurrency'
-  | 'wakeSource'
-  | 'id'
-  | 'asyncSettle'
-> {
+export interface MysqlDispatcherOptions extends StoreDispatcherOptions {
   /** A mysql2 pool on the outbox's database (see `openMysql`). */
   pool: MysqlPool;
 }
@@ -52,12 +36,7 @@ export function createMysqlDispatcher(options: MysqlDispatcherOptions): Dispatch
   if (typeof pool?.getConnection !== 'function')
     throw new OutboxValidationError('pool', 'must be a mysql2 promise pool (openMysql)');
   const globs = options.unorderedTopics ?? [];
-  for (const glob of globs)
-    if (typeof glob !== 'string' || glob.length === 0 || glob.length > 255)
-      throw new OutboxValidationError(
-        'unorderedTopics',
-        'a topic pattern must be 1-255 characters',
-      );
+  checkUnorderedTopics(globs);
   return createDispatcher({
     ...rest,
     store: new MysqlOutboxStore(pool, { unorderedTopicPatterns: globs.map(globToLike) }),

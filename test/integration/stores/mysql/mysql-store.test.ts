@@ -45,7 +45,7 @@ describe.runIf(up)('MySQL store: heads, unordered messages, open writers (MariaD
       await store.settle(
         owner,
         claimed.map((m) => ({ rowId: m.rowId, kind: 'published' })),
-        { deadLettersBlock: true, leaseMs: 60_000 },
+        { deadLettersBlock: true },
       );
     }
   };
@@ -100,7 +100,7 @@ describe.runIf(up)('MySQL store: heads, unordered messages, open writers (MariaD
       const settled = await store.settle(
         'c1',
         claimed.map((m) => ({ rowId: m.rowId, kind: 'published' })),
-        { deadLettersBlock: true, leaseMs: 60_000 },
+        { deadLettersBlock: true },
       );
       expect(settled.settled).toHaveLength(2);
       await writer.commit();
