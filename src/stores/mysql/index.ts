@@ -23,6 +23,7 @@ export {
   type MysqlEnqueueOptions,
 } from './mysql-writer.js';
 export { MysqlOutboxStore } from './mysql-outbox-store.js';
+export { fromKyselyMysql } from './from-kysely-mysql.js';
 export { createMysqlDispatcher, type MysqlDispatcherOptions } from './mysql-dispatcher.js';
 export { readMysqlStatus, listMysqlDeadLetters, replayMysqlDeadLetters } from './mysql-admin.js';
 export { pruneMysqlOutbox, type PruneMysqlOptions } from './mysql-retention.js';

@@ -6,6 +6,12 @@
 export interface MysqlQueryable {
   /** Runs `sql` with `?` placeholders (an array value expands to a list). */
   query(sql: string, values?: unknown): Promise<[unknown, unknown]>;
+  /**
+   * Set by adapters that know whether they run inside a transaction without asking the server
+   * (`fromKyselyMysql`): why a write would commit by itself, or undefined when it would not.
+   * Absent on a mysql2 connection: the writer reads the server's status flags instead.
+   */
+  outsideTransaction?(): string | undefined;
 }
 
 /** A connection of a pool (mysql2 `PoolConnection`). */

@@ -188,6 +188,7 @@ export class MysqlOutboxStore implements OutboxStore {
 
   async release(owner: string, rowIds: readonly string[]): Promise<void> {
     if (rowIds.length === 0) return;
+    for (const rowId of rowIds) this.#claimed.delete(rowId);
     await this.#pool.query(releaseSql, [rowIds.map(Number), owner]);
   }
 }

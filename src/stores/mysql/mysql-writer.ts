@@ -81,7 +81,12 @@ export function createMysqlOutbox(options: MysqlOutboxOptions = {}): MysqlOutbox
     // The OK packet's status flags say whether the session is in a transaction; `DO 0` is the
     // cheapest statement that returns one. Checked before the empty-batch shortcut: a call
     // outside a transaction is a mistake whatever it holds.
-    if (!allowAutocommit) {
+    const adapterReason = connection.outsideTransaction?.();
+    if (!allowAutocommit && adapterReason !== undefined)
+      throw new OutboxAutocommitError(
+        `agent-outbox: enqueue() refused to write outside a transaction, and wrote nothing. ${adapterReason} ${AUTOCOMMIT_OPT_IN}`,
+      );
+    if (!allowAutocommit && connection.outsideTransaction === undefined) {
       const { serverStatus } = await execute(connection, 'DO 0');
       if (serverStatus === undefined)
         throw new OutboxValidationError(
