@@ -1,5 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { OutboxMessage } from '../../../../src/core/message.js';
+import { InMemoryPublisher } from '../../../../src/publishers/memory/in-memory-publisher.js';
+import { createMysqlDispatcher } from '../../../../src/stores/mysql/mysql-dispatcher.js';
 import { MysqlOutboxStore } from '../../../../src/stores/mysql/mysql-outbox-store.js';
 import { createMysqlOutbox } from '../../../../src/stores/mysql/mysql-writer.js';
 import { pruneMysqlOutbox } from '../../../../src/stores/mysql/mysql-retention.js';
@@ -108,6 +110,23 @@ describe.runIf(up)('MySQL store: heads, unordered messages, open writers (MariaD
       await writer.end();
     }
     expect(await drain()).toEqual([['busy#2']]);
+  });
+
+  it("records a dispatcher's unordered topics for messages written from then on", async () => {
+    const publisher = new InMemoryPublisher();
+    await createMysqlDispatcher({ pool: db.pool, publisher, unorderedTopics: ['mail.*'] }).drain();
+    await write([
+      { topic: 'mail.send', aggregateId: 'o', payload: 1 },
+      { topic: 'Mail.send', aggregateId: 'o', payload: 2 },
+      { topic: 'payment.charge', aggregateId: 'o', payload: 3 },
+    ]);
+    const [rows] = await db.pool.query('SELECT topic, ordered FROM outbox ORDER BY id');
+    // Case-sensitive, as on Postgres: `Mail.send` is not `mail.*`.
+    expect(rows).toEqual([
+      { topic: 'mail.send', ordered: 0 },
+      { topic: 'Mail.send', ordered: 1 },
+      { topic: 'payment.charge', ordered: 1 },
+    ]);
   });
 
   it('prunes dispatched messages in batches and never pending ones', async () => {
