@@ -9,7 +9,8 @@ import {
 } from '../../src/stores/mysql/index.js';
 import { NOW_MS } from '../../src/sql/mysql/clock.js';
 import { isReachable } from '../../test/helpers/services.js';
-import { log, round, timed } from '../lib/measure.js';
+import { log, median, round, timed } from '../lib/measure.js';
+import { pairedDrains } from '../lib/paired-drains.js';
 import { noopPublisher, orderMessages } from './enqueue.js';
 
 /**
@@ -146,8 +147,6 @@ async function rate(
   return (count / ms) * 1000;
 }
 
-const median = (v: number[]) => [...v].sort((x, y) => x - y)[Math.floor(v.length / 2)]!;
-
 /**
  * `mysql_dispatch_vs_raw_sql`: our dispatcher (createMysqlDispatcher, no-op publisher, batch
  * 200, one loop) over the raw loop, unordered topic, `count` messages each: the median of the
@@ -158,39 +157,9 @@ const median = (v: number[]) => [...v].sort((x, y) => x - y)[Math.floor(v.length
 export async function mysqlDispatchVsRaw(count: number, rounds: number) {
   const db = await benchDatabase();
   try {
-    const pairs = { unordered: [] as number[][], ordered: [] as number[][] };
-    let n = 0;
-    for (let r = 0; r < rounds; r++)
-      for (const ordered of [false, true]) {
-        const first = r % 2 === 0 ? 'raw' : 'ours';
-        const a = await rate(db, first, count, ordered, n++);
-        const b = await rate(db, first === 'raw' ? 'ours' : 'raw', count, ordered, n++);
-        (ordered ? pairs.ordered : pairs.unordered).push(first === 'raw' ? [a, b] : [b, a]);
-      }
-    const summary = (list: number[][]) => ({
-      ratio: round(median(list.map(([raw, ours]) => ours! / raw!)), 3),
-      raw: Math.round(median(list.map(([raw]) => raw!))),
-      ours: Math.round(median(list.map(([, ours]) => ours!))),
-      pairRatios: list.map(([raw, ours]) => round(ours! / raw!, 3)),
-    });
-    const unordered = summary(pairs.unordered);
-    const ordered = summary(pairs.ordered);
-    log(
-      `mysql dispatch rows/s (medians of ${rounds} pairs): raw ${unordered.raw}, ours ${unordered.ours}, ratio ${unordered.ratio} (unordered); raw ${ordered.raw}, ours ${ordered.ours}, ratio ${ordered.ratio} (ordered, 500 aggregates)`,
+    return await pairedDrains('mysql', count, rounds, (who, ordered, n) =>
+      rate(db, who, count, ordered, n),
     );
-    return {
-      ratio: unordered.ratio,
-      orderedRatio: ordered.ratio,
-      rowsPerSecond: {
-        raw: unordered.raw,
-        ours: unordered.ours,
-        rawOrdered: ordered.raw,
-        oursOrdered: ordered.ours,
-      },
-      pairRatios: { unordered: unordered.pairRatios, ordered: ordered.pairRatios },
-      count,
-      rounds,
-    };
   } finally {
     await db.drop();
   }
