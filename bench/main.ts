@@ -19,6 +19,7 @@ import { enqueueOverhead, notifyCost } from './cases/enqueue.js';
 import { busyDatabaseCases, busyDatabaseRows } from './cases/held-snapshot.js';
 import { destinationLimitsCases, destinationLimitsRows } from './cases/destination-limits.js';
 import { hotAggregate, hotAggregateHttp } from './cases/hot-aggregate.js';
+import { mysqlCases, mysqlRows } from './cases/mysql.js';
 import { sqliteCases, sqliteRows } from './cases/sqlite.js';
 import { latency } from './cases/latency.js';
 import { latencyOnly, notifyBreakdowns, rawClaimLatency } from './cases/latency-breakdown.js';
@@ -96,6 +97,8 @@ const caseGroups: CaseGroup[] = [
   { run: (names) => fleetGroup(quick, names), rows: fleetRows },
   // Issue 45: the SQLite store against its own raw loop, on files of its own (no Postgres).
   { run: (names) => sqliteCases(quick, names), rows: sqliteRows },
+  // Issue 45: the MySQL store against its own raw SKIP LOCKED loop, on the MariaDB server.
+  { run: (names) => mysqlCases(quick, names), rows: mysqlRows },
   { run: (names) => pgqCases(fresh, quick, names), rows: pgqRows },
   { run: (names) => latencyOnly(fresh, size, names, latencyModes), rows: () => [] },
 ];

@@ -9,6 +9,7 @@ import {
   type SqliteDatabase,
 } from '../../src/stores/sqlite/index.js';
 import { log, round, timed } from '../lib/measure.js';
+import { pairedDrains } from '../lib/paired-drains.js';
 import { noopPublisher, orderMessages } from './enqueue.js';
 
 /**
@@ -116,40 +117,10 @@ async function rate(dir: string, who: 'raw' | 'ours', count: number, ordered: bo
  */
 export async function sqliteDispatchVsRaw(count: number, rounds: number) {
   const dir = mkdtempSync(join(tmpdir(), 'ao-bench-sqlite-'));
-  const median = (v: number[]) => [...v].sort((x, y) => x - y)[Math.floor(v.length / 2)]!;
   try {
-    const pairs = { unordered: [] as number[][], ordered: [] as number[][] };
-    for (let r = 0; r < rounds; r++)
-      for (const ordered of [false, true]) {
-        const first = r % 2 === 0 ? 'raw' : 'ours';
-        const a = await rate(dir, first, count, ordered, r);
-        const b = await rate(dir, first === 'raw' ? 'ours' : 'raw', count, ordered, r);
-        (ordered ? pairs.ordered : pairs.unordered).push(first === 'raw' ? [a, b] : [b, a]);
-      }
-    const summary = (list: number[][]) => ({
-      ratio: round(median(list.map(([raw, ours]) => ours! / raw!)), 3),
-      raw: Math.round(median(list.map(([raw]) => raw!))),
-      ours: Math.round(median(list.map(([, ours]) => ours!))),
-      pairRatios: list.map(([raw, ours]) => round(ours! / raw!, 3)),
-    });
-    const unordered = summary(pairs.unordered);
-    const ordered = summary(pairs.ordered);
-    log(
-      `sqlite dispatch rows/s (medians of ${rounds} pairs): raw ${unordered.raw}, ours ${unordered.ours}, ratio ${unordered.ratio} (unordered); raw ${ordered.raw}, ours ${ordered.ours}, ratio ${ordered.ratio} (ordered, 500 aggregates)`,
+    return await pairedDrains('sqlite', count, rounds, (who, ordered, n) =>
+      rate(dir, who, count, ordered, n),
     );
-    return {
-      ratio: unordered.ratio,
-      orderedRatio: ordered.ratio,
-      rowsPerSecond: {
-        raw: unordered.raw,
-        ours: unordered.ours,
-        rawOrdered: ordered.raw,
-        oursOrdered: ordered.ours,
-      },
-      pairRatios: { unordered: unordered.pairRatios, ordered: ordered.pairRatios },
-      count,
-      rounds,
-    };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -45,15 +45,15 @@ const ROW_ID = /^[0-9]{1,19}$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
- * Makes dead letters pending again (attempts 0, due now, same message id). Returns what was
- * replayed; ids that are not dead letters are ignored (see the returned list).
+ * A {@link ReplaySelection} checked and split, for every store's replay: row ids (digits),
+ * message ids (UUIDs, lower case), or `all`. Throws `OutboxValidationError` on an id that is
+ * neither, or on an empty list.
  */
-export async function replayDeadLetters(
-  executor: SqlExecutor,
-  selection: ReplaySelection,
-  options: { schema?: string } = {},
-): Promise<{ id: string; messageId: string; topic: string }[]> {
-  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+export function parseReplaySelection(selection: ReplaySelection): {
+  rowIds: string[];
+  messageIds: string[];
+  all: boolean;
+} {
   const rowIds: string[] = [];
   const messageIds: string[] = [];
   const all = 'allDead' in selection && selection.allDead === true;
@@ -71,6 +71,20 @@ export async function replayDeadLetters(
         );
     }
   }
+  return { rowIds, messageIds, all };
+}
+
+/**
+ * Makes dead letters pending again (attempts 0, due now, same message id). Returns what was
+ * replayed; ids that are not dead letters are ignored (see the returned list).
+ */
+export async function replayDeadLetters(
+  executor: SqlExecutor,
+  selection: ReplaySelection,
+  options: { schema?: string } = {},
+): Promise<{ id: string; messageId: string; topic: string }[]> {
+  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const { rowIds, messageIds, all } = parseReplaySelection(selection);
   const { rows } = await executor.query<{ id: string; messageId: string; topic: string }>(
     replaySql(schema),
     [rowIds, messageIds, all, selection.topic ? globToLike(selection.topic) : null],

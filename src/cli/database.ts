@@ -52,7 +52,7 @@ export function resolveDatabaseUrl(flag: string | undefined): string {
     const scheme = parsed.protocol.slice(0, -1);
     const hint = /^postgre/i.test(scheme) ? ' (a typo?)' : '';
     throw new UsageError(
-      `${from} ${redactUrl(url)} has the scheme "${scheme}://"${hint}: a PostgreSQL URL starts with postgres:// or postgresql://`,
+      `${from} ${redactUrl(url)} has the scheme "${scheme}://"${hint}: a PostgreSQL URL starts with postgres:// or postgresql:// (also accepted: mysql:// or mariadb:// for MySQL, file: for SQLite)`,
     );
   }
   return (resolvedUrl = url);

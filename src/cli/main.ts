@@ -10,6 +10,7 @@ import { pruneCommand } from './commands/prune.js';
 import { statusCommand } from './commands/status.js';
 import { uiCommand } from './commands/ui.js';
 import { explainDatabaseError } from './errors.js';
+import { mysqlCommand } from './mysql/mysql-route.js';
 import { sqliteCommand } from './sqlite/sqlite-route.js';
 import { EXIT, UsageError } from './usage-error.js';
 
@@ -36,8 +37,9 @@ Global options:
   -v, --version  print the version
 
 Environment:
-  DATABASE_URL   default for --database-url: postgres://… or a SQLite file, file:./agent.db
-                 (migrate, dispatch, status, dead, replay and prune run on SQLite)
+  DATABASE_URL   default for --database-url: postgres://…, a SQLite file (file:./agent.db)
+                 or MySQL/MariaDB (mysql://user@host:3306/db, mariadb://…); migrate,
+                 dispatch, status, dead, replay and prune run on SQLite and MySQL
 
 Exit codes: 0 success, 1 the command failed, 2 the command line was wrong.
 `;
@@ -78,7 +80,8 @@ export async function runCli(argv: string[]): Promise<number> {
     process.stdout.write(`${version()}\n`);
     return EXIT.ok;
   }
-  const command = commands[name] && (sqliteCommand(name, rest) ?? commands[name]);
+  const command =
+    commands[name] && (sqliteCommand(name, rest) ?? mysqlCommand(name, rest) ?? commands[name]);
   if (!command) {
     process.stderr.write(`outbox: unknown command "${name}"\n\n${help}`);
     return EXIT.usage;

@@ -6,7 +6,7 @@ import type { OutboxStore } from '../../src/dispatcher/outbox-store.js';
 
 /**
  * What the conformance suite (store-conformance.ts) needs from a store, and nothing more: each
- * store (Postgres, SQLite, and MariaDB next) implements it in a few lines with its own writer,
+ * store (Postgres, SQLite, MariaDB) implements it in a few lines with its own writer,
  * dispatcher and admin calls, so the guarantees are tested once and a store cannot silently do
  * less. Every method runs real SQL on a real database of the store's kind.
  */

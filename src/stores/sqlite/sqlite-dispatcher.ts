@@ -1,32 +1,16 @@
 import { OutboxValidationError } from '../../core/errors.js';
 import { createDispatcher, type Dispatcher } from '../../dispatcher/dispatcher.js';
-import type { DispatcherOptions } from '../../dispatcher/options.js';
+import { checkUnorderedTopics, type StoreDispatcherOptions } from '../store-dispatcher-options.js';
 import { addUnorderedTopicsSql } from '../../sql/sqlite/chains.js';
 import { globToSqliteGlob } from '../../sql/sqlite/claim.js';
 import { numbered, type SqliteDatabase } from './sqlite-database.js';
 import { SqliteOutboxStore } from './sqlite-outbox-store.js';
 
 /**
- * Options of {@link createSqliteDispatcher}: the polling dispatcher's, on a SQLite file. Not
- * here, because SQLite has no way to do them: a wake source on LISTEN/NOTIFY (polling is how a
- * SQLite dispatcher hears of new messages), rate limits and route pauses shared between
- * dispatchers, claim shapes.
+ * Options of {@link createSqliteDispatcher}: the polling dispatcher's options that SQLite
+ * can honour (see {@link StoreDispatcherOptions}), and where its messages are.
  */
-export interface SqliteDispatcherOptions extends Pick<
-  DispatcherOptions,
-  | 'publisher'
-  | 'batchSize'
-  | 'leaseMs'
-  | 'pollIntervalMs'
-  | 'backoff'
-  | 'maxAttempts'
-  | 'unorderedTopics'
-  | 'deadLetterPolicy'
-  | 'concurrency'
-  | 'wakeSource'
-  | 'id'
-  | 'asyncSettle'
-> {
+export interface SqliteDispatcherOptions extends StoreDispatcherOptions {
   /**
    * The SQLite file, opened with `openSqlite` (WAL, busy_timeout). A connection of the
    * dispatcher's own: better-sqlite3 is synchronous, so a claim waiting for the write lock holds
@@ -57,12 +41,7 @@ export function createSqliteDispatcher(options: SqliteDispatcherOptions): Dispat
   if (typeof database?.prepare !== 'function')
     throw new OutboxValidationError('database', 'must be a better-sqlite3 Database (openSqlite)');
   const globs = options.unorderedTopics ?? [];
-  for (const glob of globs)
-    if (typeof glob !== 'string' || glob.length === 0 || glob.length > 255)
-      throw new OutboxValidationError(
-        'unorderedTopics',
-        'a topic pattern must be 1-255 characters',
-      );
+  checkUnorderedTopics(globs);
   if (globs.length > 0)
     database
       .prepare(addUnorderedTopicsSql)

@@ -1,0 +1,194 @@
+import type { JsonValue } from '../../core/message.js';
+import type {
+  ClaimRequest,
+  OutboxStore,
+  SettleRequest,
+  SettleResult,
+  Settlement,
+} from '../../dispatcher/outbox-store.js';
+import type { OutgoingMessage } from '../../publishers/publisher.js';
+import { addUnorderedTopicsSql } from '../../sql/mysql/chains.js';
+import { claimCandidatesSql, leaseSql } from '../../sql/mysql/claim.js';
+import {
+  advanceHeadsSql,
+  deadSql,
+  fenceSql,
+  publishedSql,
+  releaseSql,
+  retrySql,
+} from '../../sql/mysql/settle.js';
+import { inTransaction, selectRows, type MysqlPool } from './mysql-connection.js';
+
+/** A row of claimCandidatesSql. */
+interface CandidateRow {
+  id: number;
+  message_id: string;
+  topic: string;
+  aggregate_id: string;
+  sequence: number;
+  ordered: number;
+  payload: string;
+  headers: string;
+  created_at: number;
+  attempts: number;
+}
+
+/**
+ * The dispatcher's {@link OutboxStore} on MySQL 8 / MariaDB 10.6+ (mysql2 pool): claims with
+ * `FOR UPDATE SKIP LOCKED` and a lease in one short transaction (src/sql/mysql/claim.ts),
+ * settles fenced by the claim's lease token with the aggregates' heads moved in the same
+ * transaction (src/sql/mysql/settle.ts). Several dispatcher processes may share a database.
+ * Settles never defer: writers never touch `outbox_heads`.
+ */
+export class MysqlOutboxStore implements OutboxStore {
+  readonly #pool: MysqlPool;
+  /**
+   * Aggregate of each row this store claimed and has not settled yet, for the settle's fast path
+   * (no fencing read first). Claims whose settle failed never remove their rows; forgetting them
+   * all is safe (the general path reads them again).
+   */
+  readonly #claimed = new Map<string, string>();
+  /** Recording the dispatcher's unordered topic patterns, once, before its first claim. */
+  #recorded: Promise<void> | undefined;
+  readonly #patterns: readonly string[];
+
+  /**
+   * `unorderedTopicPatterns`: LIKE patterns recorded in `outbox_unordered_topics` before the
+   * first claim (the dispatcher's `unorderedTopics`, src/sql/mysql/chains.ts).
+   */
+  constructor(pool: MysqlPool, options: { unorderedTopicPatterns?: readonly string[] } = {}) {
+    this.#pool = pool;
+    this.#patterns = options.unorderedTopicPatterns ?? [];
+  }
+
+  async claim(request: ClaimRequest): Promise<OutgoingMessage[]> {
+    if (this.#patterns.length > 0) {
+      this.#recorded ??= (async () => {
+        for (const pattern of this.#patterns)
+          await this.#pool.query(addUnorderedTopicsSql, [pattern]);
+      })();
+      // A failed recording is tried again by the next claim.
+      await this.#recorded.catch((error: unknown) => {
+        this.#recorded = undefined;
+        throw error;
+      });
+    }
+    const rows = await inTransaction(this.#pool, async (connection) => {
+      const candidates = await selectRows<CandidateRow>(connection, claimCandidatesSql, [
+        request.batchSize,
+      ]);
+      if (candidates.length > 0)
+        await connection.query(leaseSql, [
+          request.owner,
+          request.leaseMs,
+          candidates.map((c) => c.id),
+        ]);
+      return candidates;
+    });
+    if (this.#claimed.size > 100_000) this.#claimed.clear();
+    for (const row of rows) this.#claimed.set(String(row.id), row.aggregate_id);
+    return rows.map((row) => ({
+      id: row.message_id,
+      rowId: String(row.id),
+      topic: row.topic,
+      aggregateId: row.aggregate_id,
+      sequence: Number(row.sequence),
+      ...(Number(row.ordered) === 0 ? { ordered: false } : {}),
+      payload: JSON.parse(row.payload) as JsonValue,
+      headers: JSON.parse(row.headers) as Record<string, string>,
+      createdAt: new Date(Number(row.created_at)),
+      attempts: Number(row.attempts) + 1,
+    }));
+  }
+
+  /**
+   * Settles the rows `owner` still holds, in one transaction: fence, one UPDATE per kind, then
+   * the heads of the aggregates whose chain may have moved (src/sql/mysql/settle.ts).
+   */
+  async settle(
+    owner: string,
+    settlements: readonly Settlement[],
+    request: Pick<SettleRequest, 'deadLettersBlock'> = { deadLettersBlock: true },
+  ): Promise<SettleResult> {
+    const ids = settlements.map((s) => Number(s.rowId));
+    if (ids.length === 0) return { settled: [], deferred: [] };
+    const aggregates = settlements.map((s) => this.#claimed.get(s.rowId));
+    for (const s of settlements) this.#claimed.delete(s.rowId);
+    if (settlements.every((s) => s.kind === 'published') && !aggregates.includes(undefined)) {
+      const settled = await this.#settleAllPublished(owner, ids, aggregates as string[]);
+      if (settled) return { settled: settlements.map((s) => s.rowId), deferred: [] };
+    }
+    const settled = await inTransaction(this.#pool, async (connection) => {
+      const fenced = await selectRows<{ id: number; aggregate_id: string; ordered: number }>(
+        connection,
+        fenceSql,
+        [ids, owner],
+      );
+      const held = new Map(fenced.map((row) => [String(row.id), row]));
+      const published: number[] = [];
+      const released: number[] = [];
+      const retried = new Map<string, number[]>();
+      const moved = new Set<string>();
+      const done: string[] = [];
+      for (const s of settlements) {
+        const row = held.get(s.rowId);
+        if (!row) continue;
+        done.push(s.rowId);
+        const unordered = Number(row.ordered) === 0;
+        // An unordered message may be the row its aggregate's head waits on (schema.ts): any
+        // settle of it moves the head on.
+        if (unordered) moved.add(row.aggregate_id);
+        if (s.kind === 'published' || s.kind === 'shadow') {
+          published.push(row.id);
+          moved.add(row.aggregate_id);
+        } else if (s.kind === 'release' || s.kind === 'defer') {
+          // No route limits on MySQL: a deferral goes back like a release, due at once.
+          released.push(row.id);
+        } else if (s.kind === 'retry') {
+          const key = JSON.stringify([Math.max(0, Math.round(s.delayMs)), s.error]);
+          retried.set(key, [...(retried.get(key) ?? []), row.id]);
+        } else {
+          const skip = !request.deadLettersBlock;
+          await connection.query(deadSql, [s.error, skip ? 1 : 0, [row.id]]);
+          if (skip) moved.add(row.aggregate_id);
+        }
+      }
+      if (published.length > 0) await connection.query(publishedSql, [published, owner]);
+      for (const [key, rowIds] of retried) {
+        const [delayMs, error] = JSON.parse(key) as [number, string];
+        await connection.query(retrySql, [delayMs, error, rowIds]);
+      }
+      if (released.length > 0) await connection.query(releaseSql, [released, owner]);
+      if (moved.size > 0) await connection.query(advanceHeadsSql, [[...moved].sort()]);
+      return done;
+    });
+    return { settled, deferred: [] };
+  }
+
+  /**
+   * The common settle — every row published, every aggregate known from the claim — in three
+   * statements: the published UPDATE (fenced by itself) and the heads. False, with nothing
+   * changed, when a row was fenced off: the caller then takes the general path, which finds out
+   * which.
+   */
+  async #settleAllPublished(owner: string, ids: number[], aggregates: string[]): Promise<boolean> {
+    const fenced = new Error('fenced');
+    try {
+      await inTransaction(this.#pool, async (connection) => {
+        const [header] = await connection.query(publishedSql, [ids, owner]);
+        if ((header as { affectedRows: number }).affectedRows !== ids.length) throw fenced;
+        await connection.query(advanceHeadsSql, [[...new Set(aggregates)].sort()]);
+      });
+      return true;
+    } catch (error) {
+      if (error === fenced) return false;
+      throw error;
+    }
+  }
+
+  async release(owner: string, rowIds: readonly string[]): Promise<void> {
+    if (rowIds.length === 0) return;
+    for (const rowId of rowIds) this.#claimed.delete(rowId);
+    await this.#pool.query(releaseSql, [rowIds.map(Number), owner]);
+  }
+}
