@@ -20,7 +20,7 @@ import { busyDatabaseCases, busyDatabaseRows } from './cases/held-snapshot.js';
 import { destinationLimitsCases, destinationLimitsRows } from './cases/destination-limits.js';
 import { hotAggregate, hotAggregateHttp } from './cases/hot-aggregate.js';
 import { sqliteCases, sqliteRows } from './cases/sqlite.js';
-import { latency } from './cases/latency.js';
+import { latency, latencyFromCommitSent } from './cases/latency.js';
 import { latencyOnly, notifyBreakdowns, rawClaimLatency } from './cases/latency-breakdown.js';
 import { memory } from './cases/memory.js';
 import { dispatchVsPeers, graphileLatency } from './cases/peers.js';
@@ -81,6 +81,8 @@ interface CaseGroup {
  */
 const latencyModes = {
   notify: (d: BenchDatabase) => latency(d, 'notify', 1_000, size.latencySeconds),
+  notify_sync_claim: (d: BenchDatabase) =>
+    latency(d, 'notify_sync_claim', 1_000, size.latencySeconds),
   graphile_worker: (d: BenchDatabase) => graphileLatency(d, 1_000, size.latencySeconds),
   raw_claim: (d: BenchDatabase) => rawClaimLatency(d, 1_000, size.latencySeconds),
 };
@@ -248,6 +250,7 @@ try {
       size,
       latencyRounds: rounds,
       latencyBreakdown: notifyBreakdowns(),
+      latencyFromCommitSent: latencyFromCommitSent(),
     },
     notes: [
       'dispatch_vs_pg_boss / dispatch_vs_graphile_worker: our dispatcher (no-op publisher, unordered topic) over the peer for the same number of no-op jobs inserted beforehand, each side fetching as many per query: batch 200 against pg-boss (batchSize 200), batch 500 against graphile-worker (localQueue.size 500; at batch 200 in details.peers.graphileWorkerRatioAtBatch200). pg-boss 10.4.2: insert() in bulk, work() with batchSize 200, pollingIntervalSeconds 0.5 (its minimum) and notifyWorker() after every full batch (burst); 1 and 4 loops tried, the faster counts. graphile-worker 0.17.3: addJobs() in bulk, its documented performance preset (concurrentJobs 24, maxPoolSize 25, localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0). Peers are timed from their first job start to the last job completed in their table (their startup and first fetch are not counted; our drain is timed from its call).',
