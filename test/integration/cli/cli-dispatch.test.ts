@@ -139,6 +139,39 @@ describe('outbox dispatch / status / dead / replay', () => {
     }
   });
 
+  it('dispatch --async-claim claims without waiting for the WAL flush; by default claims wait', async () => {
+    // Records, from inside each claim (its UPDATE leases rows), the synchronous_commit it ran with.
+    await db.pool.query(`
+      CREATE TABLE IF NOT EXISTS claim_log (synchronous_commit text NOT NULL);
+      TRUNCATE claim_log;
+      CREATE OR REPLACE FUNCTION log_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.lease_owner IS NOT NULL THEN
+          INSERT INTO claim_log VALUES (current_setting('synchronous_commit'));
+        END IF;
+        RETURN NULL;
+      END $$;
+      CREATE OR REPLACE TRIGGER log_claim AFTER UPDATE ON outbox
+        FOR EACH ROW EXECUTE FUNCTION log_claim();`);
+    const claimed = async () =>
+      new Set(
+        (await db.pool.query(`SELECT synchronous_commit AS s FROM claim_log`)).rows.map((r) => r.s),
+      );
+    try {
+      await enqueueCommitted(db.pool, manyMessages(2, 1));
+      expect((await dispatchOnce()).code).toBe(0);
+      expect(await claimed()).toEqual(new Set(['on']));
+      await db.pool.query('TRUNCATE claim_log');
+      await enqueueCommitted(db.pool, manyMessages(2, 1));
+      // A lease of 1 s: the guard after Postgres's last crash recovery (or first start) is over.
+      expect((await dispatchOnce('--async-claim', '--lease-ms', '1000')).code).toBe(0);
+      expect(await claimed()).toEqual(new Set(['off']));
+      expect((await runCli(['dispatch', '--help'])).stdout).toMatch(/--async-claim/);
+    } finally {
+      await db.pool.query(`DROP TRIGGER log_claim ON outbox`);
+    }
+  });
+
   it('dispatch refuses an unmigrated schema with the command to run', async () => {
     const result = await runCli([
       'dispatch',
