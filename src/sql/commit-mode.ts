@@ -60,10 +60,12 @@ export const commitModeClause = (mode: CommitMode) =>
  * that had not received the claim. An unknown reset time (NULL) does not hold claims back.
  *
  * What it buys: the claim's flush is on the path of every message from its commit to its publish.
- * Measured with `asyncSettle` (bench/, 1,000 msg/s, 2 vCPU under load, issue 43): notify p50/p95
- * from commit returned about half of graphile-worker's (docs/benchmarks.md). Measured in 2026-11
- * on an idle machine, asynchronous claims alone cost producers at 8 clients 20–30 % of their
- * throughput (the dispatcher cycles faster in smaller batches), hence opt-in.
+ * With `asyncSettle` too (bench/ `--only latency`, 1,000 msg/s, a 2-vCPU VM at load 7–12, issue
+ * 43), notify p50/p95 from commit returned: 1.94/7.6 ms against graphile-worker's 5.25/14.61
+ * (0.37/0.52) and 2.2/8.58 against 3.58/12.7 (0.61/0.68) in two runs; with synchronous claims
+ * 6.0–6.7/15.3–18.6 (docs/benchmarks.md). Measured in 2026-11 on an idle machine, asynchronous
+ * claims cost producers at 8 clients 20–30 % of their throughput (the dispatcher cycles faster
+ * in smaller batches), hence opt-in.
  */
 export const claimCommitClause = (mode: CommitMode, leaseMs = '$3::float8') =>
   mode === 'async'

@@ -8,7 +8,7 @@ import {
   type Publisher,
 } from '../../src/index.js';
 import { enqueueCommitted, manyMessages } from '../helpers/outbox-fixtures.js';
-import { startEmbeddedPostgres, type EmbeddedServer } from '../helpers/postgres-server.js';
+import { answers, startEmbeddedPostgres, type EmbeddedServer } from '../helpers/postgres-server.js';
 
 /**
  * `asyncClaim` (sql/commit-mode.ts `claimCommitClause`) across a Postgres crash right after a
@@ -49,20 +49,6 @@ function newPool(): pg.Pool {
   // The crash ends every connection: idle ones report it here.
   pool.on('error', () => undefined);
   return pool;
-}
-
-async function answers(): Promise<boolean> {
-  const client = new pg.Client({ connectionString: server.url });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    await client.query('SELECT 1');
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
 }
 
 describe('asynchronous claims across a Postgres crash', () => {
@@ -109,7 +95,7 @@ describe('asynchronous claims across a Postgres crash', () => {
       // A new cluster counts as just recovered: A claims once its first leaseMs are over.
       await expect.poll(() => crashed !== undefined, { timeout: 30_000 }).toBe(true);
       await crashed;
-      await expect.poll(answers, { timeout: 30_000, interval: 100 }).toBe(true);
+      await expect.poll(() => answers(server.url), { timeout: 30_000, interval: 100 }).toBe(true);
       // The claim's commit never reached the disk: after recovery the message is not leased.
       const check = newPool();
       try {
