@@ -12,7 +12,14 @@ import {
   sleep,
   type Percentiles,
 } from '../lib/measure.js';
-import { latencies, steadyLoad, waitFor } from './latency.js';
+import {
+  commitTimes,
+  latencies,
+  latencyFromCommitSent,
+  steadyLoad,
+  waitFor,
+  type CommitTimes,
+} from './latency.js';
 
 /**
  * Issue 43, latency: where the milliseconds of `latency_ms.notify` go, and the floor of a
@@ -72,8 +79,13 @@ const PARTS: (keyof LatencyParts)[] = [
 
 /** The breakdown of one notify round. */
 export interface LatencyBreakdown {
+  /** `notify` or `notify_sync_claim` (latency.ts). */
+  mode?: string;
   messages: number;
+  /** From COMMIT sent, as the parts add up (`commit` included). */
   latency: Percentiles;
+  /** From COMMIT returned, as `latency_ms` counts (the parts without `commit`). */
+  afterCommit: Percentiles;
   /** Mean of each part over all messages, ms. */
   mean: LatencyParts;
   /** Mean of each part over the slowest 5 % of messages, ms. */
@@ -102,7 +114,7 @@ const isWaiterUpsert = (text: string) => text.includes('INSERT INTO') && text.in
  * Wraps what the notify dispatcher of latency.ts runs on, and turns its timestamps into a
  * {@link LatencyBreakdown} (kept for {@link notifyBreakdowns}) once the round is over.
  */
-export function instrumentNotify(db: BenchDatabase) {
+export function instrumentNotify(db: BenchDatabase, mode: string) {
   const claims: (Span & { ids: string[] })[] = [];
   const settles: Span[] = [];
   const others: Span[] = [];
@@ -141,23 +153,17 @@ export function instrumentNotify(db: BenchDatabase) {
       },
     }) as unknown as ListenClient;
   };
-  const finish = (
-    sentAt: Map<string, number>,
-    committedAt: Map<string, number>,
-    receivedAt: Map<string, number>,
-    skip: number,
-  ) => {
+  const finish = (times: CommitTimes, receivedAt: Map<string, number>, skip: number) => {
     const breakdown = breakDown(
       { claims, settles, others, waiters, notifications },
-      sentAt,
-      committedAt,
+      times,
       receivedAt,
       skip,
     );
-    breakdowns.push(breakdown);
+    breakdowns.push({ mode, ...breakdown });
     const m = breakdown.mean;
     log(
-      `latency notify, mean ms: commit ${m.commit}, claim in the way ${m.claimInTheWay}, waiter ${m.waiterWrite}, settle in the way ${m.settleInTheWay}, other statements ${m.otherStatement}, wake-up ${m.wakeUp}, event loop ${m.eventLoop}, claim ${m.claim}, publish call ${m.publishCall}`,
+      `latency ${mode}, mean ms: commit ${m.commit}, claim in the way ${m.claimInTheWay}, waiter ${m.waiterWrite}, settle in the way ${m.settleInTheWay}, other statements ${m.otherStatement}, wake-up ${m.wakeUp}, event loop ${m.eventLoop}, claim ${m.claim}, publish call ${m.publishCall}`,
     );
     return breakdown;
   };
@@ -220,8 +226,7 @@ function breakDown(
     waiters: Span[];
     notifications: number[];
   },
-  sentAt: Map<string, number>,
-  committedAt: Map<string, number>,
+  { sentAt, committedAt }: CommitTimes,
   receivedAt: Map<string, number>,
   skip: number,
 ): LatencyBreakdown {
@@ -276,6 +281,7 @@ function breakDown(
   return {
     messages: rows.length,
     latency: percentiles(rows.map((r) => r.latency)),
+    afterCommit: percentiles(rows.map((r) => r.latency - r.parts.commit)),
     mean: meanOf(rows),
     slowest5pct: meanOf(slowest),
     claims: {
@@ -321,7 +327,7 @@ export async function rawClaimLatency(
     `INSERT INTO outbox_waiters VALUES ('bench-raw-claim', clock_timestamp() + interval '1 hour')`,
   );
   await quiesce(db);
-  const sentAt = new Map<string, number>();
+  const times = commitTimes();
   const receivedAt = new Map<string, number>();
   const listener = await db.client();
   const marker = await db.client();
@@ -385,9 +391,9 @@ export async function rawClaimLatency(
         );
         return m!.messageId;
       },
-      sentAt,
+      times,
     );
-    await waitFor(() => [...sentAt.keys()].every((k) => receivedAt.has(k)));
+    await waitFor(() => [...times.sentAt.keys()].every((k) => receivedAt.has(k)));
   } finally {
     running = false;
     wake?.();
@@ -396,9 +402,7 @@ export async function rawClaimLatency(
     await listener.end();
     await marker.end();
   }
-  const result = latencies(sentAt, receivedAt, Math.floor(perSecond / 2));
-  log(`latency raw_claim: p50 ${result.p50} ms, p95 ${result.p95} ms, p99 ${result.p99} ms`);
-  return result;
+  return latencies('raw_claim', times, receivedAt, Math.floor(perSecond / 2));
 }
 
 /** The publisher's call of the raw loop: timestamps each first arrival, as latency.ts's. */
@@ -430,6 +434,10 @@ export async function latencyOnly(
         Object.entries(rounds).map(([name, runs]) => [name, medianPercentiles(runs)]),
       ),
     },
-    details: { latencyRounds: rounds, latencyBreakdown: notifyBreakdowns() },
+    details: {
+      latencyRounds: rounds,
+      latencyBreakdown: notifyBreakdowns(),
+      latencyFromCommitSent: latencyFromCommitSent(),
+    },
   };
 }

@@ -14,18 +14,32 @@ const outbox = createOutbox();
 const PRODUCERS = 4;
 
 /**
+ * When each message's COMMIT was sent and when it returned, by key, in the order sent. The
+ * latency figures count from `committedAt` (issue 43): what the producer's commit costs (its WAL
+ * flush, a queue of flushes on a busy server) is the same for every system and outside any
+ * dispatcher's control, and a message cannot be claimed before its commit returns anyway. The
+ * figures from COMMIT sent (as before 2026-12-04) are kept in `details.latencyFromCommitSent`.
+ */
+export interface CommitTimes {
+  sentAt: Map<string, number>;
+  committedAt: Map<string, number>;
+}
+
+export const commitTimes = (): CommitTimes => ({ sentAt: new Map(), committedAt: new Map() });
+
+/**
  * Commits one message per transaction at a steady `perSecond` from PRODUCERS connections for
- * `seconds`. `send` runs inside the open transaction; the clock starts when COMMIT is sent, so
- * every figure includes the commit itself (its WAL flush), the same for every mode.
+ * `seconds`. `send` runs inside the open transaction; `times` records when COMMIT was sent and
+ * when it returned, the same for every mode and peer.
  */
 export async function steadyLoad(
   db: BenchDatabase,
   perSecond: number,
   seconds: number,
   send: (client: pg.Client, key: string) => Promise<string>,
-  sentAt: Map<string, number>,
-  committedAt?: Map<string, number>,
+  times: CommitTimes,
 ): Promise<void> {
+  const { sentAt, committedAt } = times;
   const clients = await Promise.all(Array.from({ length: PRODUCERS }, () => db.client()));
   const intervalMs = (1000 * PRODUCERS) / perSecond;
   const started = performance.now();
@@ -40,11 +54,29 @@ export async function steadyLoad(
         const key = await send(client, `${p}-${i}`);
         sentAt.set(key, performance.now());
         await client.query('COMMIT');
-        committedAt?.set(key, performance.now());
+        committedAt.set(key, performance.now());
       }
     }),
   );
   await Promise.all(clients.map((c) => c.end()));
+}
+
+/**
+ * Asynchronous claims take nothing for a lease (30 s) after Postgres last reset its statistics
+ * (a crash recovery, a new cluster's first start: sql/commit-mode.ts). A server started for the
+ * bench a moment ago is waited for, and said so, rather than measured while it holds claims back.
+ */
+async function afterClaimGuard(db: BenchDatabase): Promise<void> {
+  const { rows } = await db.pool.query<{ ms: number }>(
+    `SELECT coalesce(extract(epoch FROM now() - pg_stat_get_bgwriter_stat_reset_time()) * 1000, 1e9)::float8 AS ms`,
+  );
+  const wait = 30_000 - rows[0]!.ms;
+  if (wait > 0) {
+    log(
+      `latency notify: waiting ${Math.ceil(wait / 1000)} s, the asynchronous claims' pause after the server's last crash recovery or first start`,
+    );
+    await sleep(wait + 100);
+  }
 }
 
 /** A publisher that timestamps each first arrival. */
@@ -58,20 +90,40 @@ function timingPublisher(receivedAt: Map<string, number>): Publisher {
   };
 }
 
+const fromCommitSent: Record<string, Percentiles[]> = {};
+
+/** Every round's percentiles counted from COMMIT sent, by mode (main.ts puts them in `details`). */
+export const latencyFromCommitSent = (): Record<string, Percentiles[]> => ({ ...fromCommitSent });
+
+/**
+ * Commit returned → first arrival percentiles of a round of `mode`, after `skip` messages of
+ * warm-up; the same from COMMIT sent is kept for {@link latencyFromCommitSent}.
+ */
 export function latencies(
-  sentAt: Map<string, number>,
+  mode: string,
+  times: CommitTimes,
   receivedAt: Map<string, number>,
   skip: number,
-) {
-  const samples: number[] = [];
+): Percentiles {
+  const fromCommit: number[] = [];
+  const fromSent: number[] = [];
   let index = 0;
-  for (const [key, sent] of sentAt) {
+  for (const [key, sent] of times.sentAt) {
     if (index++ < skip) continue; // warm-up
     const received = receivedAt.get(key);
+    const committed = times.committedAt.get(key);
     if (received === undefined) throw new Error(`message ${key} never arrived`);
-    samples.push(received - sent);
+    if (committed === undefined) throw new Error(`message ${key} has no commit time`);
+    fromCommit.push(received - committed);
+    fromSent.push(received - sent);
   }
-  return percentiles(samples);
+  const sentFigures = percentiles(fromSent);
+  (fromCommitSent[mode] ??= []).push(sentFigures);
+  const result = percentiles(fromCommit);
+  log(
+    `latency ${mode} (commit returned → publish): p50 ${result.p50} ms, p95 ${result.p95} ms, p99 ${result.p99} ms; from COMMIT sent p50 ${sentFigures.p50}, p95 ${sentFigures.p95}`,
+  );
+  return result;
 }
 
 export async function waitFor(condition: () => boolean, timeoutMs = 60_000): Promise<void> {
@@ -82,7 +134,14 @@ export async function waitFor(condition: () => boolean, timeoutMs = 60_000): Pro
   }
 }
 
-export type LatencyMode = 'polling' | 'notify' | 'cdc' | 'raw_notify' | 'raw_cdc';
+/**
+ * `notify`: LISTEN/NOTIFY with the dispatcher's commit options for latency, `asyncClaim` and
+ * `asyncSettle` (sql/commit-mode.ts: no WAL flush wait between a commit and its publish, a pause
+ * of a lease after a crash recovery); `notify_sync_claim`: the same with the defaults (claims and
+ * settles wait for the flush), the figure of `latency_ms.notify` before 2026-12-04.
+ */
+export type LatencyMode =
+  'polling' | 'notify' | 'notify_sync_claim' | 'cdc' | 'raw_notify' | 'raw_cdc';
 
 /** commit → publish percentiles for one mode at a steady rate. */
 export async function latency(
@@ -93,8 +152,7 @@ export async function latency(
 ): Promise<Percentiles> {
   await resetOutbox(db.pool);
   await quiesce(db);
-  const sentAt = new Map<string, number>();
-  const committedAt = new Map<string, number>();
+  const times = commitTimes();
   const receivedAt = new Map<string, number>();
   const enqueue = async (client: pg.Client) => {
     // A lone message per send, committing by itself, as the peers' producers send theirs.
@@ -122,7 +180,7 @@ export async function latency(
         await client.query(`SELECT pg_notify('bench_raw', $1)`, [key]);
         return key;
       },
-      sentAt,
+      times,
     );
     stop = () => listener.end();
   } else if (mode === 'raw_cdc') {
@@ -167,7 +225,7 @@ export async function latency(
         );
         return rows[0]!.id;
       },
-      sentAt,
+      times,
     );
     stop = () => stream.close();
   } else if (mode === 'cdc') {
@@ -178,14 +236,16 @@ export async function latency(
       slotName: `${db.name}_${mode}`.slice(0, 63),
     });
     await cdc.start();
-    await steadyLoad(db, perSecond, seconds, enqueue, sentAt);
+    await steadyLoad(db, perSecond, seconds, enqueue, times);
     stop = () => cdc.stop();
   } else {
+    if (mode === 'notify') await afterClaimGuard(db);
     // Notify rounds are timed statement by statement for their breakdown (latency-breakdown.ts).
-    const timeline = mode === 'notify' ? instrumentNotify(db) : undefined;
+    const timeline = mode === 'polling' ? undefined : instrumentNotify(db, mode);
     const dispatcher = createDispatcher({
       executor: timeline?.executor ?? executor,
       publisher: timingPublisher(receivedAt),
+      ...(mode === 'notify' ? { asyncClaim: true, asyncSettle: true } : {}),
       ...(timeline
         ? {
             pollIntervalMs: 5_000, // the fallback only
@@ -195,15 +255,13 @@ export async function latency(
     });
     dispatcher.start();
     await sleep(300);
-    await steadyLoad(db, perSecond, seconds, enqueue, sentAt, committedAt);
+    await steadyLoad(db, perSecond, seconds, enqueue, times);
     stop = async () => {
       await dispatcher.stop();
-      timeline?.finish(sentAt, committedAt, receivedAt, Math.floor(perSecond / 2));
+      timeline?.finish(times, receivedAt, Math.floor(perSecond / 2));
     };
   }
-  await waitFor(() => [...sentAt.keys()].every((k) => receivedAt.has(k)));
+  await waitFor(() => [...times.sentAt.keys()].every((k) => receivedAt.has(k)));
   await stop();
-  const result = latencies(sentAt, receivedAt, Math.floor(perSecond / 2));
-  log(`latency ${mode}: p50 ${result.p50} ms, p95 ${result.p95} ms, p99 ${result.p99} ms`);
-  return result;
+  return latencies(mode, times, receivedAt, Math.floor(perSecond / 2));
 }

@@ -13,7 +13,7 @@ import { log, round, sleep, type Percentiles } from '../lib/measure.js';
 import { minimalQueueCeiling } from './ceiling.js';
 import { leaseCost } from './lease-cost.js';
 import { rate } from './dispatch.js';
-import { latencies, steadyLoad, waitFor } from './latency.js';
+import { commitTimes, latencies, steadyLoad, waitFor } from './latency.js';
 
 /**
  * Peer job queues (issue 7): pg-boss 10.4.2 and graphile-worker 0.17.3, each tuned as its own
@@ -305,7 +305,7 @@ export async function graphileLatency(
   perSecond: number,
   seconds: number,
 ): Promise<Percentiles> {
-  const sentAt = new Map<string, number>();
+  const times = commitTimes();
   const receivedAt = new Map<string, number>();
   const options = graphileOptions(db, true, (payload) => {
     const key = (payload as { key?: string } | null)?.key;
@@ -328,16 +328,14 @@ export async function graphileLatency(
           );
           return key;
         },
-        sentAt,
+        times,
       );
-      await waitFor(() => [...sentAt.keys()].every((k) => receivedAt.has(k)));
+      await waitFor(() => [...times.sentAt.keys()].every((k) => receivedAt.has(k)));
     } finally {
       await runner.stop();
     }
   } finally {
     await dropSchema(db, GRAPHILE_SCHEMA);
   }
-  const result = latencies(sentAt, receivedAt, Math.floor(perSecond / 2));
-  log(`latency graphile_worker: p50 ${result.p50} ms, p95 ${result.p95} ms, p99 ${result.p99} ms`);
-  return result;
+  return latencies('graphile_worker', times, receivedAt, Math.floor(perSecond / 2));
 }

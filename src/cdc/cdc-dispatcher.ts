@@ -84,6 +84,12 @@ class PgCdcDispatcher implements CdcDispatcher {
   constructor(options: CdcDispatcherOptions) {
     if (!options.replicationConnection)
       throw new OutboxValidationError('replicationConnection', 'is required (a pg ClientConfig)');
+    // Not in the type (options.ts); from JavaScript or a spread of polling options (the CLI's).
+    if ((options as { asyncClaim?: unknown }).asyncClaim)
+      throw new OutboxValidationError(
+        'asyncClaim',
+        'is for the polling and LISTEN/NOTIFY dispatcher: the CDC dispatcher claims with the WAL flush wait, and its sweeper must too — remove asyncClaim (--async-claim)',
+      );
     this.#options = options;
     this.#schema = options.schema ?? DEFAULT_SCHEMA;
     quoteIdentifier(this.#schema);

@@ -38,7 +38,9 @@ export interface PgConnectionConfig {
 /** Options of {@link createCdcDispatcher}; the polling options apply to both workers. */
 export interface CdcDispatcherOptions extends Omit<
   DispatcherOptions,
-  'executor' | 'store' | 'wakeSource' | 'pollIntervalMs'
+  // asyncClaim: the stream's claims (candidate-store.ts) always wait for the flush, and the
+  // sweeper's must then too (sql/commit-mode.ts: every claimer of an outbox alike).
+  'executor' | 'store' | 'wakeSource' | 'pollIntervalMs' | 'asyncClaim'
 > {
   /** Where claims, settles and the sweeper run: `fromPg(pool)`. */
   executor: SqlExecutor;

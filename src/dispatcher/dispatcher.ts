@@ -103,6 +103,7 @@ class PollingDispatcher implements Dispatcher {
       this.#store = new PgOutboxStore(options.executor, {
         schema: this.#options.schema,
         settleCommit: this.#options.settleCommit,
+        claimCommit: this.#options.claimCommit,
         statementTimeoutMs: this.#options.statementTimeoutMs,
       });
     else

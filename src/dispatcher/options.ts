@@ -65,10 +65,19 @@ export interface DispatcherOptions {
    * whose flush is slow (network disks): the loop then no longer waits a flush per batch. A
    * Postgres crash may lose the last few hundred milliseconds of settles; those messages are
    * published again after their lease expires, with the same message id. Claims always wait for
-   * the flush (a lease must survive a crash), and producers' and consumers' transactions are never
+   * the flush unless `asyncClaim` is set, and producers' and consumers' transactions are never
    * affected. No measurable effect where a flush takes ~0.35 ms (docs/latency.md, "Commit mode").
    */
   asyncSettle?: boolean;
+  /**
+   * Commit claims without waiting for the WAL flush: one flush fewer between a message's commit
+   * and its publish. Default `false`. A claim lost in a Postgres crash would free its messages
+   * while their publish may still be in flight, so after a crash recovery (and after a new
+   * cluster's first start) no claim takes anything for `leaseMs`: the messages of lost claims are
+   * then published again, once, with the same message id. Set it, and the same `leaseMs`, on every
+   * dispatcher of the outbox (docs/latency.md, "Commit mode").
+   */
+  asyncClaim?: boolean;
   /**
    * A claim, settle or release not answered within this many ms fails (the executor gives up on
    * it and drops its connection: `fromPg` on a pool does). Without it a statement on a
@@ -128,6 +137,8 @@ export interface ResolvedDispatcherOptions {
   concurrency: number;
   /** How settles and releases commit (sql/commit-mode.ts). */
   settleCommit: CommitMode;
+  /** How claims commit (sql/commit-mode.ts `claimCommitClause`). */
+  claimCommit: CommitMode;
   /** 0: no timeout. */
   statementTimeoutMs: number;
   rateLimits: Required<RateLimit>[];
@@ -151,12 +162,14 @@ function nonNegative(name: string, value: number | undefined, fallback: number):
 
 /** `asyncSettle` → the settle's commit mode; synchronous unless asked otherwise. */
 export function settleCommit(asyncSettle: boolean | undefined): CommitMode {
-  if (asyncSettle !== undefined && typeof asyncSettle !== 'boolean')
-    throw new OutboxValidationError(
-      'asyncSettle',
-      `must be true or false, got ${JSON.stringify(asyncSettle)}`,
-    );
-  return asyncSettle ? 'async' : 'sync';
+  return commitMode('asyncSettle', asyncSettle);
+}
+
+/** `asyncSettle` or `asyncClaim` → a commit mode; synchronous unless asked otherwise. */
+function commitMode(name: string, value: boolean | undefined): CommitMode {
+  if (value !== undefined && typeof value !== 'boolean')
+    throw new OutboxValidationError(name, `must be true or false, got ${JSON.stringify(value)}`);
+  return value ? 'async' : 'sync';
 }
 
 export function resolveDispatcherOptions(options: DispatcherOptions): ResolvedDispatcherOptions {
@@ -188,6 +201,7 @@ export function resolveDispatcherOptions(options: DispatcherOptions): ResolvedDi
     deadLetterPolicy: policy,
     concurrency: positiveInteger('concurrency', options.concurrency, 1),
     settleCommit: settleCommit(options.asyncSettle),
+    claimCommit: commitMode('asyncClaim', options.asyncClaim),
     statementTimeoutMs: nonNegative(
       'statementTimeoutMs',
       options.statementTimeoutMs,

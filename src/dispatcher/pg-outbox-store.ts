@@ -3,7 +3,7 @@ import type { JsonValue } from '../core/message.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
 import { expireSql } from '../sql/approvals.js';
 import { claimSql } from '../sql/claim.js';
-import type { CommitMode } from '../sql/commit-mode.js';
+import { claimCommitClause, type CommitMode } from '../sql/commit-mode.js';
 import { deferSql } from '../sql/defer.js';
 import { releaseSql, settleAdvanceSql, settleFailedSql } from '../sql/settle.js';
 import { runsFirstTenantClaimSql, tenantClaimSql } from '../sql/tenant-claim.js';
@@ -37,10 +37,16 @@ export interface PgOutboxStoreOptions {
   /** Schema of the outbox tables. Default `public`. */
   schema?: string;
   /**
-   * How settles and releases commit (sql/commit-mode.ts; claims always wait for the flush).
-   * Default `sync` here; dispatchers pass theirs.
+   * How settles and releases commit (sql/commit-mode.ts). Default `sync` here; dispatchers pass
+   * theirs.
    */
   settleCommit?: CommitMode;
+  /**
+   * How claims commit: `async` skips the WAL flush wait and holds claims back for a lease after
+   * a crash recovery (sql/commit-mode.ts `claimCommitClause`). Default `sync`; dispatchers pass
+   * theirs.
+   */
+  claimCommit?: CommitMode;
   /**
    * How often a claim first expires held messages whose approval expired (migration 010), in ms.
    * Default 30 000. See {@link PgOutboxStore}.
@@ -101,8 +107,9 @@ export class PgOutboxStore implements OutboxStore {
     const commit = options.settleCommit ?? 'sync';
     this.#executor = executor;
     this.#tenantShares = options.tenantShares ?? true;
-    this.#claimSql = this.#tenantShares ? tenantClaimSql(schema) : claimSql(schema);
-    this.#runsFirstClaimSql = runsFirstTenantClaimSql(schema);
+    const claimCommit = claimCommitClause(options.claimCommit ?? 'sync');
+    this.#claimSql = (this.#tenantShares ? tenantClaimSql(schema) : claimSql(schema)) + claimCommit;
+    this.#runsFirstClaimSql = runsFirstTenantClaimSql(schema) + claimCommit;
     // Neither is prepared (statement-name.ts): a generic plan made while the outbox is small can
     // be a sequential scan, and it stays while the table grows.
     this.#settleFailedSql = settleFailedSql(schema, commit);

@@ -129,6 +129,7 @@ export class FleetTarget {
       new PgOutboxStore(executor, {
         schema: resolved.schema,
         settleCommit: resolved.settleCommit,
+        claimCommit: resolved.claimCommit,
         statementTimeoutMs: resolved.statementTimeoutMs,
       }),
       () => this.#turnOver,

@@ -23,7 +23,8 @@ export interface EmbeddedServer {
   stop(): Promise<void>;
 }
 
-async function answers(url: string): Promise<boolean> {
+/** True when a server at `url` takes a connection and answers a query. */
+export async function answers(url: string): Promise<boolean> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
   client.on('error', () => undefined);
   try {

@@ -81,6 +81,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       'poll-interval-ms': { type: 'string' },
       concurrency: { type: 'string' },
       'async-settle': { type: 'boolean', default: false },
+      'async-claim': { type: 'boolean', default: false },
       'statement-timeout-ms': { type: 'string' },
       'connect-timeout-ms': { type: 'string' },
       'backoff-base-ms': { type: 'string' },
@@ -153,6 +154,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
         : positiveInt('poll-interval-ms', values['poll-interval-ms'], 1_000),
     concurrency: positiveInt('concurrency', values.concurrency, 1),
     asyncSettle: values['async-settle'],
+    asyncClaim: values['async-claim'],
     maxAttempts: positiveInt('max-attempts', values['max-attempts'], 10),
     backoff: {
       baseMs: nonNegative('backoff-base-ms', values['backoff-base-ms']),

@@ -41,8 +41,12 @@ Options:
   --concurrency N            batches in flight at once (default 1)
   --async-settle             settle without waiting for the WAL flush (for slow disks); a
                              Postgres crash may then lose the last ~0.6 s of settles: those
-                             messages are published again, same message id (claims always
-                             wait; see docs/latency.md, "Commit mode")
+                             messages are published again, same message id (claims wait
+                             unless --async-claim; see docs/latency.md, "Commit mode")
+  --async-claim              claim without waiting for the WAL flush (one flush fewer per
+                             message's latency); after a Postgres crash recovery no claim
+                             takes anything for --lease-ms, then lost claims' messages are
+                             published again, same message id. Same on every dispatcher
   --statement-timeout-ms N   give up on a claim, settle or release after N ms and drop its
                              connection (a network partition closes nothing: without it a
                              statement on a frozen connection waits for good); a timed-out

@@ -29,6 +29,44 @@ beforeEach(async () => {
 const dispatchOnce = (...flags: string[]) =>
   runCli(['dispatch', '--once', '--database-url', db.url, '--publisher', receiver.url, ...flags]);
 
+/**
+ * Row triggers on `tables` (AFTER `event`, where `condition` holds) that log the
+ * `synchronous_commit` the writing statement ran with, into `<kind>_log`.
+ */
+async function logCommitSetting(
+  kind: string,
+  event: 'INSERT' | 'UPDATE',
+  tables: string[],
+  condition: string,
+) {
+  await db.pool.query(`
+    CREATE TABLE IF NOT EXISTS ${kind}_log (synchronous_commit text NOT NULL);
+    TRUNCATE ${kind}_log;
+    CREATE OR REPLACE FUNCTION log_${kind}() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF ${condition} THEN
+        INSERT INTO ${kind}_log VALUES (current_setting('synchronous_commit'));
+      END IF;
+      RETURN NULL;
+    END $$;
+    ${tables
+      .map(
+        (t) => `CREATE OR REPLACE TRIGGER log_${kind} AFTER ${event} ON ${t}
+      FOR EACH ROW EXECUTE FUNCTION log_${kind}();`,
+      )
+      .join('\n')}`);
+  return {
+    read: async (): Promise<string[]> =>
+      (await db.pool.query(`SELECT synchronous_commit AS s FROM ${kind}_log`)).rows.map((r) => r.s),
+    clear: async () => {
+      await db.pool.query(`TRUNCATE ${kind}_log`);
+    },
+    drop: async () => {
+      for (const t of tables) await db.pool.query(`DROP TRIGGER log_${kind} ON ${t}`);
+    },
+  };
+}
+
 describe('outbox dispatch / status / dead / replay', () => {
   it('dispatch --once drains everything due and exits 0', async () => {
     await enqueueCommitted(db.pool, manyMessages(5, 3));
@@ -102,40 +140,46 @@ describe('outbox dispatch / status / dead / replay', () => {
     // migrations 018 and 021: an INSERT into the current slot's batch table), the
     // synchronous_commit it ran with.
     const ring = [0, 1, 2].map((k) => `outbox_dispatched_batch_${k}`);
-    await db.pool.query(`
-      CREATE TABLE IF NOT EXISTS settle_log (synchronous_commit text NOT NULL);
-      TRUNCATE settle_log;
-      CREATE OR REPLACE FUNCTION log_settle() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        IF NEW.dispatched_at IS NOT NULL THEN
-          INSERT INTO settle_log VALUES (current_setting('synchronous_commit'));
-        END IF;
-        RETURN NULL;
-      END $$;
-      ${ring
-        .map(
-          (t) => `CREATE OR REPLACE TRIGGER log_settle AFTER INSERT ON ${t}
-        FOR EACH ROW EXECUTE FUNCTION log_settle();`,
-        )
-        .join('\n')}`);
-    const settled = async () =>
-      (await db.pool.query(`SELECT synchronous_commit AS s FROM settle_log`)).rows.map((r) => r.s);
+    const log = await logCommitSetting('settle', 'INSERT', ring, 'NEW.dispatched_at IS NOT NULL');
     try {
       await enqueueCommitted(db.pool, manyMessages(2, 1));
       expect((await dispatchOnce()).code).toBe(0);
       // One batch row per settle (however the two messages were batched), each logged.
-      const sync = await settled();
+      const sync = await log.read();
       expect(sync.length).toBeGreaterThan(0);
       expect(new Set(sync)).toEqual(new Set(['on']));
-      await db.pool.query('TRUNCATE settle_log');
+      await log.clear();
       await enqueueCommitted(db.pool, manyMessages(2, 1));
       expect((await dispatchOnce('--async-settle')).code).toBe(0);
-      const async = await settled();
+      const async = await log.read();
       expect(async.length).toBeGreaterThan(0);
       expect(new Set(async)).toEqual(new Set(['off']));
       expect((await runCli(['dispatch', '--help'])).stdout).toMatch(/--async-settle/);
     } finally {
-      for (const t of ring) await db.pool.query(`DROP TRIGGER log_settle ON ${t}`);
+      await log.drop();
+    }
+  });
+
+  it('dispatch --async-claim claims without waiting for the WAL flush; by default claims wait', async () => {
+    // Records, from inside each claim (its UPDATE leases rows), the synchronous_commit it ran with.
+    const log = await logCommitSetting(
+      'claim',
+      'UPDATE',
+      ['outbox'],
+      'NEW.lease_owner IS NOT NULL',
+    );
+    try {
+      await enqueueCommitted(db.pool, manyMessages(2, 1));
+      expect((await dispatchOnce()).code).toBe(0);
+      expect(new Set(await log.read())).toEqual(new Set(['on']));
+      await log.clear();
+      await enqueueCommitted(db.pool, manyMessages(2, 1));
+      // A lease of 1 s: the guard after Postgres's last crash recovery (or first start) is over.
+      expect((await dispatchOnce('--async-claim', '--lease-ms', '1000')).code).toBe(0);
+      expect(new Set(await log.read())).toEqual(new Set(['off']));
+      expect((await runCli(['dispatch', '--help'])).stdout).toMatch(/--async-claim/);
+    } finally {
+      await log.drop();
     }
   });
 

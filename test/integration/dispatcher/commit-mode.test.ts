@@ -16,8 +16,11 @@ import { enqueueCommitted, manyMessages, resetOutbox } from '../../helpers/outbo
 /**
  * The dispatcher's commit modes (sql/commit-mode.ts), observed from inside the statements: row
  * triggers record the `synchronous_commit` each claim, settle, release and waiter write runs its
- * transaction with. Claims must always run with the server's `on`; settles and releases `on` by
- * default and `off` with `asyncSettle: true`; waiter writes `off`; the pooled session stays `on`.
+ * transaction with. Claims run with the server's `on` by default and `off` with `asyncClaim:
+ * true`; settles and releases `on` by default and `off` with `asyncSettle: true`; waiter writes
+ * `off`; the pooled session stays `on`. The asynchronous claim's guard after a crash recovery is
+ * here as far as a shared server allows (a lease longer than the time since the last recovery);
+ * test/chaos/dispatcher-async-claim-crash.test.ts crashes a private server.
  */
 let db: TestDatabase;
 let pool: pg.Pool;
@@ -81,6 +84,14 @@ async function sessionSetting(): Promise<string> {
   return rows[0]!.s;
 }
 
+/** Milliseconds since Postgres last reset its statistics: its last crash recovery, or earlier. */
+async function sinceLastRecoveryMs(): Promise<number> {
+  const { rows } = await db.pool.query<{ ms: number }>(
+    `SELECT (extract(epoch FROM now() - pg_stat_get_bgwriter_stat_reset_time()) * 1000)::float8 AS ms`,
+  );
+  return rows[0]!.ms;
+}
+
 describe('dispatcher commit mode', () => {
   it('claims and settles wait for the WAL flush by default', async () => {
     await enqueueCommitted(db.pool, manyMessages(3, 2));
@@ -97,6 +108,46 @@ describe('dispatcher commit mode', () => {
     expect((await dispatcher.drain()).published).toBe(6);
     expect(await logged()).toEqual({ claim: ['on'], settle: ['off'] });
     expect(await sessionSetting()).toBe('on');
+  });
+
+  it('with asyncClaim: true claims skip the flush wait, settles do not; the session is unchanged', async () => {
+    await enqueueCommitted(db.pool, manyMessages(3, 2));
+    const publisher = new InMemoryPublisher();
+    const dispatcher = createDispatcher({
+      executor: fromPg(pool),
+      publisher,
+      asyncClaim: true,
+      leaseMs: 1_000,
+    });
+    expect(await sinceLastRecoveryMs()).toBeGreaterThan(1_000);
+    expect((await dispatcher.drain()).published).toBe(6);
+    expect(await logged()).toEqual({ claim: ['off'], settle: ['on'] });
+    expect(await sessionSetting()).toBe('on');
+  });
+
+  it('with asyncClaim: true nothing is claimed until leaseMs after the last crash recovery', async () => {
+    await enqueueCommitted(db.pool, manyMessages(2, 1));
+    // As if Postgres had recovered from a crash a moment ago: a lease longer than the time since.
+    const leaseMs = Math.ceil(await sinceLastRecoveryMs()) + 3_600_000;
+    const held = createDispatcher({
+      executor: fromPg(pool),
+      publisher: new InMemoryPublisher(),
+      asyncClaim: true,
+      leaseMs,
+    });
+    expect((await held.drain()).published).toBe(0);
+    const { rows } = await db.pool.query(
+      `SELECT count(*)::int AS n FROM outbox WHERE lease_owner IS NOT NULL OR attempts > 0`,
+    );
+    expect(rows[0].n).toBe(0);
+    expect(await logged()).toEqual({});
+    // Synchronous claims have no such pause: their leases survive a crash.
+    const sync = createDispatcher({
+      executor: fromPg(pool),
+      publisher: new InMemoryPublisher(),
+      leaseMs,
+    });
+    expect((await sync.drain()).published).toBe(2);
   });
 
   it('arms and disarms the wake source without waiting for the flush', async () => {
@@ -173,6 +224,16 @@ describe('dispatcher commit mode', () => {
     ]);
     expect(b).toBeDefined();
     expect(await sessionSetting()).toBe('on');
+  });
+
+  it('rejects an asyncClaim that is not a boolean', () => {
+    expect(() =>
+      createDispatcher({
+        executor: fromPg(pool),
+        publisher: new InMemoryPublisher(),
+        asyncClaim: 1 as unknown as boolean,
+      }),
+    ).toThrow(/asyncClaim: must be true or false, got 1/);
   });
 
   it('rejects an asyncSettle that is not a boolean', () => {
