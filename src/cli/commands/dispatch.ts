@@ -18,6 +18,7 @@ import {
 import { EXIT, UsageError } from '../usage-error.js';
 import { dispatchHelp } from '../dispatch/help.js';
 import { logDispatcherEvents, progress } from '../dispatch/event-log.js';
+import { waitForSignal } from '../dispatch/wait-for-signal.js';
 import {
   checkPublisherScheme,
   publisherFromConfig,
@@ -46,7 +47,7 @@ import {
 } from '../dispatch/pool-shutdown.js';
 import { runFleet, type FleetRun } from '../dispatch/fleet.js';
 import { checkGlob } from '../../fleet/glob.js';
-import { createLogger, LOG_FORMAT_ENV, resolveLogFormat, type Log } from '../log.js';
+import { createLogger, LOG_FORMAT_ENV, resolveLogFormat } from '../log.js';
 import { startTracing } from '../telemetry.js';
 import { packageVersion } from '../version.js';
 
@@ -469,21 +470,4 @@ function checkFleetFlags(
         ? 60_000
         : parseDuration('idle-poll-interval', values['idle-poll-interval']),
   };
-}
-
-function waitForSignal(log: Log): Promise<void> {
-  return new Promise((resolve) => {
-    const onSignal = (signal: NodeJS.Signals) => {
-      log('info', `received ${signal}`);
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-      // A second signal means "now": leases expire on their own, nothing is lost.
-      const force = () => process.exit(EXIT.failure);
-      process.once('SIGINT', force);
-      process.once('SIGTERM', force);
-      resolve();
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
-  });
 }

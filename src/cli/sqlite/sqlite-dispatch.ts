@@ -8,6 +8,7 @@ import { readSqliteStatus } from '../../stores/sqlite/sqlite-admin.js';
 import { createSqliteDispatcher } from '../../stores/sqlite/sqlite-dispatcher.js';
 import { pruneSqliteOutbox } from '../../stores/sqlite/sqlite-retention.js';
 import { logDispatcherEvents, progress } from '../dispatch/event-log.js';
+import { waitForSignal } from '../dispatch/wait-for-signal.js';
 import { checkPublisherScheme, publisherFromConfig } from '../dispatch/publisher-flags.js';
 import { pollRunner } from '../dispatch/runners.js';
 import {
@@ -212,21 +213,4 @@ async function serveMetrics(
   });
   log('info', `metrics on ${served.url}/metrics, health on ${served.url}/healthz`);
   return served.close;
-}
-
-function waitForSignal(log: Log): Promise<void> {
-  return new Promise((resolve) => {
-    const onSignal = (signal: NodeJS.Signals) => {
-      log('info', `received ${signal}`);
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-      // A second signal means "now": leases expire on their own, nothing is lost.
-      const force = () => process.exit(EXIT.failure);
-      process.once('SIGINT', force);
-      process.once('SIGTERM', force);
-      resolve();
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
-  });
 }
