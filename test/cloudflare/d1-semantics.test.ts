@@ -92,6 +92,7 @@ describe('D1 migrations', () => {
     expect(file('0001_agent_outbox.sql')).toBe(d1MigrationScript(1));
     expect(file('0003_agent_outbox_ordered_chains.sql')).toBe(d1MigrationScript(2));
     expect(file('0004_agent_outbox_plain_inserts.sql')).toBe(d1MigrationScript(3));
+    expect(file('0005_agent_outbox_consumer_claims.sql')).toBe(d1MigrationScript(4));
     expect(d1MigrationScript()).toContain('ALTER TABLE outbox ADD COLUMN ready');
   });
 });

@@ -220,6 +220,15 @@ BEGIN
 END`,
     ],
   },
+  {
+    // The consumer ledger on a SQLite file (createSqliteLedger) has a claim-first mode, whose
+    // claims need a lease as on Postgres: a claim whose holder crashed is taken over once its
+    // lease ends, and the lease end (ms) is the claim's fencing token (consumer-ledger.ts). NULL
+    // on done rows and on every row written before; D1's queue consumer does not use it.
+    version: 4,
+    name: 'consumer-claims',
+    statements: [`ALTER TABLE processed_messages ADD COLUMN lease_expires_at INTEGER`],
+  },
 ];
 
 /** Which migrations a database has: one row per version applied. */

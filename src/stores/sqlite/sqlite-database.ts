@@ -42,6 +42,8 @@ export interface SqliteStatement {
   raw?(toggle?: boolean): unknown;
   /** Rows as the value of their first column (better-sqlite3 `pluck(true)`). */
   pluck?(toggle?: boolean): unknown;
+  /** False for a statement that returns no rows (better-sqlite3 `reader`): `run` it, not `all`. */
+  readonly reader?: boolean;
 }
 
 /**
