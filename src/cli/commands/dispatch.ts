@@ -1,4 +1,5 @@
 import { parseFlags } from '../parse-flags.js';
+import { waitForSignal } from '../dispatch/wait-for-signal.js';
 import { createDispatcher, type Dispatcher } from '../../dispatcher/dispatcher.js';
 import { DEFAULT_STATEMENT_TIMEOUT_MS, type ClaimShapeOption } from '../../dispatcher/options.js';
 import { parseRateLimitFlag } from '../../dispatcher/rate-limits.js';
@@ -18,7 +19,6 @@ import {
 import { EXIT, UsageError } from '../usage-error.js';
 import { dispatchHelp } from '../dispatch/help.js';
 import { logDispatcherEvents, progress } from '../dispatch/event-log.js';
-import { waitForSignal } from '../dispatch/wait-for-signal.js';
 import {
   checkPublisherScheme,
   publisherFromConfig,

@@ -2,9 +2,8 @@ import type { Log } from '../log.js';
 import { EXIT } from '../usage-error.js';
 
 /**
- * Resolves on the first SIGINT or SIGTERM, so a running `outbox dispatch` (on Postgres, a fleet
- * or a SQLite file) can stop its dispatcher gracefully. A second signal exits at once with
- * {@link EXIT.failure}: leases expire on their own, nothing is lost.
+ * Resolves on the first SIGINT or SIGTERM (a dispatcher then finishes or releases its in-flight
+ * work); a second signal exits at once — leases expire on their own, nothing is lost.
  */
 export function waitForSignal(log: Log): Promise<void> {
   return new Promise((resolve) => {
