@@ -20,12 +20,14 @@ import { noopPublisher, orderMessages } from './enqueue.js';
  */
 
 /**
- * The baseline of `sqlite_dispatch_vs_raw_sql`: the least a correct lease-based dispatcher does
- * per batch on SQLite — in one `BEGIN IMMEDIATE`, lease 200 due rows (oldest first, from an index
- * of its own on pending rows by due time, built for the raw runs as the Postgres baseline's is),
- * then, in a second, mark them dispatched where the lease is still its own. It reads what a
- * publisher is handed (message id, topic, aggregate id, payload and headers, both parsed). No
- * order, no attempts, no head chains, no events.
+ * The baseline of `sqlite_dispatch_vs_raw_sql`: the plain lease-based loop on SQLite — in one
+ * `BEGIN IMMEDIATE`, lease 200 due rows (oldest first, from an index of its own on pending rows
+ * by due time, built for the raw runs as the Postgres baseline's is), then, in a second, mark them
+ * dispatched where the lease is still its own. It reads what a publisher is handed (message id,
+ * topic, aggregate id, payload and headers, both parsed). No order, no attempts, no head chains,
+ * no events. Two commits per batch: our store commits a batch's settle with the next claim
+ * (src/stores/sqlite/sqlite-write-queue.ts), one commit per batch, so the ratio also measures
+ * that.
  */
 const RAW_PENDING_INDEX = `CREATE INDEX IF NOT EXISTS bench_raw_pending_idx ON outbox (available_at, id)
   WHERE dispatched_at IS NULL AND dead_lettered_at IS NULL`;

@@ -14,8 +14,10 @@ export const D1_MIGRATIONS: readonly D1Migration[] = SQLITE_MIGRATIONS;
  * The schema as one SQL script, for `wrangler d1 migrations` users. Without `version`: every
  * migration (a new database). With it: that migration alone, for a file of its own — wrangler
  * applies each file once, by name, so an upgrade needs a NEW file, never a changed one. The
- * example keeps `migrations/0001_agent_outbox.sql` = version 1 and
- * `migrations/0003_agent_outbox_ordered_chains.sql` = version 2 (a test keeps them in sync).
+ * example keeps `migrations/0001_agent_outbox.sql` = version 1,
+ * `migrations/0003_agent_outbox_ordered_chains.sql` = version 2,
+ * `migrations/0004_agent_outbox_plain_inserts.sql` = version 3 and
+ * `migrations/0005_agent_outbox_consumer_claims.sql` = version 4 (a test keeps them in sync).
  * Each script also records its versions in `outbox_migrations`, so `migrateD1` skips them.
  */
 export function d1MigrationScript(version?: number): string {

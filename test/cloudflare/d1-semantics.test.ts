@@ -91,11 +91,39 @@ describe('D1 migrations', () => {
       );
     expect(file('0001_agent_outbox.sql')).toBe(d1MigrationScript(1));
     expect(file('0003_agent_outbox_ordered_chains.sql')).toBe(d1MigrationScript(2));
+    expect(file('0004_agent_outbox_plain_inserts.sql')).toBe(d1MigrationScript(3));
+    expect(file('0005_agent_outbox_consumer_claims.sql')).toBe(d1MigrationScript(4));
     expect(d1MigrationScript()).toContain('ALTER TABLE outbox ADD COLUMN ready');
   });
 });
 
 describe('D1 writer', () => {
+  it("takes a plain SQL INSERT INTO outbox as a message after the writer's ones, and refuses a NULL topic", async () => {
+    await write('plain-1', ['payment.charge']);
+    await db.batch([
+      db
+        .prepare('INSERT INTO outbox (aggregate_id, topic, payload) VALUES (?, ?, ?)')
+        .bind('plain-1', 'mail.send', '{"to":"a"}'),
+    ]);
+    const rows = await db
+      .prepare(
+        'SELECT topic, sequence, ready, message_id FROM outbox WHERE aggregate_id = ? ORDER BY sequence',
+      )
+      .bind('plain-1')
+      .all<{ topic: string; sequence: number; ready: number; message_id: string }>();
+    expect(rows.results.map((r) => [r.topic, r.sequence, r.ready])).toEqual([
+      ['payment.charge', 1, 1],
+      ['mail.send', 2, 0],
+    ]);
+    expect(rows.results[1]!.message_id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7/);
+    await expect(
+      db
+        .prepare('INSERT INTO outbox (aggregate_id, topic, payload) VALUES (?, NULL, ?)')
+        .bind('plain-1', '1')
+        .run(),
+    ).rejects.toThrow(/needs topic/);
+  });
+
   it('rejects invalid messages with the Postgres writer errors and builds nothing', () => {
     expect(() => enqueue(db, { topic: '', aggregateId: 'a', payload: 1 })).toThrow(
       OutboxValidationError,

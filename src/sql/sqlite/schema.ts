@@ -145,6 +145,90 @@ export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
 )`,
     ],
   },
+  {
+    // A plain SQL `INSERT INTO outbox (aggregate_id, topic, payload[, headers])` from any
+    // language or tool is a message, as on Postgres (whose BEFORE INSERT trigger fills the
+    // sequence and defaults). SQLite's triggers cannot change the row being inserted, and the
+    // plain INSERT has no message id or sequence, which are NOT NULL. So this BEFORE trigger
+    // inserts the whole message itself — what the writer's two statements do (enqueue.ts):
+    // the aggregate's counter bumped in the caller's transaction (SQLite runs one write
+    // transaction at a time, so sequence order is commit order), `ordered` from
+    // `outbox_unordered_topics` unless the INSERT says 0, `ready` from the chain — and then
+    // `RAISE(IGNORE)` drops the original row. The writer's own INSERT gives a message id and a
+    // sequence, so the trigger leaves it alone.
+    //
+    // What it costs the caller: the INSERT reports 0 rows changed, and `RETURNING` gives nothing
+    // (the row was written by the trigger, not by the statement). Bad input is refused with
+    // `RAISE(ABORT)` and a message that names the column, and the statement writes nothing (its
+    // transaction stays open, for the caller to roll back). The message id is a UUIDv7, like the
+    // writers' ones. A sequence in the INSERT is ignored, as on Postgres: a caller-chosen one
+    // could collide.
+    //
+    // Tried: rebuilding the table with defaults for `message_id` and `sequence` and an AFTER
+    // trigger that fixes the row up (the INSERT would report its row): SQLite cannot change a
+    // column's default in place, and copying every row of a large outbox (D1 bills per row)
+    // into a new table for this was out of proportion.
+    version: 3,
+    name: 'plain-inserts',
+    statements: [
+      `CREATE TRIGGER IF NOT EXISTS outbox_plain_insert
+BEFORE INSERT ON outbox
+FOR EACH ROW WHEN NEW.message_id IS NULL OR NEW.sequence IS NULL
+BEGIN
+  SELECT RAISE(ABORT, 'agent-outbox: INSERT INTO outbox needs aggregate_id, a text of 1 to 255 characters')
+   WHERE NEW.aggregate_id IS NULL OR typeof(NEW.aggregate_id) <> 'text'
+      OR length(NEW.aggregate_id) NOT BETWEEN 1 AND 255;
+  SELECT RAISE(ABORT, 'agent-outbox: INSERT INTO outbox needs topic, a text of 1 to 255 characters')
+   WHERE NEW.topic IS NULL OR typeof(NEW.topic) <> 'text'
+      OR length(NEW.topic) NOT BETWEEN 1 AND 255;
+  SELECT RAISE(ABORT, 'agent-outbox: INSERT INTO outbox needs payload, a JSON text')
+   WHERE NEW.payload IS NULL OR typeof(NEW.payload) <> 'text' OR NOT json_valid(NEW.payload);
+  SELECT RAISE(ABORT, 'agent-outbox: outbox headers must be a JSON object of string values (or left out)')
+   WHERE NEW.headers IS NOT NULL
+     AND (typeof(NEW.headers) <> 'text' OR NOT json_valid(NEW.headers)
+          OR CASE WHEN json_valid(NEW.headers) THEN json_type(NEW.headers) END IS NOT 'object'
+          OR CASE WHEN json_valid(NEW.headers)
+                  THEN EXISTS (SELECT 1 FROM json_each(NEW.headers) WHERE type <> 'text') END);
+  INSERT INTO outbox_aggregates (aggregate_id, last_sequence)
+  VALUES (NEW.aggregate_id, 1)
+  ON CONFLICT (aggregate_id) DO UPDATE SET last_sequence = last_sequence + 1;
+  INSERT INTO outbox (message_id, aggregate_id, topic, payload, headers, sequence, created_at,
+                      available_at, ordered, ready)
+  SELECT coalesce(NEW.message_id, u.id), NEW.aggregate_id, NEW.topic, NEW.payload,
+         coalesce(NEW.headers, '{}'),
+         a.last_sequence, NEW.created_at, NEW.available_at, d.ordered,
+         CASE
+           WHEN d.ordered = 0 OR a.last_sequence = 1 THEN 1
+           WHEN EXISTS (
+             SELECT 1 FROM outbox p
+              WHERE p.aggregate_id = NEW.aggregate_id AND p.dispatched_at IS NULL AND p.ordered = 1
+           ) THEN 0
+           ELSE 1
+         END
+    FROM outbox_aggregates a,
+         (SELECT CASE WHEN NEW.ordered = 0 THEN 0
+                      ELSE NOT EXISTS (SELECT 1 FROM outbox_unordered_topics t
+                                        WHERE NEW.topic GLOB t.pattern) END AS ordered) d,
+         (SELECT lower(substr(x.t, 1, 8) || '-' || substr(x.t, 9, 4) || '-7'
+                       || substr(x.r, 1, 3) || '-'
+                       || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(x.r, 4, 3) || '-'
+                       || substr(x.r, 7, 12)) AS id
+            FROM (SELECT printf('%012x', CAST(unixepoch('subsec') * 1000 AS INTEGER)) AS t,
+                         hex(randomblob(9)) AS r) x) u
+   WHERE a.aggregate_id = NEW.aggregate_id;
+  SELECT RAISE(IGNORE);
+END`,
+    ],
+  },
+  {
+    // The consumer ledger on a SQLite file (createSqliteLedger) has a claim-first mode, whose
+    // claims need a lease as on Postgres: a claim whose holder crashed is taken over once its
+    // lease ends, and the lease end (ms) is the claim's fencing token (consumer-ledger.ts). NULL
+    // on done rows and on every row written before; D1's queue consumer does not use it.
+    version: 4,
+    name: 'consumer-claims',
+    statements: [`ALTER TABLE processed_messages ADD COLUMN lease_expires_at INTEGER`],
+  },
 ];
 
 /** Which migrations a database has: one row per version applied. */

@@ -26,6 +26,8 @@ export {
   replaySqliteDeadLetters,
 } from './sqlite-admin.js';
 export { pruneSqliteOutbox, type PruneSqliteOptions } from './sqlite-retention.js';
+export { createSqliteLedger, type SqliteLedgerOptions } from './sqlite-ledger.js';
+export { fromSqlite } from './from-sqlite.js';
 export type { Dispatcher, DispatcherState, DrainResult } from '../../dispatcher/dispatcher.js';
 export type { OutboxStatus } from '../../admin/status.js';
 export type { DeadLetter, ReplaySelection } from '../../admin/dead-letters.js';

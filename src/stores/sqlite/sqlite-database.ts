@@ -40,6 +40,10 @@ export interface SqliteStatement {
   all(...params: unknown[]): unknown[];
   /** Rows as arrays of column values instead of objects (better-sqlite3 `raw(true)`). */
   raw?(toggle?: boolean): unknown;
+  /** Rows as the value of their first column (better-sqlite3 `pluck(true)`). */
+  pluck?(toggle?: boolean): unknown;
+  /** False for a statement that returns no rows (better-sqlite3 `reader`): `run` it, not `all`. */
+  readonly reader?: boolean;
 }
 
 /**
@@ -52,27 +56,42 @@ export function numbered(values: readonly unknown[]): Record<number, unknown> {
   return bound;
 }
 
-/** Prepared statements per database: parsing the claim's CTEs on every call would cost more than running them. */
-const cache = new WeakMap<SqliteDatabase, Map<string, SqliteStatement>>();
+/**
+ * How a prepared statement hands back rows: as objects keyed by column (the default), as arrays
+ * of column values (better-sqlite3's raw mode), or as the values of their first column alone
+ * (its pluck mode).
+ */
+export type RowShape = 'objects' | 'arrays' | 'column';
 
 /**
- * `sql` prepared once per database. `asArrays`: its rows come as arrays of column values, when
- * the client can (better-sqlite3's raw mode): a claim of 200 rows of 11 columns spends about a
- * third of its time building row objects otherwise (bench/cases/sqlite.ts).
+ * Prepared statements per database and row shape: parsing the claim's CTEs on every call would
+ * cost more than running them. Keyed by the statement's text itself (a module constant, whose
+ * hash V8 computes once), one map per shape.
  */
-export function prepared(db: SqliteDatabase, sql: string, asArrays = false): SqliteStatement {
-  let statements = cache.get(db);
-  if (!statements) cache.set(db, (statements = new Map()));
-  const key = asArrays ? `arrays:${sql}` : sql;
-  let statement = statements.get(key);
+const cache = new WeakMap<SqliteDatabase, Record<RowShape, Map<string, SqliteStatement>>>();
+
+/**
+ * `sql` prepared once per database. `shape` `arrays`: its rows come as arrays of column values,
+ * when the client can (better-sqlite3's raw mode): a claim of 200 rows of 11 columns spends about
+ * a third of its time building row objects otherwise (bench/cases/sqlite.ts). `column`: the
+ * first column's values (pluck mode), for `RETURNING id`.
+ */
+export function prepared(
+  db: SqliteDatabase,
+  sql: string,
+  shape: RowShape = 'objects',
+): SqliteStatement {
+  let shapes = cache.get(db);
+  if (!shapes)
+    cache.set(db, (shapes = { objects: new Map(), arrays: new Map(), column: new Map() }));
+  let statement = shapes[shape].get(sql);
   if (!statement) {
     statement = db.prepare(sql);
-    if (asArrays) {
-      if (typeof statement.raw !== 'function')
-        throw new TypeError('the SQLite client cannot return rows as arrays (raw mode)');
-      statement.raw(true);
-    }
-    statements.set(key, statement);
+    const toggle = shape === 'arrays' ? statement.raw : shape === 'column' ? statement.pluck : null;
+    if (toggle === undefined)
+      throw new TypeError(`the SQLite client cannot return rows as ${shape} (raw or pluck mode)`);
+    toggle?.call(statement, true);
+    shapes[shape].set(sql, statement);
   }
   return statement;
 }
