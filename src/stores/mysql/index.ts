@@ -24,9 +24,17 @@ export {
 } from './mysql-writer.js';
 export { MysqlOutboxStore } from './mysql-outbox-store.js';
 export { fromKyselyMysql } from './from-kysely-mysql.js';
+export { fromDrizzleMysql, type DrizzleMysqlQueryable } from './from-drizzle-mysql.js';
 export { createMysqlDispatcher, type MysqlDispatcherOptions } from './mysql-dispatcher.js';
 export { readMysqlStatus, listMysqlDeadLetters, replayMysqlDeadLetters } from './mysql-admin.js';
 export { pruneMysqlOutbox, type PruneMysqlOptions } from './mysql-retention.js';
+export {
+  createMysqlLedger,
+  createMysqlLedgerTables,
+  mysqlTransactions,
+  type MysqlLedgerConnection,
+  type MysqlLedgerPool,
+} from './mysql-ledger.js';
 export type { Dispatcher, DispatcherState, DrainResult } from '../../dispatcher/dispatcher.js';
 export type { OutboxStatus } from '../../admin/status.js';
 export type { DeadLetter, ReplaySelection } from '../../admin/dead-letters.js';
