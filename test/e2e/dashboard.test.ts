@@ -121,9 +121,15 @@ describe('dashboard in headless Chromium', () => {
     await expect.poll(() => newestHeight('#backlog-chart'), { timeout: 30_000 }).toBe(0);
     const publishedSinceDrain = async () => {
       const state = (await (await fetch(`${started.url}api/state`)).json()) as DashboardState;
-      return state.samples
-        .filter((p) => p.at > drainStart - 1000)
-        .reduce((sum, p) => sum + Math.round(((p.publishedPerSecond ?? 0) * 300) / 1000), 0);
+      // Each live sample's rate is its count over the time since the sample before (about
+      // 300 ms, longer on a loaded machine): count = rate x that interval.
+      let sum = 0;
+      state.samples.forEach((p, i) => {
+        const before = state.samples[i - 1];
+        if (!before || p.at <= drainStart - 1000) return;
+        sum += Math.round(((p.publishedPerSecond ?? 0) * (p.at - before.at)) / 1000);
+      });
+      return sum;
     };
     await expect.poll(publishedSinceDrain, { timeout: 30_000 }).toBe(25);
     await expect(page.locator('#latency-total').textContent()).resolves.toBe('65 messages');
