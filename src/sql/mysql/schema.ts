@@ -1,4 +1,5 @@
 import { NOW_MS } from './clock.js';
+import { ledgerTablesSql } from './consumer.js';
 
 /**
  * The MySQL 8 / MariaDB 10.6+ schema (`agent-outbox/mysql`): the same logical tables and columns
@@ -116,6 +117,15 @@ BEGIN
   END IF;
 END`,
     ],
+  },
+  {
+    // The consumer ledger's tables (consumer.ts), as Postgres's and SQLite's migrations carry
+    // theirs: `outbox migrate` makes a database ready for a consumer too. Both are CREATE TABLE
+    // IF NOT EXISTS, so a database whose ledger was made by createMysqlLedgerTables() first
+    // migrates as well.
+    version: 2,
+    name: 'consumer-ledger',
+    statements: [...ledgerTablesSql],
   },
 ];
 

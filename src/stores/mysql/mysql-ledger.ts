@@ -102,8 +102,9 @@ export async function createMysqlLedgerTables(pool: MysqlLedgerConnection): Prom
  * The consumer ledger on MySQL 8 or MariaDB 10.6+, for `createConsumer` in both modes: the effect
  * recorded once per (consumer, message id), a duplicate delivery acked without running the
  * handler, a failed handler leaving nothing. The same contract as Postgres's `createLedger`;
- * statements and what differs are in src/sql/mysql/consumer.ts. Create the tables first with
- * {@link createMysqlLedgerTables}.
+ * statements and what differs are in src/sql/mysql/consumer.ts. Its tables come with the outbox's
+ * migrations (`outbox migrate`, `migrateMysql`, version 2); on a database without the outbox,
+ * create them with {@link createMysqlLedgerTables}.
  *
  * @example
  * ```ts

@@ -24,9 +24,15 @@ describe.runIf(up)('MySQL writer and schema (MariaDB)', () => {
   it('migrates once: a second run (and a concurrent one) applies nothing', async () => {
     const again = await Promise.all([migrateMysql(db.pool), migrateMysql(db.pool)]);
     expect(again.map((r) => r.applied)).toEqual([[], []]);
-    expect(await rows('SELECT version, name FROM outbox_migrations')).toEqual([
+    expect(await rows('SELECT version, name FROM outbox_migrations ORDER BY version')).toEqual([
       { version: 1, name: 'initial' },
+      { version: 2, name: 'consumer-ledger' },
     ]);
+    // The consumer ledger's tables come with the migrations.
+    expect(
+      (await rows("SHOW TABLES LIKE 'processed_messages'")).length +
+        (await rows("SHOW TABLES LIKE 'consumer_positions'")).length,
+    ).toBe(2);
   });
 
   it('makes a plain SQL INSERT in a business transaction a message, with a sequence per aggregate', async () => {
