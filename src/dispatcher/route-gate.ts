@@ -61,6 +61,11 @@ export class RouteGate {
     return await this.#limits.gate(owner, messages);
   }
 
+  /** Milliseconds until a message deferred for a rate-limit token is due (see DestinationLimits). */
+  nextTokenInMs(): number | undefined {
+    return this.#limits?.nextTokenInMs();
+  }
+
   /**
    * After publishing `sent`: pauses and resumes routes by their fates (a failed review changes
    * nothing), then appends the held messages' settlements to `settlements`.
