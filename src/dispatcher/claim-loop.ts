@@ -255,6 +255,7 @@ export class ClaimLoop {
       pipeline.pending = true;
       const settle = () => settler.settle(owner, settlements, messages, leaseDeadline);
       pipeline.settling = (batch ? batch.within(settle) : settle()).finally(() => {
+        this.#parts.routes.deferred(gate);
         idle.end();
         batch?.end(settlements);
       });

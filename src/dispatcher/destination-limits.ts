@@ -32,6 +32,9 @@ interface Pause {
   probeMs: number;
 }
 
+/** The start of the reason of a deferral for want of a token. */
+const RATE_LIMIT = 'rate limit';
+
 /** How long messages of a route wait while its probe is out (claimed again after this). */
 const PROBE_WAIT_MS = 250;
 
@@ -113,6 +116,19 @@ export class DestinationLimits {
    * dispatch` processes that slept it out left the bucket idle and spent 64 % of a 50/s limit
    * (issue 43, bench `rate_limit_utilisation`).
    */
+  /**
+   * Notes when the messages of `held` deferred for a token come due, once their deferral is
+   * committed: `available_at` counts from the settle's `now()`, which can be a publish later than
+   * the gate (a wake-up timed from the gate claimed too early, found nothing and slept the poll
+   * interval out).
+   */
+  deferred(held: readonly Settlement[]): void {
+    const now = Date.now();
+    for (const s of held)
+      if (s.kind === 'defer' && s.reason.startsWith(RATE_LIMIT))
+        this.#tokenDue.push(now + s.delayMs);
+  }
+
   nextTokenInMs(): number | undefined {
     const now = Date.now();
     this.#tokenDue = this.#tokenDue.filter((at) => at > now);
@@ -380,10 +396,7 @@ export class DestinationLimits {
         now + Math.max(0, 1 - Number(row.left)) * slotMs,
         this.#queueTail.get(row.pattern) ?? 0,
       );
-      waiting.forEach((m, k) => {
-        defer(m, first + k * slotMs - now, `rate limit ${row.pattern}`);
-        this.#tokenDue.push(first + k * slotMs);
-      });
+      waiting.forEach((m, k) => defer(m, first + k * slotMs - now, `${RATE_LIMIT} ${row.pattern}`));
       this.#queueTail.set(row.pattern, first + waiting.length * slotMs);
     }
   }

@@ -61,6 +61,11 @@ export class RouteGate {
     return await this.#limits.gate(owner, messages);
   }
 
+  /** After the settle of a claim gated as `gated` committed (see DestinationLimits.deferred). */
+  deferred(gated: GatedClaim): void {
+    this.#limits?.deferred(gated.held);
+  }
+
   /** Milliseconds until a message deferred for a rate-limit token is due (see DestinationLimits). */
   nextTokenInMs(): number | undefined {
     return this.#limits?.nextTokenInMs();
