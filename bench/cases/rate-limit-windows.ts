@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import type { BenchDatabase } from '../lib/database.js';
 import { seedPending } from '../lib/database.js';
 import { log } from '../lib/measure.js';
+import { busiestWindow } from '../../test/helpers/busiest-window.js';
 
 const bin = fileURLToPath(new URL('../../src/cli/bin.ts', import.meta.url));
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -17,18 +18,6 @@ async function rowsWritten(db: BenchDatabase, table: string): Promise<number> {
     [table],
   );
   return Number(rows[0]?.n ?? 0);
-}
-
-/** Most deliveries (`at`, ms, sorted) in any window of `ms` starting at or after `from`. */
-function busiestWindow(at: readonly number[], ms: number, from: number): number {
-  let most = 0;
-  for (let i = 0, j = 0; i < at.length; i++) {
-    if (at[i]! < from) continue;
-    j = Math.max(j, i);
-    while (j < at.length && at[j]! - at[i]! < ms) j++;
-    most = Math.max(most, j - i);
-  }
-  return most;
 }
 
 /**
