@@ -110,13 +110,6 @@ export class DestinationLimits {
   }
 
   /**
-   * Milliseconds until the first message this dispatcher deferred for want of a token is due
-   * (undefined: none waits). An idle loop sleeps no longer than this: with LISTEN/NOTIFY the poll
-   * interval is 5 s, and nothing announces a deferred message coming due — three `outbox
-   * dispatch` processes that slept it out left the bucket idle and spent 64 % of a 50/s limit
-   * (issue 43, bench `rate_limit_utilisation`).
-   */
-  /**
    * Notes when the messages of `held` deferred for a token come due, once their deferral is
    * committed: `available_at` counts from the settle's `now()`, which can be a publish later than
    * the gate (a wake-up timed from the gate claimed too early, found nothing and slept the poll
@@ -124,11 +117,20 @@ export class DestinationLimits {
    */
   deferred(held: readonly Settlement[]): void {
     const now = Date.now();
+    // The past ones go here too: a loop that never finds its claim empty never asks.
+    this.#tokenDue = this.#tokenDue.filter((at) => at > now);
     for (const s of held)
       if (s.kind === 'defer' && s.reason.startsWith(RATE_LIMIT))
         this.#tokenDue.push(now + s.delayMs);
   }
 
+  /**
+   * Milliseconds until the first message this dispatcher deferred for want of a token is due
+   * (undefined: none waits). An idle loop sleeps no longer than this: with LISTEN/NOTIFY the poll
+   * interval is 5 s, and nothing announces a deferred message coming due — three `outbox
+   * dispatch` processes that slept it out left the bucket idle and spent 64 % of a 50/s limit
+   * (issue 43, bench `rate_limit_utilisation`).
+   */
   nextTokenInMs(): number | undefined {
     const now = Date.now();
     this.#tokenDue = this.#tokenDue.filter((at) => at > now);
