@@ -3,12 +3,14 @@ import type { BenchDatabase } from '../lib/database.js';
 import { seedPending } from '../lib/database.js';
 import { log } from '../lib/measure.js';
 import { fairShare, fairShareRow } from './fair-share.js';
+import { rateLimitWindows } from './rate-limit-windows.js';
 
 /**
  * Issue 27's cases: a rate limit shared by three dispatchers, an outage that must cost no dead
  * letter, and a tenant's trickle beside another's burst (fair-share.ts). Each on a database of its
  * own; runnable alone with
- * `npm run bench -- --only rate_limit_accuracy,outage_dead_letters,fair_share_p95_ms`.
+ * `npm run bench -- --only rate_limit_accuracy,outage_dead_letters,fair_share_p95_ms` (and
+ * `rate_limit_window_max_ratio`, rate-limit-windows.ts).
  */
 
 /** A publisher that accepts at once and counts (the limit, not the sink, sets the pace). */
@@ -137,6 +139,10 @@ export async function destinationLimitsCases(
     !names || names.has('rate_limit_accuracy')
       ? await fresh('rate', (d) => rateLimitAccuracy(d, quick ? 10 : 30))
       : null;
+  const windows =
+    !names || names.has('rate_limit_window_max_ratio') || names.has('rate_limit_utilisation')
+      ? await fresh('ratewin', (d) => rateLimitWindows(d, quick ? 750 : 1_500))
+      : null;
   const outage =
     !names || names.has('outage_dead_letters')
       ? await fresh('outage', (d) => outageDeadLetters(d))
@@ -148,10 +154,12 @@ export async function destinationLimitsCases(
   return {
     keys: {
       rate_limit_accuracy: rate?.ratio ?? null,
+      rate_limit_window_max_ratio: windows?.windowMaxRatio ?? null,
+      rate_limit_utilisation: windows?.utilisation ?? null,
       outage_dead_letters: outage?.deadLetters ?? null,
       fair_share_p95_ms: fair?.p95 ?? null,
     },
-    details: { rateLimit: rate, outage, fairShare: fair },
+    details: { rateLimit: rate, rateLimitWindows: windows, outage, fairShare: fair },
   };
 }
 
@@ -159,8 +167,10 @@ export async function destinationLimitsCases(
 export function destinationLimitsRows(r: Record<string, unknown>): string[] {
   const d = r.details as {
     rateLimit: Awaited<ReturnType<typeof rateLimitAccuracy>> | null;
+    rateLimitWindows: Awaited<ReturnType<typeof rateLimitWindows>> | null;
     outage: Awaited<ReturnType<typeof outageDeadLetters>> | null;
   };
+  const w = d.rateLimitWindows;
   const row = (key: string, baseline: string, target: string) =>
     `| ${key} | ${r[key] === null || r[key] === undefined ? 'n/a' : String(r[key])} | ${baseline} | ${target} |`;
   return [
@@ -170,6 +180,20 @@ export function destinationLimitsRows(r: Record<string, unknown>): string[] {
         ? `${d.rateLimit.published} published in ${d.rateLimit.seconds} s by 3 dispatchers under ${d.rateLimit.perSecond}/s (burst ${d.rateLimit.burst})`
         : 'not run',
       '0.9–1.1',
+    ),
+    row(
+      'rate_limit_window_max_ratio',
+      w
+        ? `busiest 5 s after the first burst, ${w.delivered} delivered by ${w.dispatchers} under ${w.perSecond}/s (burst ${w.burst}); with the start ${w.windowMaxRatioWithStart}, busiest second ${w.busiestSecond}`
+        : 'not run',
+      '≤ 1.1',
+    ),
+    row(
+      'rate_limit_utilisation',
+      w
+        ? `${w.delivered} in ${w.seconds} s; rows written per message: outbox ${w.outboxRowsWrittenPerMessage}, bucket ${w.bucketRowsWrittenPerMessage}`
+        : 'not run',
+      '≥ 0.9',
     ),
     row(
       'outage_dead_letters',

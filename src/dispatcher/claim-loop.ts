@@ -113,7 +113,8 @@ export class ClaimLoop {
       if (claimed === 0) {
         const wait =
           this.#consecutiveClaimFailures > 0 ? this.#claimRetryDelay() : options.pollIntervalMs;
-        await wakeUps.sleep(wait);
+        // A message deferred for a rate-limit token comes due with no write to announce it.
+        await wakeUps.sleep(Math.min(wait, this.#parts.routes.nextTokenInMs() ?? wait));
       }
     }
   }
@@ -254,6 +255,7 @@ export class ClaimLoop {
       pipeline.pending = true;
       const settle = () => settler.settle(owner, settlements, messages, leaseDeadline);
       pipeline.settling = (batch ? batch.within(settle) : settle()).finally(() => {
+        this.#parts.routes.deferred(gate);
         idle.end();
         batch?.end(settlements);
       });

@@ -61,6 +61,16 @@ export class RouteGate {
     return await this.#limits.gate(owner, messages);
   }
 
+  /** After the settle of a claim gated as `gated` committed (see DestinationLimits.deferred). */
+  deferred(gated: GatedClaim): void {
+    this.#limits?.deferred(gated.held);
+  }
+
+  /** Milliseconds until a message deferred for a rate-limit token is due (see DestinationLimits). */
+  nextTokenInMs(): number | undefined {
+    return this.#limits?.nextTokenInMs();
+  }
+
   /**
    * After publishing `sent`: pauses and resumes routes by their fates (a failed review changes
    * nothing), then appends the held messages' settlements to `settlements`.
