@@ -23,6 +23,30 @@ export function positiveInt(flag: string, value: string | undefined, fallback: n
   return n;
 }
 
+/** Parses a number flag that may be 0 or a fraction (a delay), or throws naming the flag. */
+export function nonNegativeNumber(flag: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0)
+    throw new UsageError(`--${flag} must be a number >= 0, got "${value}"`);
+  return n;
+}
+
+/**
+ * Parses a TCP port flag (1–65535; 0 too where `allowZero`, for "any free port"), or throws
+ * naming the flag: a port past 65535 would otherwise surface as a listen error at start-up.
+ */
+export function portFlag(
+  flag: string,
+  value: string | undefined,
+  options: { allowZero?: boolean } = {},
+): number | undefined {
+  if (value === undefined) return undefined;
+  const port = options.allowZero && value === '0' ? 0 : positiveInt(flag, value, 0);
+  if (port > 65_535) throw new UsageError(`--${flag} must be at most 65535, got ${port}`);
+  return port;
+}
+
 /**
  * The values of a list flag, repeatable or comma-separated or both (`--x a,b --x c` → `a b c`),
  * as `--unordered` reads them: trimmed, empty items dropped.

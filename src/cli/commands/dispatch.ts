@@ -9,7 +9,13 @@ import { importPeer } from '../../publishers/optional-peer.js';
 import { fromPg } from '../../store/from-pg.js';
 import { createPgPool } from '../../store/multi-host-pool.js';
 import { redactUrl, resolveDatabaseUrl } from '../database.js';
-import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
+import {
+  COMMON_OPTIONS,
+  nonNegativeNumber,
+  portFlag,
+  positiveInt,
+  validateSchemaFlag,
+} from '../flags.js';
 import { formatDuration, parseDuration } from '../format/duration.js';
 import {
   logNatsStream,
@@ -137,13 +143,6 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
   const shape = values['claim-shape'];
   if (shape !== 'auto' && shape !== 'heads-first' && shape !== 'runs-first')
     throw new UsageError(`--claim-shape must be auto, heads-first or runs-first, got "${shape}"`);
-  const nonNegative = (flag: string, value: string | undefined): number | undefined => {
-    if (value === undefined) return undefined;
-    const n = Number(value);
-    if (!Number.isFinite(n) || n < 0)
-      throw new UsageError(`--${flag} must be a number >= 0, got "${value}"`);
-    return n;
-  };
   const options = {
     schema: values.schema,
     batchSize: positiveInt('batch-size', values['batch-size'], 200),
@@ -157,9 +156,9 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     asyncClaim: values['async-claim'],
     maxAttempts: positiveInt('max-attempts', values['max-attempts'], 10),
     backoff: {
-      baseMs: nonNegative('backoff-base-ms', values['backoff-base-ms']),
-      maxMs: nonNegative('backoff-max-ms', values['backoff-max-ms']),
-      jitterMs: nonNegative('backoff-jitter-ms', values['backoff-jitter-ms']),
+      baseMs: nonNegativeNumber('backoff-base-ms', values['backoff-base-ms']),
+      maxMs: nonNegativeNumber('backoff-max-ms', values['backoff-max-ms']),
+      jitterMs: nonNegativeNumber('backoff-jitter-ms', values['backoff-jitter-ms']),
     },
     unorderedTopics: (values.unordered ?? [])
       .flatMap((v) => v.split(','))
@@ -179,7 +178,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       maxMs: positiveInt('route-pause-max-ms', values['route-pause-max-ms'], 60_000),
     },
     statementTimeoutMs:
-      nonNegative('statement-timeout-ms', values['statement-timeout-ms']) ??
+      nonNegativeNumber('statement-timeout-ms', values['statement-timeout-ms']) ??
       DEFAULT_STATEMENT_TIMEOUT_MS,
   };
   const connection = connectionSettings(
@@ -189,12 +188,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     values['http-timeout-ms'] === undefined
       ? undefined
       : positiveInt('http-timeout-ms', values['http-timeout-ms'], 10_000);
-  const metricsPort =
-    values['metrics-port'] === undefined
-      ? undefined
-      : positiveInt('metrics-port', values['metrics-port'], 9464);
-  if (metricsPort !== undefined && metricsPort > 65_535)
-    throw new UsageError(`--metrics-port must be at most 65535, got ${metricsPort}`);
+  const metricsPort = portFlag('metrics-port', values['metrics-port']);
   const healthStallMs = positiveInt('health-stall-ms', values['health-stall-ms'], 300_000);
   const natsStream = parseNatsStreamFlags({
     publisher: values.publisher,

@@ -6,7 +6,7 @@ import { assertSchemaCurrent } from '../../migrations/migrate.js';
 import { fromPg } from '../../store/from-pg.js';
 import { createPgPool } from '../../store/multi-host-pool.js';
 import { redactUrl, resolveDatabaseUrl } from '../database.js';
-import { positiveInt, validateSchemaFlag } from '../flags.js';
+import { portFlag, positiveInt, validateSchemaFlag } from '../flags.js';
 import { EXIT, UsageError } from '../usage-error.js';
 import { isLoopbackHost } from '../../dashboard/access.js';
 import { createLogger, LOG_FORMAT_ENV, resolveLogFormat } from '../log.js';
@@ -64,8 +64,7 @@ export async function uiCommand(argv: string[]): Promise<number> {
   }
   validateSchemaFlag(values.schema);
   const logFormat = resolveLogFormat(values['log-format'], false, process.env[LOG_FORMAT_ENV]);
-  const port = values.port === '0' ? 0 : positiveInt('port', values.port, 8080);
-  if (port > 65_535) throw new UsageError(`--port must be at most 65535, got ${port}`);
+  const port = portFlag('port', values.port, { allowZero: true }) ?? 8080;
   const token = values.token ?? (process.env.OUTBOX_UI_TOKEN || undefined);
   if (token !== undefined && token.length < 8)
     throw new UsageError('--token must be at least 8 characters');

@@ -24,8 +24,8 @@ Every command takes --json.
  * commands (stores/store-admin-commands.ts) over the SQLite store's calls, which are synchronous.
  */
 export function sqliteAdminCommands(url: string) {
-  return storeAdminCommands(async () => {
-    const db = await openSqlite(url);
+  return storeAdminCommands(async (purpose) => {
+    const db = await openSqlite(url, { mustExist: purpose !== 'migrate' });
     const sync = <T>(fn: () => T) => Promise.resolve().then(fn);
     return {
       where: `the SQLite file ${sqliteFilePath(url)}`,

@@ -23,6 +23,7 @@ export function sqliteDispatchCommand(url: string, argv: string[]): Promise<numb
     async open(values) {
       const db = await openSqlite(url, {
         busyTimeoutMs: positiveInt('busy-timeout-ms', values['busy-timeout-ms'], 10_000),
+        mustExist: true,
       });
       return {
         label: `SQLite ${db.name}`,

@@ -33,13 +33,19 @@ const common = {
  * the store has not (schemas, approvals, shadow messages, archives). `help` is the store's help
  * text, printed by `--help`.
  */
-export function storeAdminCommands(open: () => Promise<AdminStore>, help: string) {
+export function storeAdminCommands(
+  open: (purpose: 'migrate' | 'use') => Promise<AdminStore>,
+  help: string,
+) {
   const printHelp = (): number => {
     process.stdout.write(help);
     return EXIT.ok;
   };
-  const withStore = async <T>(fn: (store: AdminStore) => Promise<T>): Promise<T> => {
-    const store = await open();
+  const withStore = async <T>(
+    fn: (store: AdminStore) => Promise<T>,
+    purpose: 'migrate' | 'use' = 'use',
+  ): Promise<T> => {
+    const store = await open(purpose);
     try {
       return await fn(store);
     } finally {
@@ -64,7 +70,7 @@ export function storeAdminCommands(open: () => Promise<AdminStore>, help: string
             `Done: applied ${result.applied.length} migration(s), now at version ${result.version}.\n`,
           );
         return EXIT.ok;
-      });
+      }, 'migrate');
     },
 
     async status(argv: string[]): Promise<number> {

@@ -4,7 +4,7 @@ import type { Dispatcher } from '../../dispatcher/dispatcher.js';
 import type { StoreDispatcherOptions } from '../../stores/store-dispatcher-options.js';
 import { createPublisherFromUrl } from '../../publishers/from-url.js';
 import { importPeer } from '../../publishers/optional-peer.js';
-import { listFlag, positiveInt } from '../flags.js';
+import { listFlag, nonNegativeNumber, portFlag, positiveInt } from '../flags.js';
 import { formatDuration, parseDuration } from '../format/duration.js';
 import { createLogger, LOG_FORMAT_ENV, resolveLogFormat, type Log } from '../log.js';
 import { parseFlags } from '../parse-flags.js';
@@ -113,17 +113,7 @@ export async function storeDispatchCommand(
   const policy = values['dead-letter-policy'];
   if (policy !== 'hold' && policy !== 'skip')
     throw new UsageError(`--dead-letter-policy must be hold or skip, got "${policy}"`);
-  const ms = (flag: string, value: string | undefined): number | undefined => {
-    if (value === undefined) return undefined;
-    const n = Number(value);
-    if (!Number.isFinite(n) || n < 0)
-      throw new UsageError(`--${flag} must be a number >= 0, got "${value}"`);
-    return n;
-  };
-  const metricsPort =
-    values['metrics-port'] === undefined
-      ? undefined
-      : positiveInt('metrics-port', values['metrics-port'], 9464);
+  const metricsPort = portFlag('metrics-port', values['metrics-port']);
   const pruneOlderThanMs =
     values['prune-older-than'] === undefined
       ? undefined
@@ -142,6 +132,16 @@ export async function storeDispatchCommand(
       ? undefined
       : positiveInt('http-timeout-ms', values['http-timeout-ms'], 10_000);
   const batchSize = positiveInt('batch-size', values['batch-size'], 200);
+  // Every flag is read before the store is opened: a typo must not create a SQLite file.
+  const backoff = {
+    baseMs: nonNegativeNumber('backoff-base-ms', values['backoff-base-ms']),
+    maxMs: nonNegativeNumber('backoff-max-ms', values['backoff-max-ms']),
+    jitterMs: nonNegativeNumber('backoff-jitter-ms', values['backoff-jitter-ms']),
+  };
+  const leaseMs = positiveInt('lease-ms', values['lease-ms'], 30_000);
+  const pollIntervalMs = positiveInt('poll-interval-ms', values['poll-interval-ms'], 1_000);
+  const concurrency = positiveInt('concurrency', values.concurrency, 1);
+  const maxAttempts = positiveInt('max-attempts', values['max-attempts'], 10);
 
   const opened = await store.open(values);
   const cleanups: (() => Promise<void> | void)[] = [() => opened.close()];
@@ -159,16 +159,12 @@ export async function storeDispatchCommand(
     const dispatcher = opened.createDispatcher({
       publisher,
       batchSize,
-      leaseMs: positiveInt('lease-ms', values['lease-ms'], 30_000),
-      pollIntervalMs: positiveInt('poll-interval-ms', values['poll-interval-ms'], 1_000),
-      concurrency: positiveInt('concurrency', values.concurrency, 1),
+      leaseMs,
+      pollIntervalMs,
+      concurrency,
       asyncSettle: values['async-settle'],
-      maxAttempts: positiveInt('max-attempts', values['max-attempts'], 10),
-      backoff: {
-        baseMs: ms('backoff-base-ms', values['backoff-base-ms']),
-        maxMs: ms('backoff-max-ms', values['backoff-max-ms']),
-        jitterMs: ms('backoff-jitter-ms', values['backoff-jitter-ms']),
-      },
+      maxAttempts,
+      backoff,
       unorderedTopics: listFlag(values.unordered),
       deadLetterPolicy: policy,
     });

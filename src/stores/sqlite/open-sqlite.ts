@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { importPeer } from '../../publishers/optional-peer.js';
 import type { SqliteDatabase } from './sqlite-database.js';
 import { isSqliteUrl, sqliteFilePath } from './sqlite-url.js';
@@ -16,6 +17,12 @@ export interface OpenSqliteOptions {
    * cut may lose the last commits — messages whose business rows were lost with them.
    */
   synchronous?: 'full' | 'normal';
+  /**
+   * Refuse a file that does not exist instead of creating an empty one (what the CLI does for
+   * every command but `migrate`: a mistyped path must not leave a stray database behind).
+   * Default false.
+   */
+  mustExist?: boolean;
 }
 
 /**
@@ -41,6 +48,10 @@ export async function openSqlite(
     () => import('better-sqlite3'),
   );
   const path = isSqliteUrl(pathOrUrl) ? sqliteFilePath(pathOrUrl) : pathOrUrl;
+  if (options.mustExist && path !== ':memory:' && path !== '' && !existsSync(path))
+    throw new Error(
+      `agent-outbox: there is no SQLite file at ${path}: check the path, or create the outbox there with \`outbox migrate --database-url file:${path}\` (or migrateSqlite(db))`,
+    );
   const db = new Database(path, { timeout: options.busyTimeoutMs ?? 10_000 });
   configureSqlite(db, options);
   return db as unknown as SqliteDatabase;
