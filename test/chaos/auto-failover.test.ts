@@ -1,7 +1,6 @@
 import { performance } from 'node:perf_hooks';
-import type pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createOutbox, fromPg, migrate, type EnqueuedMessage } from '../../src/index.js';
+import { fromPg, migrate } from '../../src/index.js';
 import { createPgClient, createPgPool } from '../../src/store/multi-host-pool.js';
 import {
   requireAutoFailover,
@@ -10,7 +9,7 @@ import {
 } from '../helpers/auto-failover.js';
 import { dispatchArgs, startCli } from '../helpers/cli-process.js';
 import { checkHistory, expectedOf } from '../helpers/history.js';
-import { manyMessages } from '../helpers/outbox-fixtures.js';
+import { startFailoverWriter } from '../helpers/failover-writer.js';
 import { startWebhookReceiver } from '../helpers/webhook-receiver.js';
 
 /**
@@ -25,11 +24,6 @@ const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
 });
-
-interface Acknowledged extends EnqueuedMessage {
-  /** The node that committed it. */
-  port: number;
-}
 
 describe.runIf(available)('pg_auto_failover: a failover under a running dispatcher', () => {
   it('0 committed messages lost, 0 effects without their row, order held; the time to resume is printed', async () => {
@@ -63,42 +57,11 @@ describe.runIf(available)('pg_auto_failover: a failover under a running dispatch
       await dispatcher.exited;
     });
 
-    // A writer on the same URL: one transaction of 10 messages (5 aggregates) at a time, each
-    // noting which node committed it.
+    // A writer on the same URL.
     const pool = createPgPool(cluster.url, { max: 2, connectionTimeoutMillis: 2_000 });
-    pool.on('error', () => undefined);
-    pool.on('connect', (client) => client.on('error', () => undefined));
     cleanups.push(() => pool.end());
-    const outbox = createOutbox();
-    const acknowledged: Acknowledged[] = [];
-    const inDoubt: EnqueuedMessage[] = [];
-    let writing = true;
-    let transactions = 0;
-    const writer = (async () => {
-      while (writing) {
-        let client: pg.PoolClient | undefined;
-        let enqueued: EnqueuedMessage[] = [];
-        let committing = false;
-        try {
-          client = await pool.connect();
-          await client.query('BEGIN');
-          const { rows } = await client.query<{ port: number }>(
-            'SELECT inet_server_port() AS port',
-          );
-          enqueued = await outbox.enqueue(fromPg(client), manyMessages(5, 2));
-          committing = true;
-          await client.query('COMMIT');
-          acknowledged.push(...enqueued.map((m) => ({ ...m, port: rows[0]!.port })));
-          transactions++;
-          client.release();
-          await new Promise((resolve) => setTimeout(resolve, 100));
-        } catch {
-          if (committing) inDoubt.push(...enqueued);
-          client?.release(true);
-          await new Promise((resolve) => setTimeout(resolve, 50));
-        }
-      }
-    })();
+    const writer = startFailoverWriter(pool);
+    const { acknowledged, inDoubt } = writer;
 
     await expect.poll(() => receiver.distinct(), { timeout: 60_000 }).toBeGreaterThan(100);
     const oldPrimary = await cluster.primaryPort();
@@ -106,10 +69,11 @@ describe.runIf(available)('pg_auto_failover: a failover under a running dispatch
     await cluster.failover();
     const newPrimary = await cluster.primaryPort();
     expect(newPrimary).not.toBe(oldPrimary);
-    const before = transactions;
-    await expect.poll(() => transactions, { timeout: 60_000 }).toBeGreaterThan(before + 10);
-    writing = false;
-    await writer;
+    const before = writer.transactions();
+    await expect
+      .poll(() => writer.transactions(), { timeout: 60_000 })
+      .toBeGreaterThan(before + 10);
+    await writer.stop();
 
     const fresh = createPgClient(cluster.url);
     await fresh.connect();

@@ -1,10 +1,10 @@
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createOutbox, fromPg, migrate, type EnqueuedMessage } from '../../src/index.js';
+import { fromPg, migrate, type EnqueuedMessage } from '../../src/index.js';
 import { startCli, type CliProcess } from '../helpers/cli-process.js';
 import { startFreezeProxy, type FreezeProxy } from '../helpers/freeze-proxy.js';
 import { checkHistory, expectedOf } from '../helpers/history.js';
-import { manyMessages } from '../helpers/outbox-fixtures.js';
+import { startFailoverWriter } from '../helpers/failover-writer.js';
 import {
   startReplicatedPostgres,
   type ReplicatedPostgres,
@@ -88,41 +88,10 @@ async function failoverRun(
     await dispatcher.exited;
   });
 
-  // A writer through the endpoint, one transaction of 10 messages (5 aggregates) at a time.
+  // A writer through the endpoint.
   const pool = new pg.Pool({ connectionString: endpoint, max: 2, connectionTimeoutMillis: 2_000 });
-  pool.on('error', () => undefined);
-  // A checked-out client whose server goes away emits 'error': ours to swallow (the statement
-  // in flight rejects anyway).
-  pool.on('connect', (client) => client.on('error', () => undefined));
   cleanups.push(() => pool.end());
-  const outbox = createOutbox();
-  const acknowledged: EnqueuedMessage[] = [];
-  const inDoubt: EnqueuedMessage[] = [];
-  let writing = true;
-  let transactions = 0;
-  const writer = (async () => {
-    while (writing) {
-      let client: pg.PoolClient | undefined;
-      let enqueued: EnqueuedMessage[] = [];
-      let committing = false;
-      try {
-        client = await pool.connect();
-        await client.query('BEGIN');
-        enqueued = await outbox.enqueue(fromPg(client), manyMessages(5, 2));
-        committing = true;
-        await client.query('COMMIT');
-        acknowledged.push(...enqueued);
-        transactions++;
-        client.release();
-        // Slower than the dispatcher: it keeps up, so what is written is published at once.
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      } catch {
-        if (committing) inDoubt.push(...enqueued);
-        client?.release(true);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-    }
-  })();
+  const writer = startFailoverWriter(pool);
 
   await expect.poll(() => receiver.distinct(), { timeout: 30_000 }).toBeGreaterThan(100);
   if (lagBeforeCrashMs > 0) {
@@ -132,10 +101,9 @@ async function failoverRun(
   await cluster.crashPrimary();
   await cluster.promoteReplica();
   proxy.retarget(cluster.replicaPort);
-  const before = transactions;
-  await expect.poll(() => transactions, { timeout: 60_000 }).toBeGreaterThan(before + 10);
-  writing = false;
-  await writer;
+  const before = writer.transactions();
+  await expect.poll(() => writer.transactions(), { timeout: 60_000 }).toBeGreaterThan(before + 10);
+  await writer.stop();
 
   const fresh = new pg.Client({ connectionString: cluster.url(cluster.replicaPort, 'outbox') });
   await fresh.connect();
@@ -152,7 +120,7 @@ async function failoverRun(
   const { rows } = await fresh.query<Outcome['rows'][number]>(
     `SELECT message_id::text, attempts, dispatched_at IS NOT NULL AS dispatched FROM outbox_messages`,
   );
-  return { acknowledged, inDoubt, receiver, rows, dispatcher };
+  return { acknowledged: writer.acknowledged, inDoubt: writer.inDoubt, receiver, rows, dispatcher };
 }
 
 function summarize(name: string, outcome: Outcome) {
