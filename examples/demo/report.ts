@@ -3,8 +3,8 @@
  * (SPEC §2) against the database, the fake payment provider and the mailbox — not against the
  * demo's own counters, so a bug anywhere on the path shows up as a failed check.
  */
-import { TOPIC } from '../orders/index.js';
-import type { DemoPipeline } from './pipeline.js';
+import { TOPIC, type FakePaymentProvider, type Mailbox } from '../orders/index.js';
+import type { DemoPipeline, PipelineCounters } from './pipeline.js';
 
 /** What the agent's tool calls came to, as the tools answered them. */
 export interface ToolCallTally {
@@ -109,6 +109,35 @@ function sameSet(a: readonly string[], b: readonly string[]): boolean {
 
 const TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
+/** One outbox row as the report reads it. */
+export interface MessageFact {
+  id: string;
+  topic: string;
+  aggregate_id: string;
+  /** The message's `traceparent` header, or null. */
+  traceparent: string | null;
+  dispatched: boolean;
+  dead: boolean;
+}
+
+/**
+ * What the report is computed from, read from whichever database the demo ran on (Postgres here,
+ * SQLite in sqlite.ts), the fake payment provider, the mailbox and the pipeline's counters.
+ */
+export interface DemoFacts {
+  orders: { id: number; status: string }[];
+  messages: MessageFact[];
+  /** Idempotency keys the tools kept (one per committed call). */
+  toolKeys: number | undefined;
+  approvals: DemoReport['approvals'];
+  provider: FakePaymentProvider;
+  mailbox: Mailbox;
+  counters: PipelineCounters;
+  published: number;
+  /** Whether every message must carry a traceparent (the agent tools write one; SQLite's don't). */
+  traceContext: boolean;
+}
+
 /** Collects the report; call after `pipeline.settle()`. */
 export async function buildReport(
   pipeline: DemoPipeline,
@@ -122,14 +151,7 @@ export async function buildReport(
     )
   ).rows.map((o) => ({ id: Number(o.id), status: o.status }));
   const messages = (
-    await executor.query<{
-      id: string;
-      topic: string;
-      aggregate_id: string;
-      traceparent: string | null;
-      dispatched: boolean;
-      dead: boolean;
-    }>(
+    await executor.query<MessageFact>(
       `SELECT message_id::text AS id, topic, aggregate_id, headers->>'traceparent' AS traceparent,
               dispatched_at IS NOT NULL AS dispatched, dead_lettered_at IS NOT NULL AS dead
          FROM outbox_messages ORDER BY id`,
@@ -149,16 +171,39 @@ export async function buildReport(
          FROM outbox_messages`,
     )
   ).rows[0]!;
+  return assembleReport(
+    {
+      orders,
+      messages,
+      toolKeys: keys,
+      approvals,
+      provider: example.provider,
+      mailbox: example.mailbox,
+      counters,
+      published: pipeline.publisher.published.length,
+      traceContext: true,
+    },
+    tally,
+    expect,
+  );
+}
 
+/** The counts and checks of a run, from its facts (both demos). */
+export async function assembleReport(
+  facts: DemoFacts,
+  tally: ToolCallTally,
+  expect: Expectations = {},
+): Promise<DemoReport> {
+  const { orders, messages, toolKeys: keys, approvals, counters } = facts;
   const byTopic: Record<string, number> = {};
   for (const m of messages) byTopic[m.topic] = (byTopic[m.topic] ?? 0) + 1;
   const idsOf = (topic: string, aggregateId?: string) =>
     messages
       .filter((m) => m.topic === topic && (!aggregateId || m.aggregate_id === aggregateId))
       .map((m) => m.id);
-  const charges = example.provider.list('charge');
-  const refunds = example.provider.list('refund');
-  const mails = await example.mailbox.list();
+  const charges = facts.provider.list('charge');
+  const refunds = facts.provider.list('refund');
+  const mails = await facts.mailbox.list();
   const refunded = orders.filter((o) => o.status === 'refunded');
 
   const checks: Check[] = [];
@@ -203,11 +248,12 @@ export async function buildReport(
     ),
     `${mails.length} mails for ${idsOf(TOPIC.mail).length} mail messages`,
   );
-  check(
-    'trace context on every message',
-    messages.every((m) => m.traceparent !== null && TRACEPARENT.test(m.traceparent)),
-    `${messages.filter((m) => m.traceparent && TRACEPARENT.test(m.traceparent)).length}/${messages.length} carry a traceparent`,
-  );
+  if (facts.traceContext)
+    check(
+      'trace context on every message',
+      messages.every((m) => m.traceparent !== null && TRACEPARENT.test(m.traceparent)),
+      `${messages.filter((m) => m.traceparent && TRACEPARENT.test(m.traceparent)).length}/${messages.length} carry a traceparent`,
+    );
   if (expect.orders !== undefined || expect.refunds !== undefined)
     check(
       'orders as scripted',
@@ -230,14 +276,14 @@ export async function buildReport(
   return {
     orders: { total: orders.length, refunded: refunded.length },
     messages: { total: messages.length, byTopic, dispatched, dead },
-    published: pipeline.publisher.published.length,
+    published: facts.published,
     retries: { publish: counters.publishRetries, consumer: counters.consumerRetries },
     duplicatesSuppressed: { tool: tally.deduped, consumer: counters.consumerDuplicates },
     effects: {
       charges: charges.length,
       refunds: refunds.length,
       mails: mails.length,
-      providerReplays: example.provider.replays,
+      providerReplays: facts.provider.replays,
     },
     approvals: {
       held: Number(approvals.held),

@@ -12,14 +12,17 @@ const PRISMA_REASON =
   'fromPrisma() was given the PrismaClient itself, not the tx of an interactive transaction: each of its queries commits by itself. Enqueue inside prisma.$transaction(async (tx) => { ... }) on fromPrisma(tx).';
 
 /**
- * The client itself has `$disconnect`; the `tx` of an interactive transaction does not (Prisma
- * leaves `$connect`, `$disconnect`, `$on`, `$use` and `$extends` off it; `$transaction` stays, for
- * nested transactions, so it cannot tell).
+ * Whether `client` is a PrismaClient itself rather than the `tx` of an interactive transaction.
+ * The client has `$disconnect`; the `tx` does not (Prisma leaves `$connect`, `$disconnect`, `$on`,
+ * `$use` and `$extends` off it; `$transaction` stays, for nested transactions, so it cannot tell).
+ * Shared with `fromPrismaMysql`.
  */
+export function isPrismaClient(client: object): boolean {
+  return typeof (client as { $disconnect?: unknown }).$disconnect === 'function';
+}
+
 function prismaOutsideTransaction(client: PrismaQueryable): string | undefined {
-  return typeof (client as { $disconnect?: unknown }).$disconnect === 'function'
-    ? PRISMA_REASON
-    : undefined;
+  return isPrismaClient(client) ? PRISMA_REASON : undefined;
 }
 
 /**

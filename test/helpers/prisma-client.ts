@@ -7,11 +7,15 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const schemaPath = join(root, 'test/fixtures/prisma/schema.prisma');
 const require = createRequire(import.meta.url);
 
+/** The Postgres schema of test/integration/store/prisma.test.ts. */
+export const POSTGRES_PRISMA_SCHEMA = 'test/fixtures/prisma/schema.prisma';
+/** The MySQL/MariaDB schema of test/integration/stores/mysql/from-prisma-mysql.test.ts. */
+export const MYSQL_PRISMA_SCHEMA = 'test/fixtures/prisma/mysql.prisma';
+
 /**
- * Generates the Prisma client of test/fixtures/prisma/schema.prisma (once per schema and Prisma
+ * Generates the Prisma client of a schema under test/fixtures/prisma/ (once per schema and Prisma
  * version: it is kept under .tmp/prisma-client/, gitignored) and imports it. `npm ci` runs no
  * install scripts here, so nothing else generates it, and a fresh clone generates it on its
  * first test run (about a second).
@@ -21,8 +25,10 @@ const require = createRequire(import.meta.url);
  * into a private directory, then renamed into place, so two test files (or runs) generating at
  * once never see half a client.
  */
-export async function importPrismaClient(): Promise<Record<string, unknown>> {
-  const schema = readFileSync(schemaPath, 'utf8');
+export async function importPrismaClient(
+  schemaFile: string = POSTGRES_PRISMA_SCHEMA,
+): Promise<Record<string, unknown>> {
+  const schema = readFileSync(join(root, schemaFile), 'utf8');
   const versions = ['prisma', '@prisma/client']
     .map((name) => (require(`${name}/package.json`) as { version: string }).version)
     .join(',');

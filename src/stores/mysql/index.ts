@@ -25,6 +25,7 @@ export {
 export { MysqlOutboxStore } from './mysql-outbox-store.js';
 export { fromKyselyMysql } from './from-kysely-mysql.js';
 export { fromDrizzleMysql, type DrizzleMysqlQueryable } from './from-drizzle-mysql.js';
+export { fromPrismaMysql, type PrismaMysqlQueryable } from './from-prisma-mysql.js';
 export { createMysqlDispatcher, type MysqlDispatcherOptions } from './mysql-dispatcher.js';
 export { readMysqlStatus, listMysqlDeadLetters, replayMysqlDeadLetters } from './mysql-admin.js';
 export { pruneMysqlOutbox, type PruneMysqlOptions } from './mysql-retention.js';
