@@ -98,8 +98,64 @@ export const transientBrokerFailures: FailureInjector = (message) => {
   return undefined;
 };
 
-function describe(message: { topic: string; aggregateId: string; sequence: number }): string {
+export function describe(message: {
+  topic: string;
+  aggregateId: string;
+  sequence: number;
+}): string {
   return `${message.topic.padEnd(14)} ${message.aggregateId} #${message.sequence}`;
+}
+
+/** Counts and logs what the dispatcher does (published, retried, dead), for the report. */
+export function logDispatcher(
+  dispatcher: Dispatcher,
+  counters: PipelineCounters,
+  log: (line: string) => void,
+): void {
+  dispatcher.on('dispatcher:publish:outcome', ({ message, outcome }) => {
+    if (outcome.status === 'published') {
+      const latency = Date.now() - message.createdAt.getTime();
+      counters.latenciesMs.push(latency);
+      counters.publishedOnAttempt[message.attempts] =
+        (counters.publishedOnAttempt[message.attempts] ?? 0) + 1;
+      log(
+        `[dispatch] published  ${describe(message)} (attempt ${message.attempts}, ${latency} ms after commit)`,
+      );
+    } else {
+      if (outcome.status === 'retryable') counters.publishRetries++;
+      log(
+        `[dispatch] ${outcome.status.padEnd(10)} ${describe(message)} (attempt ${message.attempts}: ${outcome.error})`,
+      );
+    }
+  });
+  dispatcher.on('dispatcher:dead-letter', ({ message, error }) =>
+    log(`[dispatch] DEAD       ${describe(message)}: ${error}`),
+  );
+}
+
+/** The consumers' `onResult`: counts and logs each delivery's outcome, for the report. */
+export function consumerLogger(
+  counters: PipelineCounters,
+  log: (line: string) => void,
+): (consumer: string, result: DeliveryResult, message: Envelope | undefined) => void {
+  return (consumer: string, result: DeliveryResult, message: Envelope | undefined) => {
+    const what = message ? describe(message) : (result.messageId ?? '?');
+    if (result.action === 'ack' && result.reason === 'processed') {
+      counters.performed++;
+      log(`[consume]  ${consumer.padEnd(8)} performed  ${what}`);
+    } else if (result.action === 'ack' && result.reason === 'duplicate') {
+      counters.consumerDuplicates++;
+      log(`[consume]  ${consumer.padEnd(8)} duplicate  ${what}: already done, effect skipped`);
+    } else if (result.action === 'retry') {
+      counters.consumerRetries++;
+      log(
+        `[consume]  ${consumer.padEnd(8)} retry      ${what} (${result.reason}: ${result.detail ?? ''})`,
+      );
+    } else {
+      if (result.action === 'dead') counters.consumerDead++;
+      log(`[consume]  ${consumer.padEnd(8)} ${result.action} ${result.reason} ${what}`);
+    }
+  };
 }
 
 /** Wires the example, the dispatcher, the broker and the consumers; creates the tables. */
@@ -141,44 +197,8 @@ export async function createDemoPipeline(options: DemoPipelineOptions): Promise<
     maxAttempts: 5,
     unorderedTopics: ['mail.*'],
   });
-  dispatcher.on('dispatcher:publish:outcome', ({ message, outcome }) => {
-    if (outcome.status === 'published') {
-      const latency = Date.now() - message.createdAt.getTime();
-      counters.latenciesMs.push(latency);
-      counters.publishedOnAttempt[message.attempts] =
-        (counters.publishedOnAttempt[message.attempts] ?? 0) + 1;
-      log(
-        `[dispatch] published  ${describe(message)} (attempt ${message.attempts}, ${latency} ms after commit)`,
-      );
-    } else {
-      if (outcome.status === 'retryable') counters.publishRetries++;
-      log(
-        `[dispatch] ${outcome.status.padEnd(10)} ${describe(message)} (attempt ${message.attempts}: ${outcome.error})`,
-      );
-    }
-  });
-  dispatcher.on('dispatcher:dead-letter', ({ message, error }) =>
-    log(`[dispatch] DEAD       ${describe(message)}: ${error}`),
-  );
-
-  const onResult = (consumer: string, result: DeliveryResult, message: Envelope | undefined) => {
-    const what = message ? describe(message) : (result.messageId ?? '?');
-    if (result.action === 'ack' && result.reason === 'processed') {
-      counters.performed++;
-      log(`[consume]  ${consumer.padEnd(8)} performed  ${what}`);
-    } else if (result.action === 'ack' && result.reason === 'duplicate') {
-      counters.consumerDuplicates++;
-      log(`[consume]  ${consumer.padEnd(8)} duplicate  ${what}: already done, effect skipped`);
-    } else if (result.action === 'retry') {
-      counters.consumerRetries++;
-      log(
-        `[consume]  ${consumer.padEnd(8)} retry      ${what} (${result.reason}: ${result.detail ?? ''})`,
-      );
-    } else {
-      if (result.action === 'dead') counters.consumerDead++;
-      log(`[consume]  ${consumer.padEnd(8)} ${result.action} ${result.reason} ${what}`);
-    }
-  };
+  logDispatcher(dispatcher, counters, log);
+  const onResult = consumerLogger(counters, log);
   const consumers = createDemoConsumers({
     ledger: createLedger({ runner }),
     provider: example.provider,

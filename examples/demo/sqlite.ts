@@ -22,10 +22,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bindInMemory, type InMemoryBinding } from '../../src/consumer/bindings/in-memory.js';
-import type { DeliveryResult } from '../../src/consumer/index.js';
 import type { OutboxMessage } from '../../src/core/message.js';
 import { InMemoryPublisher } from '../../src/publishers/memory/in-memory-publisher.js';
-import { toEnvelope, type Envelope } from '../../src/publishers/envelope.js';
+import { toEnvelope } from '../../src/publishers/envelope.js';
 import {
   createSqliteDispatcher,
   createSqliteLedger,
@@ -39,7 +38,9 @@ import { Mailbox } from '../orders/mailbox.js';
 import { TOPIC } from '../orders/tools.js';
 import { createDemoConsumers } from './consumers.js';
 import {
+  consumerLogger,
   failFirstCreateOrderOf,
+  logDispatcher,
   transientBrokerFailures,
   type PipelineCounters,
 } from './pipeline.js';
@@ -90,8 +91,6 @@ const counters: PipelineCounters = {
   consumerRetries: 0,
   consumerDead: 0,
 };
-const describe = (m: { topic: string; aggregateId: string; sequence: number }) =>
-  `${m.topic.padEnd(14)} ${m.aggregateId} #${m.sequence}`;
 
 const publisher = new InMemoryPublisher({ inject: transientBrokerFailures });
 const dispatcher = createSqliteDispatcher({
@@ -103,44 +102,8 @@ const dispatcher = createSqliteDispatcher({
   maxAttempts: 5,
   unorderedTopics: ['mail.*'],
 });
-dispatcher.on('dispatcher:publish:outcome', ({ message, outcome }) => {
-  if (outcome.status === 'published') {
-    const latency = Date.now() - message.createdAt.getTime();
-    counters.latenciesMs.push(latency);
-    counters.publishedOnAttempt[message.attempts] =
-      (counters.publishedOnAttempt[message.attempts] ?? 0) + 1;
-    log(
-      `[dispatch] published  ${describe(message)} (attempt ${message.attempts}, ${latency} ms after commit)`,
-    );
-  } else {
-    if (outcome.status === 'retryable') counters.publishRetries++;
-    log(
-      `[dispatch] ${outcome.status.padEnd(10)} ${describe(message)} (attempt ${message.attempts}: ${outcome.error})`,
-    );
-  }
-});
-dispatcher.on('dispatcher:dead-letter', ({ message, error }) =>
-  log(`[dispatch] DEAD       ${describe(message)}: ${error}`),
-);
-
-const onResult = (consumer: string, result: DeliveryResult, message: Envelope | undefined) => {
-  const what = message ? describe(message) : (result.messageId ?? '?');
-  if (result.action === 'ack' && result.reason === 'processed') {
-    counters.performed++;
-    log(`[consume]  ${consumer.padEnd(8)} performed  ${what}`);
-  } else if (result.action === 'ack' && result.reason === 'duplicate') {
-    counters.consumerDuplicates++;
-    log(`[consume]  ${consumer.padEnd(8)} duplicate  ${what}: already done, effect skipped`);
-  } else if (result.action === 'retry') {
-    counters.consumerRetries++;
-    log(
-      `[consume]  ${consumer.padEnd(8)} retry      ${what} (${result.reason}: ${result.detail ?? ''})`,
-    );
-  } else {
-    if (result.action === 'dead') counters.consumerDead++;
-    log(`[consume]  ${consumer.padEnd(8)} ${result.action} ${result.reason} ${what}`);
-  }
-};
+logDispatcher(dispatcher, counters, log);
+const onResult = consumerLogger(counters, log);
 const consumers = createDemoConsumers({
   ledger: createSqliteLedger(ledgerDb),
   provider,
