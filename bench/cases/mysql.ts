@@ -30,8 +30,8 @@ const SERVER = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
  * own. No order, no attempts, no heads, no events.
  */
 const RAW_CLAIM = `
-SELECT id, message_id, topic, aggregate_id, payload, headers FROM outbox FORCE INDEX (outbox_pending_idx)
- WHERE dispatched_at IS NULL AND dead_lettered_at IS NULL AND available_at <= ${NOW_MS}
+SELECT id, message_id, topic, aggregate_id, payload, headers FROM outbox FORCE INDEX (outbox_claim_idx)
+ WHERE dispatched_at IS NULL AND dead_lettered_at IS NULL AND parked = 0 AND available_at <= ${NOW_MS}
    AND (lease_expires_at IS NULL OR lease_expires_at <= ${NOW_MS})
  ORDER BY available_at, id LIMIT 200
  FOR UPDATE SKIP LOCKED`;

@@ -8,16 +8,29 @@ import type {
 } from '../../dispatcher/outbox-store.js';
 import type { OutgoingMessage } from '../../publishers/publisher.js';
 import { addUnorderedTopicsSql } from '../../sql/mysql/chains.js';
-import { claimCandidatesSql, leaseSql } from '../../sql/mysql/claim.js';
+import {
+  claimCandidatesSql,
+  leaseSql,
+  lockHeadsForParkingSql,
+  materializeHeadsSql,
+  parkSql,
+} from '../../sql/mysql/claim.js';
 import {
   advanceHeadsSql,
   deadSql,
   fenceSql,
   publishedSql,
   releaseSql,
+  parkedHeadsSql,
   retrySql,
+  unparkSql,
 } from '../../sql/mysql/settle.js';
-import { inTransaction, selectRows, type MysqlPool } from './mysql-connection.js';
+import {
+  inTransaction,
+  selectRows,
+  type MysqlPool,
+  type MysqlQueryable,
+} from './mysql-connection.js';
 
 /** A row of claimCandidatesSql. */
 interface CandidateRow {
@@ -31,7 +44,17 @@ interface CandidateRow {
   headers: string;
   created_at: number;
   attempts: number;
+  /** 1 when claimable now; 0 or null: a row to park (claim.ts). */
+  head: number | null;
 }
+
+/**
+ * Rows one claim may park at most (claim.ts, parked rows) before it returns what it has: bounds
+ * one claim's time when a deep backlog behind blocked heads is first met; the next claims park
+ * the rest. A claim that parks runs rounds of {@link PARK_ROUND} rows after its first.
+ */
+const PARK_BUDGET = 20_000;
+const PARK_ROUND = 1_000;
 
 /**
  * The dispatcher's {@link OutboxStore} on MySQL 8 / MariaDB 10.6+ (mysql2 pool): claims with
@@ -73,18 +96,44 @@ export class MysqlOutboxStore implements OutboxStore {
         throw error;
       });
     }
-    const rows = await inTransaction(this.#pool, async (connection) => {
-      const candidates = await selectRows<CandidateRow>(connection, claimCandidatesSql, [
-        request.batchSize,
-      ]);
-      if (candidates.length > 0)
-        await connection.query(leaseSql, [
-          request.owner,
-          request.leaseMs,
-          candidates.map((c) => c.id),
-        ]);
-      return candidates;
-    });
+    // Rounds of one short transaction each: a round that met rows to park and left the batch
+    // short runs again (the parked rows and the ones leased by earlier rounds are out of its
+    // range by then), so a claim returns the due heads behind a backlog it parks rather than an
+    // empty batch (the dispatcher sleeps a poll interval after one).
+    const rows: CandidateRow[] = [];
+    let parked = 0;
+    for (let round = 0; ; round++) {
+      const limit = round === 0 ? request.batchSize : Math.max(request.batchSize, PARK_ROUND);
+      let next: { heads: CandidateRow[]; parked: number };
+      try {
+        next = await inTransaction(this.#pool, async (connection) => {
+          const found = await selectRows<CandidateRow>(connection, claimCandidatesSql, [limit]);
+          const heads = found
+            .filter((c) => Number(c.head) === 1)
+            .slice(0, request.batchSize - rows.length);
+          if (heads.length > 0)
+            await connection.query(leaseSql, [
+              request.owner,
+              request.leaseMs,
+              heads.map((c) => c.id),
+            ]);
+          const parkedHere = await park(
+            connection,
+            found.filter((c) => Number(c.head) !== 1 && Number(c.ordered) === 1),
+          );
+          // A full round that parked nothing: what blocks it cannot be parked now (heads not
+          // settled yet, or being settled), and another round would read the same rows.
+          return { heads, parked: found.length < limit ? 0 : parkedHere };
+        });
+      } catch (error) {
+        // Earlier rounds' leases are committed: hand those rows on rather than strand them.
+        if (rows.length > 0) break;
+        throw error;
+      }
+      rows.push(...next.heads);
+      parked += next.parked;
+      if (rows.length >= request.batchSize || next.parked === 0 || parked >= PARK_BUDGET) break;
+    }
     if (this.#claimed.size > 100_000) this.#claimed.clear();
     for (const row of rows) this.#claimed.set(String(row.id), row.aggregate_id);
     return rows.map((row) => ({
@@ -159,7 +208,7 @@ export class MysqlOutboxStore implements OutboxStore {
         await connection.query(retrySql, [delayMs, error, rowIds]);
       }
       if (released.length > 0) await connection.query(releaseSql, [released, owner]);
-      if (moved.size > 0) await connection.query(advanceHeadsSql, [[...moved].sort()]);
+      if (moved.size > 0) await advanceHeads(connection, [...moved].sort());
       return done;
     });
     return { settled, deferred: [] };
@@ -177,7 +226,7 @@ export class MysqlOutboxStore implements OutboxStore {
       await inTransaction(this.#pool, async (connection) => {
         const [header] = await connection.query(publishedSql, [ids, owner]);
         if ((header as { affectedRows: number }).affectedRows !== ids.length) throw fenced;
-        await connection.query(advanceHeadsSql, [[...new Set(aggregates)].sort()]);
+        await advanceHeads(connection, [...new Set(aggregates)].sort());
       });
       return true;
     } catch (error) {
@@ -191,4 +240,42 @@ export class MysqlOutboxStore implements OutboxStore {
     for (const rowId of rowIds) this.#claimed.delete(rowId);
     await this.#pool.query(releaseSql, [rowIds.map(Number), owner]);
   }
+}
+
+/**
+ * Parks `rows` (non-heads the claim's SELECT returned and holds) of aggregates whose
+ * `outbox_heads` row this transaction can lock, when they are not that head
+ * (src/sql/mysql/claim.ts). Returns how many it parked.
+ */
+async function park(connection: MysqlQueryable, rows: readonly CandidateRow[]): Promise<number> {
+  if (rows.length === 0) return 0;
+  const aggregates = [...new Set(rows.map((r) => r.aggregate_id))].sort();
+  await connection.query(materializeHeadsSql, [aggregates]);
+  const heads = new Map(
+    (
+      await selectRows<{ aggregate_id: string; next_sequence: number }>(
+        connection,
+        lockHeadsForParkingSql,
+        [aggregates],
+      )
+    ).map((h) => [h.aggregate_id, Number(h.next_sequence)]),
+  );
+  const ids = rows
+    .filter((r) => {
+      const head = heads.get(r.aggregate_id);
+      return head !== undefined && head !== Number(r.sequence);
+    })
+    .map((r) => r.id);
+  if (ids.length > 0) await connection.query(parkSql, [ids]);
+  return ids.length;
+}
+
+/**
+ * Moves the heads of `aggregates` (sorted: settles lock them in one order) and puts the rows at
+ * the new heads back in the claim's range (src/sql/mysql/settle.ts).
+ */
+async function advanceHeads(connection: MysqlQueryable, aggregates: string[]): Promise<void> {
+  await connection.query(advanceHeadsSql, [aggregates]);
+  const parked = await selectRows<{ id: number }>(connection, parkedHeadsSql, [aggregates]);
+  if (parked.length > 0) await connection.query(unparkSql, [parked.map((r) => r.id)]);
 }
