@@ -1,10 +1,11 @@
 import { NOW_MS } from './clock.js';
 
 /**
- * The claim on MySQL 8 / MariaDB 10.6+, in one short READ COMMITTED transaction of the store
+ * The claim on MySQL 8 / MariaDB 10.6+, in short READ COMMITTED transactions of the store
  * (src/stores/mysql/mysql-outbox-store.ts): {@link claimCandidatesSql}, then {@link leaseSql} on
- * the rows it returned, then COMMIT. Publishing happens after the commit, outside any
- * transaction; the lease (owner token + expiry) is what keeps other dispatchers away until the
+ * the heads it returned (and the parking of the rest, below), then COMMIT; then, when the batch
+ * has room, the runs behind the ordered heads ({@link runsBehindSql}, {@link leaseRunsSql}) in a
+ * second one. Publishing happens after the commits, outside any transaction; the lease (owner token + expiry) is what keeps other dispatchers away until the
  * settle, and the settle is fenced by the token (settle.ts) — the row locks are only held for the
  * few milliseconds between the SELECT and the UPDATE.
  *
@@ -26,7 +27,8 @@ import { NOW_MS } from './clock.js';
  * since; a predecessor and its successor committed in between would let the successor through
  * with its predecessor unseen.
  *
- * One head per aggregate per claim: a hot aggregate drains one message per claim, not a run.
+ * Runs ({@link runsBehindSql}): behind each ordered head it took, a claim takes the next messages
+ * of the head's chain, so a hot aggregate drains a batch per claim, not one message.
  *
  * Parked rows (migration 3). InnoDB has no partial indexes, so the rows queued behind a blocked
  * head (backing off, leased, dead under `hold`, or simply not settled yet) are in the claim's
@@ -120,6 +122,59 @@ ON DUPLICATE KEY UPDATE next_sequence = outbox_heads.next_sequence`;
 
 /** Parks rows the claim holds (see {@link lockHeadsForParkingSql}). ? list of row ids. */
 export const parkSql = `UPDATE outbox SET parked = 1 WHERE id IN (?)`;
+
+/**
+ * The runs behind ordered heads this claim leased: for each head, the next `share` pending
+ * ordered messages of its chain in sequence order, from `outbox_chain_idx`
+ * `(aggregate_id, ordered, dispatched_at, sequence)` — one seek and at most `share` rows per head,
+ * whatever waits behind (a window function over the chain would read all of it first; MariaDB
+ * has no LATERAL). One parenthesised SELECT per head, UNION ALL: one round trip. `free` says
+ * whether the row can go now (due, not leased, not dead).
+ *
+ * Run twice by the store (mysql-outbox-store.ts): `locking` (FOR UPDATE SKIP LOCKED), then as a
+ * consistent read, and a run is the committed chain from the head up to the first row that the
+ * locking read did not get or that is not free. Why both: the chain's tail may be a writer's
+ * insert not committed yet, which a plain FOR UPDATE would wait for (a claim must never wait for
+ * a business transaction), so the locking read skips locked rows — but a committed row can be
+ * locked too, for a moment, by another claim that is parking it, and taking the rows after such a
+ * gap would send them before it. The consistent read shows the committed chain, gaps included; a
+ * writer's rows are not in it, and nothing committed can follow them (sequences commit in order).
+ *
+ * Why a run keeps order (G4) and fencing (G3). The head is leased by this claim, and nothing but
+ * its aggregate's head is ever claimed on its own (claimCandidatesSql), so no other claim can take
+ * a message behind it while the lease holds; and no earlier message of the chain can still
+ * appear between the head and a row taken, as sequences commit in order (schema.ts). The run is
+ * leased in one statement with its head ({@link leaseRunsSql}): one expiry for the head and its
+ * run, so a dispatcher that lost the head's lease lost the run's too, and its settles are fenced
+ * for all of them. The dispatcher publishes a run in sequence order and stops at its first
+ * failure, releasing the rest (src/dispatcher/ordered-publish.ts); the settle then moves the
+ * head to the first message not published (settle.ts). Rows parked behind the head (above) are
+ * read here through the chain index, parked or not.
+ * ? per head: aggregate id, head sequence, share.
+ */
+export const runsBehindSql = (heads: number, locking: boolean): string =>
+  Array.from(
+    { length: heads },
+    () => `(SELECT o.id, o.message_id, o.topic, o.aggregate_id, o.sequence, o.ordered, o.payload,
+        o.headers, o.created_at, o.attempts,
+        (o.available_at <= ${NOW_MS} AND o.dead_lettered_at IS NULL
+         AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= ${NOW_MS})) AS free
+   FROM outbox o FORCE INDEX (outbox_chain_idx)
+  WHERE o.aggregate_id = ? AND o.ordered = 1 AND o.dispatched_at IS NULL AND o.sequence > ?
+  ORDER BY o.sequence
+  LIMIT ?${locking ? '\n  FOR UPDATE SKIP LOCKED' : ''})`,
+  ).join('\nUNION ALL\n');
+
+/**
+ * Leases runs with their heads: the heads (leased by this claim's earlier transaction, still its
+ * own) get the same new expiry as their runs, and only the run rows count an attempt. ? owner
+ * token, ? lease (ms), ? run row ids, ? heads' and run rows' ids, ? owner token, ? run row ids.
+ */
+export const leaseRunsSql = `
+UPDATE outbox
+   SET lease_owner = ?, lease_expires_at = ${NOW_MS} + ?, attempts = attempts + (id IN (?))
+ WHERE id IN (?)
+   AND (lease_owner = ? OR id IN (?))`;
 
 /**
  * Leases the candidates (locked by the SELECT above, in the same transaction) and counts an

@@ -10,10 +10,12 @@ import type { OutgoingMessage } from '../../publishers/publisher.js';
 import { addUnorderedTopicsSql } from '../../sql/mysql/chains.js';
 import {
   claimCandidatesSql,
+  leaseRunsSql,
   leaseSql,
   lockHeadsForParkingSql,
   materializeHeadsSql,
   parkSql,
+  runsBehindSql,
 } from '../../sql/mysql/claim.js';
 import {
   advanceHeadsSql,
@@ -134,6 +136,7 @@ export class MysqlOutboxStore implements OutboxStore {
       parked += next.parked;
       if (rows.length >= request.batchSize || next.parked === 0 || parked >= PARK_BUDGET) break;
     }
+    rows.push(...(await this.#runs(request, rows)));
     if (this.#claimed.size > 100_000) this.#claimed.clear();
     for (const row of rows) this.#claimed.set(String(row.id), row.aggregate_id);
     return rows.map((row) => ({
@@ -232,6 +235,67 @@ export class MysqlOutboxStore implements OutboxStore {
     } catch (error) {
       if (error === fenced) return false;
       throw error;
+    }
+  }
+
+  /**
+   * The runs behind the ordered heads of `heads` (src/sql/mysql/claim.ts `runsBehindSql`): the
+   * batch left is shared evenly between them (rounded down: never more than the batch). Leased
+   * in one transaction with their heads' expiry renewed. A failure here (rolled back) returns no
+   * run rather than an error: the heads' leases are committed already, and failing the claim would
+   * strand them until they expire.
+   */
+  async #runs(request: ClaimRequest, heads: readonly CandidateRow[]): Promise<CandidateRow[]> {
+    const ordered = heads.filter((h) => Number(h.ordered) === 1);
+    if (ordered.length === 0) return [];
+    const share = Math.floor((request.batchSize - heads.length) / ordered.length);
+    if (share < 1) return [];
+    try {
+      return await inTransaction(this.#pool, async (connection) => {
+        const values = ordered.flatMap((h) => [h.aggregate_id, Number(h.sequence), share]);
+        type RunRow = CandidateRow & { free: number | null };
+        const locked = new Map(
+          (await selectRows<RunRow>(connection, runsBehindSql(ordered.length, true), values)).map(
+            (row) => [row.id, row],
+          ),
+        );
+        const committed = await selectRows<RunRow>(
+          connection,
+          runsBehindSql(ordered.length, false),
+          values,
+        );
+        const byAggregate = new Map<string, RunRow[]>();
+        for (const row of committed)
+          byAggregate.set(row.aggregate_id, [...(byAggregate.get(row.aggregate_id) ?? []), row]);
+        const run: CandidateRow[] = [];
+        for (const chain of byAggregate.values()) {
+          chain.sort((a, b) => Number(a.sequence) - Number(b.sequence));
+          // The committed chain up to its first row this claim could not lock or cannot send
+          // now: nothing after a gap (src/sql/mysql/claim.ts).
+          for (const row of chain) {
+            const mine = locked.get(row.id);
+            if (!mine || Number(mine.free) !== 1) break;
+            run.push(mine);
+          }
+        }
+        if (run.length === 0) return [];
+        const runIds = run.map((r) => r.id);
+        const withHeads = [...ordered.map((h) => h.id), ...runIds];
+        const [header] = await connection.query(leaseRunsSql, [
+          request.owner,
+          request.leaseMs,
+          runIds,
+          withHeads,
+          request.owner,
+          runIds,
+        ]);
+        // A head no longer ours (its lease ran out meanwhile): no run at all this time.
+        if ((header as { affectedRows: number }).affectedRows !== withHeads.length)
+          throw new Error('a head of the runs is no longer this claim’s');
+        return run;
+      });
+    } catch {
+      return [];
     }
   }
 
