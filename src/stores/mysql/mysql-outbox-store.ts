@@ -339,7 +339,10 @@ async function park(connection: MysqlQueryable, rows: readonly CandidateRow[]): 
  * the new heads back in the claim's range (src/sql/mysql/settle.ts).
  */
 async function advanceHeads(connection: MysqlQueryable, aggregates: string[]): Promise<void> {
-  await connection.query(advanceHeadsSql, [aggregates]);
+  const [header] = await connection.query(advanceHeadsSql, [aggregates]);
+  // No heads row written or moved (aggregates of unordered messages only, or heads that stayed):
+  // no row became a head, so none to unpark — a claim never parks a head (claim.ts).
+  if ((header as { affectedRows: number }).affectedRows === 0) return;
   const parked = await selectRows<{ id: number }>(connection, parkedHeadsSql, [aggregates]);
   if (parked.length > 0) await connection.query(unparkSql, [parked.map((r) => r.id)]);
 }
