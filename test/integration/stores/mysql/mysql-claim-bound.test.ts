@@ -168,7 +168,8 @@ describe.runIf(up)('MySQL claim cost (MariaDB ANALYZE FORMAT=JSON)', () => {
       );
       // The 300 heads leased elsewhere (in flight) are read and skipped, as on Postgres.
       expect(after.rowsRead, after.why).toBeLessThan(4 * BATCH + 300);
-      // The bound fails on the old shape: it read the ~7,800 rows behind the blocked heads (and probed a head for each): ~16,300 rows.
+      // The bound fails on the old shape: it read the ~7,800 rows behind the blocked heads and
+      // probed a head for each, ~16,300 rows.
       expect(naive.rowsRead).toBeGreaterThan(4 * BATCH);
     }, 120_000);
 
