@@ -18,7 +18,7 @@ import { noopPublisher, orderMessages } from './enqueue.js';
  * the same run: a database of their own (`ao_bench_mysql_<hex>`, dropped after) on `MYSQL_URL`
  * or this machine's MariaDB (127.0.0.1:3306, root). Skipped with a printed reason when no server
  * answers. Runnable alone with
- * `npm run bench -- --only mysql_dispatch_vs_raw_sql,mysql_enqueue_overhead`.
+ * `npm run bench -- --only mysql_dispatch_vs_raw_sql,mysql_enqueue_overhead,mysql_hot_aggregate_ratio`.
  */
 const SERVER = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
 
@@ -30,8 +30,8 @@ const SERVER = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
  * own. No order, no attempts, no heads, no events.
  */
 const RAW_CLAIM = `
-SELECT id, message_id, topic, aggregate_id, payload, headers FROM outbox FORCE INDEX (outbox_pending_idx)
- WHERE dispatched_at IS NULL AND dead_lettered_at IS NULL AND available_at <= ${NOW_MS}
+SELECT id, message_id, topic, aggregate_id, payload, headers FROM outbox FORCE INDEX (outbox_claim_idx)
+ WHERE dispatched_at IS NULL AND dead_lettered_at IS NULL AND parked = 0 AND available_at <= ${NOW_MS}
    AND (lease_expires_at IS NULL OR lease_expires_at <= ${NOW_MS})
  ORDER BY available_at, id LIMIT 200
  FOR UPDATE SKIP LOCKED`;
@@ -166,6 +166,75 @@ export async function mysqlDispatchVsRaw(count: number, rounds: number) {
 }
 
 /**
+ * `mysql_hot_aggregate_ratio`: rows/s of our dispatcher (no-op publisher, batch 200) draining
+ * `count` ordered messages of ONE aggregate over the same drain of `count` messages on `count`
+ * aggregates, in the same run: the median of the ratios of `rounds` back-to-back pairs (which side
+ * goes first alternates). Without runs (src/sql/mysql/claim.ts `runsBehindSql`) the hot aggregate
+ * went out one message per claim round; with them, a claim takes a run of up to a batch.
+ * Context, no target: 1 would be a hot aggregate as fast as spread traffic.
+ */
+export async function mysqlHotAggregate(count: number, rounds: number) {
+  const db = await benchDatabase();
+  const drain = async (hot: boolean, n: number) => {
+    const connection = await mysql.createConnection(db.url);
+    const outbox = createMysqlOutbox();
+    try {
+      for (let done = 0; done < count; done += 500) {
+        await connection.beginTransaction();
+        await outbox.enqueue(
+          connection,
+          Array.from({ length: Math.min(500, count - done) }, (_, k) => ({
+            topic: 'payment.charge',
+            aggregateId: hot ? `hot-${n}` : `spread-${n}-${done + k}`,
+            payload: { i: done + k, note: 'a payload of a realistic few dozen bytes' },
+          })),
+        );
+        await connection.commit();
+      }
+    } finally {
+      await connection.end();
+    }
+    let done = 0;
+    const ms = await timed(async () => {
+      done = (
+        await createMysqlDispatcher({
+          pool: db.pool,
+          publisher: noopPublisher,
+          batchSize: 200,
+        }).drain()
+      ).published;
+    });
+    if (done !== count) throw new Error(`dispatched ${done} of ${count} on MySQL (hot: ${hot})`);
+    return (count / ms) * 1000;
+  };
+  try {
+    const ratios: number[] = [];
+    const hotRates: number[] = [];
+    const spreadRates: number[] = [];
+    for (let n = 0; n < rounds; n++) {
+      const hotFirst = n % 2 === 0;
+      const first = await drain(hotFirst, n);
+      const second = await drain(!hotFirst, n);
+      const [hot, spread] = hotFirst ? [first, second] : [second, first];
+      hotRates.push(hot);
+      spreadRates.push(spread);
+      ratios.push(hot / spread);
+    }
+    const ratio = round(median(ratios), 3);
+    log(`mysql hot aggregate: ${ratio} (pairs ${ratios.map((r) => round(r, 2)).join(', ')})`);
+    return {
+      ratio,
+      pairRatios: ratios.map((r) => round(r, 3)),
+      rowsPerSecond: { hot: Math.round(median(hotRates)), spread: Math.round(median(spreadRates)) },
+      count,
+      rounds,
+    };
+  } finally {
+    await db.drop();
+  }
+}
+
+/**
  * `mysql_enqueue_overhead`: ms per business transaction (BEGIN, one order row, COMMIT on one
  * mysql2 connection) with our writer's two messages (a charge and a receipt, as the Postgres
  * figure) over the same transaction without them, `transactions` each, alternated in blocks of
@@ -225,8 +294,13 @@ export async function mysqlCases(quick: boolean, names: Set<string> | null) {
   const keys = {
     mysql_dispatch_vs_raw_sql: null as number | null,
     mysql_enqueue_overhead: null as number | null,
+    mysql_hot_aggregate_ratio: null as number | null,
   };
-  if (!wanted('mysql_dispatch_vs_raw_sql') && !wanted('mysql_enqueue_overhead'))
+  if (
+    !wanted('mysql_dispatch_vs_raw_sql') &&
+    !wanted('mysql_enqueue_overhead') &&
+    !wanted('mysql_hot_aggregate_ratio')
+  )
     return { keys, details: {} };
   const { hostname, port } = new URL(SERVER);
   if (!(await isReachable(hostname, Number(port || 3306)))) {
@@ -248,9 +322,13 @@ export async function mysqlCases(quick: boolean, names: Set<string> | null) {
   const enqueue = wanted('mysql_enqueue_overhead')
     ? await mysqlEnqueueOverhead(quick ? 500 : 2_000)
     : null;
+  const hot = wanted('mysql_hot_aggregate_ratio')
+    ? await mysqlHotAggregate(2_000, quick ? 3 : 5)
+    : null;
   keys.mysql_dispatch_vs_raw_sql = dispatch?.ratio ?? null;
   keys.mysql_enqueue_overhead = enqueue?.ratio ?? null;
-  return { keys, details: { mysql: { server, dispatch, enqueue } } };
+  keys.mysql_hot_aggregate_ratio = hot?.ratio ?? null;
+  return { keys, details: { mysql: { server, dispatch, enqueue, hot } } };
 }
 
 /** The rows of main.ts's table for {@link mysqlCases}' keys. */
@@ -260,6 +338,7 @@ export function mysqlRows(r: Record<string, unknown>): string[] {
       mysql?: {
         dispatch?: Awaited<ReturnType<typeof mysqlDispatchVsRaw>> | null;
         enqueue?: Awaited<ReturnType<typeof mysqlEnqueueOverhead>> | null;
+        hot?: Awaited<ReturnType<typeof mysqlHotAggregate>> | null;
       };
     }
   ).mysql;
@@ -271,6 +350,10 @@ export function mysqlRows(r: Record<string, unknown>): string[] {
   if (d?.enqueue)
     rows.push(
       `| mysql_enqueue_overhead | ${String(r.mysql_enqueue_overhead)} | ${d.enqueue.withOutboxMsPerTx} vs ${d.enqueue.withoutOutboxMsPerTx} ms/tx without outbox | context (no target) |`,
+    );
+  if (d?.hot)
+    rows.push(
+      `| mysql_hot_aggregate_ratio | ${String(r.mysql_hot_aggregate_ratio)} | ${d.hot.rowsPerSecond.hot} vs ${d.hot.rowsPerSecond.spread} rows/s: ${d.hot.count} messages of one aggregate vs on ${d.hot.count} aggregates, same run | context (no target) |`,
     );
   return rows;
 }

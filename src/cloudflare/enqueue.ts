@@ -1,6 +1,6 @@
 import { OutboxValidationError } from '../core/errors.js';
 import type { OutboxMessage } from '../core/message.js';
-import { sqliteMessageRows } from '../core/sqlite-message-rows.js';
+import { messageRows } from '../core/message-rows.js';
 import type { D1Db, D1Statement } from './d1-types.js';
 import { bumpSequenceSql, insertMessageSql } from '../sql/sqlite/enqueue.js';
 
@@ -60,7 +60,7 @@ export function enqueue(
   const messages: readonly OutboxMessage[] = Array.isArray(input)
     ? input
     : [input as OutboxMessage];
-  const rows = sqliteMessageRows(messages, options, (options.now ?? Date.now)(), 'D1 outbox');
+  const rows = messageRows(messages, options, (options.now ?? Date.now)(), 'D1 outbox');
   const statements: D1Statement[] = [];
   for (const row of rows)
     statements.push(

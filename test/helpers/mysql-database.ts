@@ -38,17 +38,21 @@ async function admin(sql: string): Promise<void> {
 }
 
 /**
- * Creates a database with a random suffix (`outbox_test_…`), migrated unless
- * `migrated: false`, dropped by `drop()`.
+ * Creates a database with a random suffix (`outbox_test_…`, or `prefix…`), migrated unless
+ * `migrated: false`, dropped by `drop()`. `connectionLimit` sizes the pool (1: every call of the
+ * pool runs on one connection, whose session counters a test can then read).
  */
 export async function createMysqlTestDatabase(
-  options: { migrated?: boolean } = {},
+  options: { migrated?: boolean; prefix?: string; connectionLimit?: number } = {},
 ): Promise<MysqlTestDatabase> {
-  const name = `outbox_test_${randomBytes(5).toString('hex')}`;
+  const name = `${options.prefix ?? 'outbox_test_'}${randomBytes(5).toString('hex')}`;
   await admin(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4`);
   const url = new URL(MYSQL_SERVER_URL);
   url.pathname = `/${name}`;
-  const pool = await openMysql(url.toString());
+  const pool = await openMysql(
+    url.toString(),
+    options.connectionLimit === undefined ? {} : { connectionLimit: options.connectionLimit },
+  );
   if (options.migrated !== false) await migrateMysql(pool);
   return {
     name,

@@ -2,7 +2,7 @@ import { NOW_MS } from './clock.js';
 
 /**
  * What an operator runs on a MySQL/MariaDB outbox (src/stores/mysql/mysql-admin.ts): status,
- * dead letters and their replay, retention. Pending-row reads go through `outbox_pending_idx`
+ * dead letters and their replay, retention. Pending-row reads go through `outbox_claim_idx`
  * or `outbox_dead_letter_idx` (both lead with `dispatched_at`), so their cost follows the
  * backlog, not the history kept.
  */
@@ -21,13 +21,13 @@ SELECT coalesce(SUM(dead_lettered_at IS NULL), 0) AS backlog,
        coalesce(SUM(dead_lettered_at IS NULL AND available_at > ${NOW_MS}
                     AND (lease_expires_at IS NULL OR lease_expires_at <= ${NOW_MS})), 0) AS scheduled,
        coalesce(SUM(dead_lettered_at IS NOT NULL), 0) AS deadLetters
-  FROM outbox FORCE INDEX (outbox_pending_idx)
+  FROM outbox FORCE INDEX (outbox_claim_idx)
  WHERE dispatched_at IS NULL`;
 
 /** Undispatched messages by attempts so far. */
 export const attemptsDistributionSql = `
 SELECT attempts, COUNT(*) AS messages
-  FROM outbox FORCE INDEX (outbox_pending_idx)
+  FROM outbox FORCE INDEX (outbox_claim_idx)
  WHERE dispatched_at IS NULL
  GROUP BY attempts
  ORDER BY attempts`;
@@ -36,7 +36,7 @@ SELECT attempts, COUNT(*) AS messages
 export const lastErrorsSql = `
 SELECT CAST(id AS CHAR) AS id, message_id AS messageId, topic, aggregate_id AS aggregateId,
        attempts, last_error AS lastError, dead_lettered_at IS NOT NULL AS dead
-  FROM outbox FORCE INDEX (outbox_pending_idx)
+  FROM outbox FORCE INDEX (outbox_claim_idx)
  WHERE dispatched_at IS NULL AND last_error IS NOT NULL
  ORDER BY coalesce(dead_lettered_at, available_at) DESC, id DESC
  LIMIT ?`;
@@ -75,12 +75,13 @@ SELECT CAST(id AS CHAR) AS id, message_id AS messageId, topic
  * same message id, so consumers that saw an earlier publish still dedupe it; `last_error` stays
  * as history until the next attempt. Under `hold` it is still its aggregate's head
  * (`outbox_heads` never moved past it) and goes next; under `skip` it left the chain
- * (`ordered = 0`) and goes out unordered. ? list of row ids.
+ * (`ordered = 0`) and goes out unordered. `parked = 0`: back in the claim's index range, whatever
+ * it was (claim.ts). ? list of row ids.
  */
 export const replaySql = `
 UPDATE outbox
    SET dead_lettered_at = NULL, attempts = 0, available_at = ${NOW_MS},
-       lease_owner = NULL, lease_expires_at = NULL
+       lease_owner = NULL, lease_expires_at = NULL, parked = 0
  WHERE id IN (?)`;
 
 /**

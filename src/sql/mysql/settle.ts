@@ -11,7 +11,8 @@ import { NOW_MS } from './clock.js';
  * 2. One UPDATE per kind of settlement on the fenced ids: published, retried (one per delay:
  *    retries are rare), dead (`hold`: stays its aggregate's head; `skip`: leaves its chain as
  *    `ordered = 0`), released (the attempt the claim counted given back).
- * 3. {@link advanceHeadsSql} for the aggregates whose chain may have moved.
+ * 3. {@link advanceHeadsSql} for the aggregates whose chain may have moved, then
+ *    {@link parkedHeadsSql} and {@link unparkSql} for the same aggregates.
  *
  * Concurrent settles of one aggregate serialise on its `outbox_heads` row (step 3 locks it);
  * aggregates are locked in id order so two settles never deadlock on each other's heads.
@@ -42,13 +43,14 @@ UPDATE outbox
  WHERE id IN (?)`;
 
 /**
- * Dead-lettered. ? 1 when it leaves its aggregate's chain (policy `skip`), ? error, ? id.
+ * Dead-lettered. `parked = 0`: a replayed dead letter must be in the claim's range again, and one
+ * that left its chain (`skip`) is unordered, which is never parked (claim.ts). ? 1 when it leaves its aggregate's chain (policy `skip`), ? error, ? id.
  */
 export const deadSql = `
 UPDATE outbox
    SET dead_lettered_at = ${NOW_MS}, last_error = ?,
        ordered = CASE WHEN ? = 1 THEN 0 ELSE ordered END,
-       lease_owner = NULL, lease_expires_at = NULL
+       lease_owner = NULL, lease_expires_at = NULL, parked = 0
  WHERE id IN (?)`;
 
 /** Never handed to the publisher: lease and the claim's attempt given back. ? list of row ids. */
@@ -93,3 +95,29 @@ SELECT a.aggregate_id,
    AND a.first_ordered_sequence IS NOT NULL
  ORDER BY a.aggregate_id
 ON DUPLICATE KEY UPDATE next_sequence = GREATEST(outbox_heads.next_sequence, VALUES(next_sequence))`;
+
+/**
+ * Finds the parked rows at the listed aggregates' heads (claim.ts, parked rows), after
+ * {@link advanceHeadsSql} in the same transaction; {@link unparkSql} then puts them back in the
+ * claim's range. The rows behind a head were parked by claims, and this is the one place a head
+ * moves.
+ *
+ * A consistent read, not a locking one, on purpose: the row at a new head may be a writer's
+ * insert not committed yet, and a locking read (or an UPDATE joining to it) would wait for that
+ * business transaction — a settle must never wait for a writer. Such a row needs nothing: rows
+ * are inserted unparked. Why a consistent read sees every row a claim parked: a claim parks only
+ * under the lock of the aggregate's `outbox_heads` row (claim.ts `lockHeadsForParkingSql`), which
+ * advanceHeadsSql took before this statement's snapshot; a claim that parked committed before
+ * that, and a claim that did not have the lock parks nothing of this aggregate.
+ * ? list of aggregate ids.
+ */
+export const parkedHeadsSql = `
+SELECT o.id
+  FROM outbox_heads h
+  JOIN outbox o FORCE INDEX (outbox_aggregate_sequence_key)
+    ON o.aggregate_id = h.aggregate_id AND o.sequence = h.next_sequence
+ WHERE h.aggregate_id IN (?)
+   AND o.parked = 1`;
+
+/** ? list of row ids from {@link parkedHeadsSql}. */
+export const unparkSql = `UPDATE outbox SET parked = 0 WHERE id IN (?)`;

@@ -1,5 +1,6 @@
 import { OutboxSchemaError } from '../../core/errors.js';
 import {
+  ALREADY_APPLIED_ERRNOS,
   APPLIED_VERSIONS_SQL,
   MIGRATIONS_TABLE_SQL,
   MYSQL_MIGRATIONS,
@@ -58,7 +59,15 @@ export async function migrateMysql(
       for (const migration of MYSQL_MIGRATIONS) {
         if (done.has(migration.version)) continue;
         onMigration?.(migration);
-        for (const statement of migration.statements) await connection.query(statement);
+        for (const statement of migration.statements) {
+          try {
+            await connection.query(statement);
+          } catch (error) {
+            // An ALTER a crashed run applied before recording the version (schema.ts).
+            const errno = (error as { errno?: number }).errno;
+            if (errno === undefined || !ALREADY_APPLIED_ERRNOS.has(errno)) throw error;
+          }
+        }
         await connection.query(RECORD_MIGRATION_SQL, [migration.version, migration.name]);
         applied.push(migration.version);
       }

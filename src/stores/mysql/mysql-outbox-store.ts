@@ -8,16 +8,31 @@ import type {
 } from '../../dispatcher/outbox-store.js';
 import type { OutgoingMessage } from '../../publishers/publisher.js';
 import { addUnorderedTopicsSql } from '../../sql/mysql/chains.js';
-import { claimCandidatesSql, leaseSql } from '../../sql/mysql/claim.js';
+import {
+  claimCandidatesSql,
+  leaseRunsSql,
+  leaseSql,
+  lockHeadsForParkingSql,
+  materializeHeadsSql,
+  parkSql,
+  runsBehindSql,
+} from '../../sql/mysql/claim.js';
 import {
   advanceHeadsSql,
   deadSql,
   fenceSql,
   publishedSql,
   releaseSql,
+  parkedHeadsSql,
   retrySql,
+  unparkSql,
 } from '../../sql/mysql/settle.js';
-import { inTransaction, selectRows, type MysqlPool } from './mysql-connection.js';
+import {
+  inTransaction,
+  selectRows,
+  type MysqlPool,
+  type MysqlQueryable,
+} from './mysql-connection.js';
 
 /** A row of claimCandidatesSql. */
 interface CandidateRow {
@@ -31,7 +46,17 @@ interface CandidateRow {
   headers: string;
   created_at: number;
   attempts: number;
+  /** 1 when claimable now; 0 or null: a row to park (claim.ts). */
+  head: number | null;
 }
+
+/**
+ * Rows one claim may park at most (claim.ts, parked rows) before it returns what it has: bounds
+ * one claim's time when a deep backlog behind blocked heads is first met; the next claims park
+ * the rest. A claim that parks runs rounds of {@link PARK_ROUND} rows after its first.
+ */
+const PARK_BUDGET = 20_000;
+const PARK_ROUND = 1_000;
 
 /**
  * The dispatcher's {@link OutboxStore} on MySQL 8 / MariaDB 10.6+ (mysql2 pool): claims with
@@ -73,18 +98,45 @@ export class MysqlOutboxStore implements OutboxStore {
         throw error;
       });
     }
-    const rows = await inTransaction(this.#pool, async (connection) => {
-      const candidates = await selectRows<CandidateRow>(connection, claimCandidatesSql, [
-        request.batchSize,
-      ]);
-      if (candidates.length > 0)
-        await connection.query(leaseSql, [
-          request.owner,
-          request.leaseMs,
-          candidates.map((c) => c.id),
-        ]);
-      return candidates;
-    });
+    // Rounds of one short transaction each: a round that met rows to park and left the batch
+    // short runs again (the parked rows and the ones leased by earlier rounds are out of its
+    // range by then), so a claim returns the due heads behind a backlog it parks rather than an
+    // empty batch (the dispatcher sleeps a poll interval after one).
+    const rows: CandidateRow[] = [];
+    let parked = 0;
+    for (let round = 0; ; round++) {
+      const limit = round === 0 ? request.batchSize : Math.max(request.batchSize, PARK_ROUND);
+      let next: { heads: CandidateRow[]; parked: number };
+      try {
+        next = await inTransaction(this.#pool, async (connection) => {
+          const found = await selectRows<CandidateRow>(connection, claimCandidatesSql, [limit]);
+          const heads = found
+            .filter((c) => Number(c.head) === 1)
+            .slice(0, request.batchSize - rows.length);
+          if (heads.length > 0)
+            await connection.query(leaseSql, [
+              request.owner,
+              request.leaseMs,
+              heads.map((c) => c.id),
+            ]);
+          const parkedHere = await park(
+            connection,
+            found.filter((c) => Number(c.head) !== 1 && Number(c.ordered) === 1),
+          );
+          // A full round that parked nothing: what blocks it cannot be parked now (heads not
+          // settled yet, or being settled), and another round would read the same rows.
+          return { heads, parked: found.length < limit ? 0 : parkedHere };
+        });
+      } catch (error) {
+        // Earlier rounds' leases are committed: hand those rows on rather than strand them.
+        if (rows.length > 0) break;
+        throw error;
+      }
+      rows.push(...next.heads);
+      parked += next.parked;
+      if (rows.length >= request.batchSize || next.parked === 0 || parked >= PARK_BUDGET) break;
+    }
+    rows.push(...(await this.#runs(request, rows)));
     if (this.#claimed.size > 100_000) this.#claimed.clear();
     for (const row of rows) this.#claimed.set(String(row.id), row.aggregate_id);
     return rows.map((row) => ({
@@ -159,7 +211,7 @@ export class MysqlOutboxStore implements OutboxStore {
         await connection.query(retrySql, [delayMs, error, rowIds]);
       }
       if (released.length > 0) await connection.query(releaseSql, [released, owner]);
-      if (moved.size > 0) await connection.query(advanceHeadsSql, [[...moved].sort()]);
+      if (moved.size > 0) await advanceHeads(connection, [...moved].sort());
       return done;
     });
     return { settled, deferred: [] };
@@ -177,7 +229,7 @@ export class MysqlOutboxStore implements OutboxStore {
       await inTransaction(this.#pool, async (connection) => {
         const [header] = await connection.query(publishedSql, [ids, owner]);
         if ((header as { affectedRows: number }).affectedRows !== ids.length) throw fenced;
-        await connection.query(advanceHeadsSql, [[...new Set(aggregates)].sort()]);
+        await advanceHeads(connection, [...new Set(aggregates)].sort());
       });
       return true;
     } catch (error) {
@@ -186,9 +238,111 @@ export class MysqlOutboxStore implements OutboxStore {
     }
   }
 
+  /**
+   * The runs behind the ordered heads of `heads` (src/sql/mysql/claim.ts `runsBehindSql`): the
+   * batch left is shared evenly between them (rounded down: never more than the batch). Leased
+   * in one transaction with their heads' expiry renewed. A failure here (rolled back) returns no
+   * run rather than an error: the heads' leases are committed already, and failing the claim would
+   * strand them until they expire.
+   */
+  async #runs(request: ClaimRequest, heads: readonly CandidateRow[]): Promise<CandidateRow[]> {
+    const ordered = heads.filter((h) => Number(h.ordered) === 1);
+    if (ordered.length === 0) return [];
+    const share = Math.floor((request.batchSize - heads.length) / ordered.length);
+    if (share < 1) return [];
+    try {
+      return await inTransaction(this.#pool, async (connection) => {
+        const values = ordered.flatMap((h) => [h.aggregate_id, Number(h.sequence), share]);
+        type RunRow = CandidateRow & { free: number | null };
+        const locked = new Map(
+          (await selectRows<RunRow>(connection, runsBehindSql(ordered.length, true), values)).map(
+            (row) => [row.id, row],
+          ),
+        );
+        const committed = await selectRows<RunRow>(
+          connection,
+          runsBehindSql(ordered.length, false),
+          values,
+        );
+        const byAggregate = new Map<string, RunRow[]>();
+        for (const row of committed)
+          byAggregate.set(row.aggregate_id, [...(byAggregate.get(row.aggregate_id) ?? []), row]);
+        const run: CandidateRow[] = [];
+        for (const chain of byAggregate.values()) {
+          chain.sort((a, b) => Number(a.sequence) - Number(b.sequence));
+          // The committed chain up to its first row this claim could not lock or cannot send
+          // now: nothing after a gap (src/sql/mysql/claim.ts).
+          for (const row of chain) {
+            const mine = locked.get(row.id);
+            if (!mine || Number(mine.free) !== 1) break;
+            run.push(mine);
+          }
+        }
+        if (run.length === 0) return [];
+        const runIds = run.map((r) => r.id);
+        const withHeads = [...ordered.map((h) => h.id), ...runIds];
+        const [header] = await connection.query(leaseRunsSql, [
+          request.owner,
+          request.leaseMs,
+          runIds,
+          withHeads,
+          request.owner,
+          runIds,
+        ]);
+        // A head no longer ours (its lease ran out meanwhile): no run at all this time.
+        if ((header as { affectedRows: number }).affectedRows !== withHeads.length)
+          throw new Error('a head of the runs is no longer this claim’s');
+        return run;
+      });
+    } catch {
+      return [];
+    }
+  }
+
   async release(owner: string, rowIds: readonly string[]): Promise<void> {
     if (rowIds.length === 0) return;
     for (const rowId of rowIds) this.#claimed.delete(rowId);
     await this.#pool.query(releaseSql, [rowIds.map(Number), owner]);
   }
+}
+
+/**
+ * Parks `rows` (non-heads the claim's SELECT returned and holds) of aggregates whose
+ * `outbox_heads` row this transaction can lock, when they are not that head
+ * (src/sql/mysql/claim.ts). Returns how many it parked.
+ */
+async function park(connection: MysqlQueryable, rows: readonly CandidateRow[]): Promise<number> {
+  if (rows.length === 0) return 0;
+  const aggregates = [...new Set(rows.map((r) => r.aggregate_id))].sort();
+  await connection.query(materializeHeadsSql, [aggregates]);
+  const heads = new Map(
+    (
+      await selectRows<{ aggregate_id: string; next_sequence: number }>(
+        connection,
+        lockHeadsForParkingSql,
+        [aggregates],
+      )
+    ).map((h) => [h.aggregate_id, Number(h.next_sequence)]),
+  );
+  const ids = rows
+    .filter((r) => {
+      const head = heads.get(r.aggregate_id);
+      return head !== undefined && head !== Number(r.sequence);
+    })
+    .map((r) => r.id);
+  if (ids.length > 0) await connection.query(parkSql, [ids]);
+  return ids.length;
+}
+
+/**
+ * Moves the heads of `aggregates` (sorted: settles lock them in one order) and puts the rows at
+ * the new heads back in the claim's range (src/sql/mysql/settle.ts).
+ */
+async function advanceHeads(connection: MysqlQueryable, aggregates: string[]): Promise<void> {
+  const [header] = await connection.query(advanceHeadsSql, [aggregates]);
+  // No heads row written or moved (aggregates of unordered messages only, or heads that stayed):
+  // no row became a head, so none to unpark — a claim never parks a head (claim.ts).
+  if ((header as { affectedRows: number }).affectedRows === 0) return;
+  const parked = await selectRows<{ id: number }>(connection, parkedHeadsSql, [aggregates]);
+  if (parked.length > 0) await connection.query(unparkSql, [parked.map((r) => r.id)]);
 }

@@ -1,12 +1,12 @@
 import { OutboxAutocommitError, OutboxValidationError } from '../../core/errors.js';
 import type { EnqueuedMessage, OutboxMessage } from '../../core/message.js';
-import { sqliteMessageRows, type SqliteRowOptions } from '../../core/sqlite-message-rows.js';
+import { messageRows, type MessageRowOptions } from '../../core/message-rows.js';
 import { insertedSql, insertMessagesSql } from '../../sql/mysql/enqueue.js';
 import { AUTOCOMMIT_OPT_IN } from '../../store/sql-executor.js';
 import { execute, selectRows, SERVER_STATUS, type MysqlQueryable } from './mysql-connection.js';
 
 /** Options of {@link createMysqlOutbox}: limits, default headers, the default schema version. */
-export type MysqlOutboxOptions = SqliteRowOptions;
+export type MysqlOutboxOptions = MessageRowOptions;
 
 /** Per-call options of {@link MysqlOutboxWriter.enqueue}. */
 export interface MysqlEnqueueOptions {
@@ -77,7 +77,7 @@ export function createMysqlOutbox(options: MysqlOutboxOptions = {}): MysqlOutbox
     if (!Array.isArray(messages))
       throw new OutboxValidationError('messages', 'must be a message object or an array of them');
     // Validate before any round trip: bad input writes nothing and costs nothing.
-    const rows = sqliteMessageRows(messages, options, Date.now(), 'MySQL outbox');
+    const rows = messageRows(messages, options, Date.now(), 'MySQL outbox');
     // The OK packet's status flags say whether the session is in a transaction; `DO 0` is the
     // cheapest statement that returns one. Checked before the empty-batch shortcut: a call
     // outside a transaction is a mistake whatever it holds.

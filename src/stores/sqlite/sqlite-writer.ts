@@ -1,12 +1,12 @@
 import { OutboxAutocommitError, OutboxValidationError } from '../../core/errors.js';
 import type { EnqueuedMessage, OutboxMessage } from '../../core/message.js';
-import { sqliteMessageRows, type SqliteRowOptions } from '../../core/sqlite-message-rows.js';
+import { messageRows, type MessageRowOptions } from '../../core/message-rows.js';
 import { bumpSequenceSql, insertMessageSql } from '../../sql/sqlite/enqueue.js';
 import { AUTOCOMMIT_OPT_IN } from '../../store/sql-executor.js';
 import { immediate, numbered, prepared, type SqliteDatabase } from './sqlite-database.js';
 
 /** Options of {@link createSqliteOutbox}. */
-export interface SqliteOutboxOptions extends SqliteRowOptions {
+export interface SqliteOutboxOptions extends MessageRowOptions {
   /** Clock for `created_at` / `available_at`, in ms since the epoch. Default `Date.now`. */
   now?: () => number;
 }
@@ -86,7 +86,7 @@ export function createSqliteOutbox(options: SqliteOutboxOptions = {}): SqliteOut
       throw new OutboxAutocommitError(
         `agent-outbox: enqueue() refused to write outside a transaction, and wrote nothing. ${OUTSIDE_TRANSACTION} ${AUTOCOMMIT_OPT_IN}`,
       );
-    const rows = sqliteMessageRows(messages, options, now(), 'SQLite outbox');
+    const rows = messageRows(messages, options, now(), 'SQLite outbox');
     if (rows.length === 0) return [];
     const write = () =>
       rows.map((row): EnqueuedMessage => {

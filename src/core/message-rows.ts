@@ -2,8 +2,12 @@ import { OutboxValidationError } from './errors.js';
 import { HEADER, type OutboxMessage } from './message.js';
 import { resolveLimits, validateMessages, type ValidationLimits } from './validate.js';
 
-/** Options shared by the SQLite writers (D1's `enqueue`, the SQLite store's `createSqliteOutbox`). */
-export interface SqliteRowOptions {
+/**
+ * Options shared by the writers that insert a message as plain column values (ms-epoch times,
+ * JSON text): D1's `enqueue`, the SQLite store's `createSqliteOutbox`, the MySQL store's
+ * `createMysqlOutbox`.
+ */
+export interface MessageRowOptions {
   /** Largest serialised payload accepted, in bytes. Default 1 MiB. */
   maxPayloadBytes?: number;
   /** Largest serialised headers object accepted, in bytes. Default 64 KiB. */
@@ -15,11 +19,12 @@ export interface SqliteRowOptions {
 }
 
 /**
- * One message as the parameters of `insertMessageSql` (src/sql/sqlite/enqueue.ts), in its order:
+ * One message as insert parameters, in the order of `insertMessageSql` (src/sql/sqlite/enqueue.ts;
+ * the MySQL writer, src/stores/mysql/mysql-writer.ts, takes the same tuple):
  * message id, aggregate id, topic, payload JSON, headers JSON, created_at ms, available_at ms,
  * ordered (1, 0 or null: decided by `outbox_unordered_topics`).
  */
-export type SqliteMessageRow = [
+export type MessageRow = [
   messageId: string,
   aggregateId: string,
   topic: string,
@@ -32,17 +37,18 @@ export type SqliteMessageRow = [
 
 /**
  * Validates messages with the Postgres writer's rules and errors and turns them into insert
- * parameters, in input order. `store` names the store in the errors for what SQLite cannot do:
+ * parameters, in input order. `store` names the store in the errors for what these stores cannot
+ * do:
  * shadow messages, approval holds and dedupe keys are refused rather than ignored (ignoring a
  * hold would send an effect nobody approved; ignoring a key would send it twice). Pure: runs in
  * Workers and in Node alike.
  */
-export function sqliteMessageRows(
+export function messageRows(
   messages: readonly OutboxMessage[],
-  options: SqliteRowOptions,
+  options: MessageRowOptions,
   now: number,
   store: string,
-): SqliteMessageRow[] {
+): MessageRow[] {
   const limits: ValidationLimits = resolveLimits({
     maxPayloadBytes: options.maxPayloadBytes,
     maxHeadersBytes: options.maxHeadersBytes,
