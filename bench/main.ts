@@ -6,6 +6,7 @@
  *   npx tsx bench/main.ts            full run (~14 minutes here; 5,000,000 history rows)
  *   npx tsx bench/main.ts --quick    smaller counts, same keys (~2 minutes here)
  *   npx tsx bench/main.ts --only held_snapshot,wal   only those cases (their keys; others null)
+ *   npx tsx bench/main.ts --only tracing             tracing_overhead and tracing_overhead_noop
  *
  * Uses DATABASE_URL (a superuser: it creates and drops a database `ao_bench_<pid>`) or
  * 127.0.0.1:5432. The CDC figure needs wal_level=logical.
@@ -102,6 +103,23 @@ const caseGroups: CaseGroup[] = [
   // Issue 45: the MySQL store against its own raw SKIP LOCKED loop, on the MariaDB server.
   { run: (names) => mysqlCases(quick, names), rows: mysqlRows },
   { run: (names) => pgqCases(fresh, quick, names), rows: pgqRows },
+  // `--only tracing`: the full run measures it above, on the main database, so not here then.
+  {
+    run: async (names) => {
+      if (!names?.has('tracing')) return { keys: {}, details: {} };
+      const tracing = await fresh('tracing', (d) =>
+        tracingOverhead(d, size.dispatchRows / 2, quick ? 5 : 7),
+      );
+      return {
+        keys: {
+          tracing_overhead: 'ratio' in tracing.broker ? tracing.broker.ratio : null,
+          tracing_overhead_noop: tracing.noop.ratio,
+        },
+        details: { tracing },
+      };
+    },
+    rows: () => [],
+  },
   { run: (names) => latencyOnly(fresh, size, names, latencyModes), rows: () => [] },
 ];
 
