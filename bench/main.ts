@@ -90,6 +90,8 @@ const latencyModes = {
 };
 
 const fresh = onFreshDatabase;
+/** The server's wal_level, read at the start (the CDC modes need `logical`). */
+let walLevel = '';
 /**
  * The groups, one line each, run in this order after the other cases; each runs its cases on
  * databases created for them (issue 25's busy-database cases, issue 27's destination limits).
@@ -120,7 +122,18 @@ const caseGroups: CaseGroup[] = [
     },
     rows: () => [],
   },
-  { run: (names) => latencyOnly(fresh, size, names, latencyModes), rows: () => [] },
+  // With wal_level=logical the CDC modes join the rounds, as in the full run.
+  {
+    run: (names) =>
+      latencyOnly(fresh, size, names, {
+        ...latencyModes,
+        ...(walLevel === 'logical' && {
+          cdc: (d: BenchDatabase) => latency(d, 'cdc', 1_000, size.latencySeconds),
+          raw_cdc: (d: BenchDatabase) => latency(d, 'raw_cdc', 1_000, size.latencySeconds),
+        }),
+      }),
+    rows: () => [],
+  },
 ];
 
 /** Runs every group in turn: their keys and their details, merged in that order. */
@@ -140,6 +153,7 @@ try {
     `SELECT version() AS version, current_setting('wal_level') AS wal_level`,
   );
   const server = rows[0]!;
+  walLevel = server.wal_level;
   log(
     `${quick ? 'quick' : 'full'} run on ${server.version.split(',')[0]}, wal_level=${server.wal_level}`,
   );
