@@ -6,6 +6,7 @@
  *   npx tsx bench/main.ts            full run (~14 minutes here; 5,000,000 history rows)
  *   npx tsx bench/main.ts --quick    smaller counts, same keys (~2 minutes here)
  *   npx tsx bench/main.ts --only held_snapshot,wal   only those cases (their keys; others null)
+ *   npx tsx bench/main.ts --only tracing             tracing_overhead and tracing_overhead_noop
  *
  * Uses DATABASE_URL (a superuser: it creates and drops a database `ao_bench_<pid>`) or
  * 127.0.0.1:5432. The CDC figure needs wal_level=logical.
@@ -89,6 +90,8 @@ const latencyModes = {
 };
 
 const fresh = onFreshDatabase;
+/** The server's wal_level, read at the start (the CDC modes need `logical`). */
+let walLevel = '';
 /**
  * The groups, one line each, run in this order after the other cases; each runs its cases on
  * databases created for them (issue 25's busy-database cases, issue 27's destination limits).
@@ -102,7 +105,35 @@ const caseGroups: CaseGroup[] = [
   // Issue 45: the MySQL store against its own raw SKIP LOCKED loop, on the MariaDB server.
   { run: (names) => mysqlCases(quick, names), rows: mysqlRows },
   { run: (names) => pgqCases(fresh, quick, names), rows: pgqRows },
-  { run: (names) => latencyOnly(fresh, size, names, latencyModes), rows: () => [] },
+  // `--only tracing`: the full run measures it above, on the main database, so not here then.
+  {
+    run: async (names) => {
+      if (!names?.has('tracing')) return { keys: {}, details: {} };
+      const tracing = await fresh('tracing', (d) =>
+        tracingOverhead(d, size.dispatchRows / 2, quick ? 5 : 7),
+      );
+      return {
+        keys: {
+          tracing_overhead: 'ratio' in tracing.broker ? tracing.broker.ratio : null,
+          tracing_overhead_noop: tracing.noop.ratio,
+        },
+        details: { tracing },
+      };
+    },
+    rows: () => [],
+  },
+  // With wal_level=logical the CDC modes join the rounds, as in the full run.
+  {
+    run: (names) =>
+      latencyOnly(fresh, size, names, {
+        ...latencyModes,
+        ...(walLevel === 'logical' && {
+          cdc: (d: BenchDatabase) => latency(d, 'cdc', 1_000, size.latencySeconds),
+          raw_cdc: (d: BenchDatabase) => latency(d, 'raw_cdc', 1_000, size.latencySeconds),
+        }),
+      }),
+    rows: () => [],
+  },
 ];
 
 /** Runs every group in turn: their keys and their details, merged in that order. */
@@ -122,6 +153,7 @@ try {
     `SELECT version() AS version, current_setting('wal_level') AS wal_level`,
   );
   const server = rows[0]!;
+  walLevel = server.wal_level;
   log(
     `${quick ? 'quick' : 'full'} run on ${server.version.split(',')[0]}, wal_level=${server.wal_level}`,
   );

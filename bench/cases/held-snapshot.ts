@@ -17,7 +17,8 @@ import { prepareClaims } from '../../src/dispatcher/repair-heads.js';
  *   claim after the same history without one.
  * - `held_snapshot_drain_ratio`: a `backlog` of fresh messages drained by our dispatcher (no-op
  *   publisher, batch 200, one loop) after that history, held over plain — the dispatcher that
- *   dispatched the history, still running, as `outbox dispatch` would be. What a dispatcher
+ *   dispatched the history, still running, as `outbox dispatch` would be; three back-to-back
+ *   pairs of drains after both histories, the median of their ratios. What a dispatcher
  *   that STARTS pays under the snapshot (the floor put back a minute, so its first claim reads
  *   the minute's dead entries) is `details.held.held.restartMs`, beside the plain one; before
  *   issue 25's session 10 every drain here used a new dispatcher, and the start also repaired
@@ -30,6 +31,15 @@ import { prepareClaims } from '../../src/dispatcher/repair-heads.js';
  * Messages: one per aggregate, on an ordered topic (every one a head: the claim's common case).
  */
 const HISTORY_CHUNK = 50_000;
+/** Drains of each side, in back-to-back pairs (see heldSnapshot). */
+const DRAIN_PAIRS = 3;
+
+/** The median; of an even count, the mean of the two middle values. */
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const half = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[half]! : (sorted[half - 1]! + sorted[half]!) / 2;
+}
 const TOPIC = 'payment.charge';
 
 async function insertMessages(db: BenchDatabase, count: number): Promise<void> {
@@ -130,22 +140,40 @@ export async function heldSnapshot(
     await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
     await holder.query('SELECT count(*) FROM outbox');
     const claim: Record<'held' | 'plain', Percentiles> = {} as never;
-    const drain: Record<'held' | 'plain', number> = {} as never;
     const restart: Record<'held' | 'plain', number> = {} as never;
-    for (const [label, db] of [
+    const sides = [
       ['held', held],
       ['plain', plain],
-    ] as const) {
-      const running = benchDispatcher(db);
-      await dispatchHistory(db, size.history, label, running);
+    ] as const;
+    const running = { held: benchDispatcher(held), plain: benchDispatcher(plain) };
+    for (const [label, db] of sides) {
+      await dispatchHistory(db, size.history, label, running[label]);
       claim[label] = await claimLatency(db, size.samples);
-      await insertMessages(db, size.backlog);
-      drain[label] = await drainRate(db, size.backlog, running);
+    }
+    // The drains in back-to-back pairs, which side first alternating, the figure the median of
+    // the pairs' ratios: until 2026-12-04 one drain of each side, minutes apart (the plain side's
+    // history between them), so the ratio measured how the shared machine's load moved in those
+    // minutes as much as the snapshot (0.78–1.03 with the same code).
+    const pairs: { held: number; plain: number }[] = [];
+    for (let p = 0; p < DRAIN_PAIRS; p++) {
+      const pair = {} as { held: number; plain: number };
+      for (const [label, db] of p % 2 === 0 ? sides : [...sides].reverse()) {
+        await insertMessages(db, size.backlog);
+        pair[label] = await drainRate(db, size.backlog, running[label]);
+      }
+      pairs.push(pair);
+    }
+    const drain = {
+      held: median(pairs.map((p) => p.held)),
+      plain: median(pairs.map((p) => p.plain)),
+    };
+    const drainRatio = median(pairs.map((p) => p.held / p.plain));
+    for (const [label, db] of sides) {
       await insertMessages(db, 200);
       restart[label] = await restartMs(db);
       await drainRate(db, 200);
       log(
-        `held snapshot: ${label} claim p50 ${round(claim[label].p50)} ms, drain ${Math.round(drain[label])} msg/s, a dispatcher's start ${Math.round(restart[label])} ms`,
+        `held snapshot: ${label} claim p50 ${round(claim[label].p50)} ms, drain ${Math.round(drain[label])} msg/s (pairs: ${pairs.map((p) => Math.round(p[label])).join(', ')}), a dispatcher's start ${Math.round(restart[label])} ms`,
       );
     }
     // The peers, in the held database, under the same snapshot. A peer that does not finish
@@ -173,7 +201,8 @@ export async function heldSnapshot(
     if (!stillHeld.rows[0]?.xmin) throw new Error('bench: the held snapshot was not held');
     return {
       claimRatio: round(claim.held.p50 / claim.plain.p50),
-      drainRatio: round(drain.held / drain.plain),
+      drainRatio: round(drainRatio),
+      drainPairs: pairs.map((p) => ({ held: Math.round(p.held), plain: Math.round(p.plain) })),
       vsGraphileWorker: graphileWorker ? round(drain.held / graphileWorker) : null,
       vsPgBoss: pgBoss ? round(drain.held / pgBoss) : null,
       perSecond: {
@@ -284,9 +313,9 @@ export function busyDatabaseRows(r: Record<string, unknown>): string[] {
     row(
       'wal_per_message_ratio',
       w
-        ? `bytes per message: dispatch ${w.dispatch.bytes} + retention ${w.retention.bytes} (full-page images ${w.retention.fullPageImageBytes}) vs enqueue ${w.enqueue.bytes}`
+        ? `bytes per message: dispatch ${w.dispatch.bytes} + retention ${w.retention.bytes} (full-page images ${w.retention.fullPageImageBytes}) vs enqueue ${w.enqueue.bytes}; without full-page images ${d.wal!.ratioWithoutFullPageImages} (${d.wal!.checkpointsDuring} checkpoints of the server during enqueue and drain)`
         : 'not run',
-      '<= 0.5',
+      '<= 0.35 (issue 43)',
     ),
   ];
 }

@@ -20,6 +20,7 @@ import { runsFirstClaims } from './019-runs-first-claims.js';
 import { advisorySettleGuard } from './020-advisory-settle-guard.js';
 import { batchedLog } from './021-batched-log.js';
 import { callApprovals } from './022-call-approvals.js';
+import { claimFillfactor } from './023-claim-fillfactor.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -46,6 +47,7 @@ export const MIGRATIONS: readonly Migration[] = [
   advisorySettleGuard,
   batchedLog,
   callApprovals,
+  claimFillfactor,
 ];
 
 /** The schema version this build of agent-outbox expects. */

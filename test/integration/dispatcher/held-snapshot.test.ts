@@ -94,11 +94,16 @@ describe('under a held REPEATABLE READ snapshot', () => {
     expect(deep.blocks, JSON.stringify(at)).toBeLessThan(shallow.blocks * 1.5 + 100);
     console.log(`claim of 200 under the held snapshot: ${JSON.stringify(at)}`);
 
-    // The same claim with the floor put back to the start walks what the snapshot keeps.
+    // The same claim with the floor put back to the start walks what the snapshot keeps. How
+    // much that costs depends on the page layout: 17,261 buffers against 1,550 at fillfactor 50
+    // (migration 008), 4,321–4,436 against 1,235 at 40 (023, every claim a HOT update, so no
+    // second index entry per moved row to walk); without the floor doing anything it is 1x.
     await insert(200);
     await db.pool.query(`SELECT setval('outbox_lane_floor', 0, true)`);
     const unfloored = await explainClaim();
-    expect(unfloored.blocks, JSON.stringify({ unfloored, deep })).toBeGreaterThan(deep.blocks * 5);
+    expect(unfloored.blocks, JSON.stringify({ unfloored, deep })).toBeGreaterThan(
+      deep.blocks * 2.5,
+    );
     console.log(`the same claim from the start of the lane: ${JSON.stringify(unfloored)}`);
     expect(await drain()).toBe(200);
   }, 300_000);
