@@ -73,7 +73,7 @@ async function afterClaimGuard(db: BenchDatabase): Promise<void> {
   const wait = 30_000 - rows[0]!.ms;
   if (wait > 0) {
     log(
-      `latency notify: waiting ${Math.ceil(wait / 1000)} s, the asynchronous claims' pause after the server's last crash recovery or first start`,
+      `latency: waiting ${Math.ceil(wait / 1000)} s, the asynchronous claims' pause after the server's last crash recovery or first start`,
     );
     await sleep(wait + 100);
   }
@@ -138,10 +138,11 @@ export async function waitFor(condition: () => boolean, timeoutMs = 60_000): Pro
  * `notify`: LISTEN/NOTIFY with the dispatcher's commit options for latency, `asyncClaim` and
  * `asyncSettle` (sql/commit-mode.ts: no WAL flush wait between a commit and its publish, a pause
  * of a lease after a crash recovery); `notify_sync_claim`: the same with the defaults (claims and
- * settles wait for the flush), the figure of `latency_ms.notify` before 2026-12-04.
+ * settles wait for the flush), the figure of `latency_ms.notify` before 2026-12-04. `cdc` and
+ * `cdc_sync_claim` likewise for the CDC dispatcher (it takes `asyncClaim` since 2026-12-05).
  */
 export type LatencyMode =
-  'polling' | 'notify' | 'notify_sync_claim' | 'cdc' | 'raw_notify' | 'raw_cdc';
+  'polling' | 'notify' | 'notify_sync_claim' | 'cdc' | 'cdc_sync_claim' | 'raw_notify' | 'raw_cdc';
 
 /** commit → publish percentiles for one mode at a steady rate. */
 export async function latency(
@@ -228,12 +229,14 @@ export async function latency(
       times,
     );
     stop = () => stream.close();
-  } else if (mode === 'cdc') {
+  } else if (mode === 'cdc' || mode === 'cdc_sync_claim') {
+    if (mode === 'cdc') await afterClaimGuard(db);
     const cdc = createCdcDispatcher({
       executor,
       replicationConnection: { connectionString: db.url },
       publisher: timingPublisher(receivedAt),
       slotName: `${db.name}_${mode}`.slice(0, 63),
+      ...(mode === 'cdc' ? { asyncClaim: true, asyncSettle: true } : {}),
     });
     await cdc.start();
     await steadyLoad(db, perSecond, seconds, enqueue, times);

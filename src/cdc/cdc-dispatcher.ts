@@ -84,18 +84,15 @@ class PgCdcDispatcher implements CdcDispatcher {
   constructor(options: CdcDispatcherOptions) {
     if (!options.replicationConnection)
       throw new OutboxValidationError('replicationConnection', 'is required (a pg ClientConfig)');
-    // Not in the type (options.ts); from JavaScript or a spread of polling options (the CLI's).
-    if ((options as { asyncClaim?: unknown }).asyncClaim)
-      throw new OutboxValidationError(
-        'asyncClaim',
-        'is for the polling and LISTEN/NOTIFY dispatcher: the CDC dispatcher claims with the WAL flush wait, and its sweeper must too — remove asyncClaim (--async-claim)',
-      );
     this.#options = options;
     this.#schema = options.schema ?? DEFAULT_SCHEMA;
     quoteIdentifier(this.#schema);
     this.#store = new CandidateStore(options.executor, {
       schema: this.#schema,
       settleCommit: settleCommit(options.asyncSettle),
+      // The stream's claims commit as the sweeper's do (createDispatcher reads the same option):
+      // one outbox, one claim commit mode.
+      claimCommit: options.asyncClaim ? 'async' : 'sync',
       statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
     });
     this.#store.onResolved = (rowIds) => this.#cycles.resolved(rowIds);

@@ -38,9 +38,9 @@ export interface PgConnectionConfig {
 /** Options of {@link createCdcDispatcher}; the polling options apply to both workers. */
 export interface CdcDispatcherOptions extends Omit<
   DispatcherOptions,
-  // asyncClaim: the stream's claims (candidate-store.ts) always wait for the flush, and the
-  // sweeper's must then too (sql/commit-mode.ts: every claimer of an outbox alike).
-  'executor' | 'store' | 'wakeSource' | 'pollIntervalMs' | 'asyncClaim'
+  // `asyncClaim` stays: the stream's claims (candidate-store.ts) and the sweeper's commit alike,
+  // both with the crash-recovery guard (sql/commit-mode.ts: every claimer of an outbox alike).
+  'executor' | 'store' | 'wakeSource' | 'pollIntervalMs'
 > {
   /** Where claims, settles and the sweeper run: `fromPg(pool)`. */
   executor: SqlExecutor;

@@ -16,8 +16,11 @@ import { withDatabase } from './url.js';
  * it. Per file rather than per run: initdb takes about a second, and a run that includes no CDC
  * test pays nothing. global-setup.ts prints which way this run goes.
  */
-export async function createLogicalTestDatabase(): Promise<TestDatabase> {
-  if (inject('walLevel') === 'logical') return createTestDatabase();
+export async function createLogicalTestDatabase(
+  options: { privateServer?: boolean } = {},
+): Promise<TestDatabase> {
+  // privateServer: for a test that changes something server-wide (e.g. resets its statistics).
+  if (inject('walLevel') === 'logical' && !options.privateServer) return createTestDatabase();
 
   const server = await startEmbeddedPostgres({
     flags: ['-c', 'max_wal_senders=10', '-c', 'max_replication_slots=10'],
