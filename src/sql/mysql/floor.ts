@@ -90,14 +90,18 @@ SELECT ${NOW_MS} AS now_ms,
 
 /**
  * (2) and (3) above: the first key of the pending range from the floor ?, whatever the rows'
- * leases and due times. `MIN` on the index's next column after an equality prefix: one descent
- * to the floor and a step over the dead entries up to the first live one (ANALYZE shows a range
- * of one row read), not a scan of the range.
+ * leases and due times: one descent of `outbox_claim_idx` to the floor and a step over the dead
+ * entries up to the first live one (ANALYZE: a range, one row read; the pages are those dead
+ * entries, which is why it starts at the floor too; a consistent read of the index alone, it steps over them without the claim's clustered-index visit per entry). `ORDER BY ... LIMIT 1`, not `MIN()`: the
+ * same read, but `MIN()` is done by the optimizer ("Select tables optimized away"), where
+ * ANALYZE does not count its pages and the claim-bound test could not check them.
  */
 export const firstPendingSql = `
-SELECT MIN(o.available_at) AS first_key
+SELECT o.available_at AS first_key
   FROM outbox o FORCE INDEX (outbox_claim_idx)
  WHERE o.dispatched_at IS NULL
    AND o.dead_lettered_at IS NULL
    AND o.parked = 0
-   AND o.available_at >= ?`;
+   AND o.available_at >= ?
+ ORDER BY o.available_at
+ LIMIT 1`;

@@ -346,13 +346,11 @@ export class MysqlOutboxStore implements OutboxStore {
       const first = async (readUncommitted: boolean) => {
         const [row] = await inTransaction(
           this.#pool,
-          (connection) =>
-            selectRows<{ first_key: number | null }>(connection, firstPendingSql, [from]),
+          (connection) => selectRows<{ first_key: number }>(connection, firstPendingSql, [from]),
           { readUncommitted },
         );
-        return row?.first_key === null || row?.first_key === undefined
-          ? Infinity
-          : Number(row.first_key);
+        // No row: nothing pending from the floor on, and only SAFE bounds the floor.
+        return row === undefined ? Infinity : Number(row.first_key);
       };
       const dirty = await first(true);
       const committed = await first(false);

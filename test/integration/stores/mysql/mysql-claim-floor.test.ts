@@ -128,12 +128,10 @@ describe.runIf(up)('MySQL claim floor: no message lost under it', () => {
     await blocker.query("SELECT * FROM outbox_aggregates WHERE aggregate_id = 'late' FOR UPDATE");
     const writer = await connect();
     await writer.beginTransaction();
-    const [[{ id }]] = (await writer.query('SELECT CONNECTION_ID() AS id')) as unknown as [
-      { id: number }[],
-    ];
-    const [[{ startMs }]] = (await writer.query(`SELECT ${NOW_MS} AS startMs`)) as unknown as [
-      { startMs: number }[],
-    ];
+    const [[session]] = (await writer.query(
+      `SELECT CONNECTION_ID() AS id, ${NOW_MS} AS startMs`,
+    )) as unknown as [{ id: number; startMs: number }[]];
+    const { id, startMs } = session!;
     const writing = outbox.enqueue(writer, {
       topic: 'payment.charge',
       aggregateId: 'late',
