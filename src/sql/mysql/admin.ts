@@ -76,7 +76,8 @@ SELECT CAST(id AS CHAR) AS id, message_id AS messageId, topic
  * as history until the next attempt. Under `hold` it is still its aggregate's head
  * (`outbox_heads` never moved past it) and goes next; under `skip` it left the chain
  * (`ordered = 0`) and goes out unordered. `parked = 0`: back in the claim's index range, whatever
- * it was (claim.ts). ? list of row ids.
+ * it was (claim.ts), due now: a key no earlier than this statement's start, so never below the
+ * claims' floor (floor.ts). ? list of row ids.
  */
 export const replaySql = `
 UPDATE outbox

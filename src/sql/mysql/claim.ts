@@ -54,7 +54,11 @@ import { NOW_MS } from './clock.js';
  * READ COMMITTED releases the locks of rows read and rejected by the WHERE at once (REPEATABLE
  * READ would keep them, and take gap locks writers would wait on); the rows returned (heads and
  * rows to park) stay locked until the claim commits, a few milliseconds.
- * ? batch size.
+ *
+ * The scan starts at the store's floor (`available_at >= ?`, floor.ts): below it nothing is
+ * pending and nothing can enter, so the delete-marked entries a held snapshot keeps from purge
+ * are not stepped over. 0 when the store has no floor.
+ * ? floor (ms), ? batch size.
  */
 export const claimCandidatesSql = `
 SELECT o.id, o.message_id, o.topic, o.aggregate_id, o.sequence, o.ordered, o.payload, o.headers,
@@ -68,6 +72,7 @@ SELECT o.id, o.message_id, o.topic, o.aggregate_id, o.sequence, o.ordered, o.pay
  WHERE o.dispatched_at IS NULL
    AND o.dead_lettered_at IS NULL
    AND o.parked = 0
+   AND o.available_at >= ?
    AND o.available_at <= ${NOW_MS}
    AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= ${NOW_MS})
  ORDER BY o.available_at, o.id

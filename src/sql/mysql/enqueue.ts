@@ -13,12 +13,17 @@ import { NOW_MS } from './clock.js';
  * `innodb_autoinc_lock_mode = 2` (MySQL 8's default) does not promise for every statement.
  *
  * Times come from the server's clock (clock.ts): `created_at` from the trigger; `available_at`
- * as the server's now plus the message's delay, or the absolute time a message gives. Columns per
+ * as the server's now plus the message's delay, or the absolute time a message gives, raised to
+ * the server's now when it is earlier (a key below the statement's start could land under the
+ * claims' floor, floor.ts; a time in the past is due now either way). Columns per
  * row: message_id, aggregate_id, topic, payload, headers, ordered (1, 0, or NULL: decided by
  * `outbox_unordered_topics`), and the delay or the time.
  */
 export function insertMessagesSql(rows: readonly { absolute: boolean }[]): string {
-  const values = rows.map((row) => `(?, ?, ?, ?, ?, ?, ${row.absolute ? '?' : `${NOW_MS} + ?`})`);
+  const values = rows.map(
+    (row) =>
+      `(?, ?, ?, ?, ?, ?, ${row.absolute ? `GREATEST(?, ${NOW_MS})` : `${NOW_MS} + GREATEST(?, 0)`})`,
+  );
   return `INSERT INTO outbox (message_id, aggregate_id, topic, payload, headers, ordered, available_at)
 VALUES ${values.join(',\n       ')}`;
 }

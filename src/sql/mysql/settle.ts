@@ -119,5 +119,12 @@ SELECT o.id
  WHERE h.aggregate_id IN (?)
    AND o.parked = 1`;
 
-/** ? list of row ids from {@link parkedHeadsSql}. */
-export const unparkSql = `UPDATE outbox SET parked = 0 WHERE id IN (?)`;
+/**
+ * `GREATEST(available_at, now)`: a row enters the claim's range again with a key no earlier than
+ * this statement's start, never below the claims' floor (floor.ts). So an unparked head sorts as
+ * due from its unpark time, after rows that were due before it: the claim's order among
+ * aggregates is by due time, and a head's due time is when it became claimable.
+ * ? list of row ids from {@link parkedHeadsSql}.
+ */
+export const unparkSql = `
+UPDATE outbox SET parked = 0, available_at = GREATEST(available_at, ${NOW_MS}) WHERE id IN (?)`;

@@ -76,13 +76,14 @@ const setUp = new WeakSet<object>();
 const RETRYABLE = new Set([1213, 1205]);
 
 /**
- * Runs `fn` in a READ COMMITTED transaction on a connection of `pool`, retrying it (up to three
+ * Runs `fn` in a READ COMMITTED (or, when asked, READ UNCOMMITTED) transaction on a connection of `pool`, retrying it (up to three
  * times) when InnoDB chose it as a deadlock victim or a lock wait timed out: both roll back the
  * whole transaction, so running it again is safe.
  */
 export async function inTransaction<T>(
   pool: MysqlPool,
   fn: (connection: MysqlQueryable) => Promise<T>,
+  options: { readUncommitted?: boolean } = {},
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     const connection = await pool.getConnection();
@@ -92,6 +93,10 @@ export async function inTransaction<T>(
         for (const statement of SESSION_SETUP_SQL) await connection.query(statement);
         setUp.add(key);
       }
+      // `readUncommitted`: this one transaction reads dirty (the claims' floor, floor.ts); SET
+      // TRANSACTION without SESSION applies to the next transaction only.
+      if (options.readUncommitted === true)
+        await connection.query('SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED');
       await connection.query('BEGIN');
       try {
         const result = await fn(connection);

@@ -17,6 +17,8 @@ import {
   parkSql,
   runsBehindSql,
 } from '../../sql/mysql/claim.js';
+import { FLOOR_MARGIN_MS, firstPendingSql, safeTimeSql } from '../../sql/mysql/floor.js';
+
 import {
   advanceHeadsSql,
   deadSql,
@@ -33,6 +35,9 @@ import {
   type MysqlPool,
   type MysqlQueryable,
 } from './mysql-connection.js';
+
+/** How often a claim moves the floor, at most. */
+const FLOOR_INTERVAL_MS = 500;
 
 /** A row of claimCandidatesSql. */
 interface CandidateRow {
@@ -73,6 +78,15 @@ export class MysqlOutboxStore implements OutboxStore {
    * all is safe (the general path reads them again).
    */
   readonly #claimed = new Map<string, string>();
+  /**
+   * The claims' floor (src/sql/mysql/floor.ts): epoch ms below which nothing is pending and nothing
+   * can enter the claim's range. In memory: 0 when the store starts, so its first claim walks once.
+   */
+  #floor = 0;
+  /** When {@link #moveFloor} last ran (ms, this process's clock). */
+  #floorMovedAt = 0;
+  /** Why the store uses no floor (no PROCESS privilege), once known; the floor then stays 0. */
+  #noFloor: string | undefined;
   /** Recording the dispatcher's unordered topic patterns, once, before its first claim. */
   #recorded: Promise<void> | undefined;
   readonly #patterns: readonly string[];
@@ -109,7 +123,10 @@ export class MysqlOutboxStore implements OutboxStore {
       let next: { heads: CandidateRow[]; parked: number };
       try {
         next = await inTransaction(this.#pool, async (connection) => {
-          const found = await selectRows<CandidateRow>(connection, claimCandidatesSql, [limit]);
+          const found = await selectRows<CandidateRow>(connection, claimCandidatesSql, [
+            this.#floor,
+            limit,
+          ]);
           const heads = found
             .filter((c) => Number(c.head) === 1)
             .slice(0, request.batchSize - rows.length);
@@ -137,6 +154,13 @@ export class MysqlOutboxStore implements OutboxStore {
       if (rows.length >= request.batchSize || next.parked === 0 || parked >= PARK_BUDGET) break;
     }
     rows.push(...(await this.#runs(request, rows)));
+    // At most every FLOOR_INTERVAL_MS: a floor stays safe once computed (floor.ts), so a claim
+    // between two moves scans from an older, lower floor; three small reads per claim cost a
+    // busy dispatcher ~5 % of its rate for nothing.
+    if (Date.now() - this.#floorMovedAt >= FLOOR_INTERVAL_MS) {
+      this.#floorMovedAt = Date.now();
+      await this.#moveFloor();
+    }
     if (this.#claimed.size > 100_000) this.#claimed.clear();
     for (const row of rows) this.#claimed.set(String(row.id), row.aggregate_id);
     return rows.map((row) => ({
@@ -296,6 +320,67 @@ export class MysqlOutboxStore implements OutboxStore {
       });
     } catch {
       return [];
+    }
+  }
+
+  /**
+   * The floor under the claims' scan (src/sql/mysql/floor.ts), as it stands: 0 until a claim moved
+   * it, and always 0 without the PROCESS privilege. For tests and diagnostics.
+   * @internal
+   */
+  get claimFloor(): number {
+    return this.#floor;
+  }
+
+  /**
+   * Moves the floor after a claim: the minimum of SAFE, the first pending key read dirty and the
+   * first read committed, in that order (src/sql/mysql/floor.ts says why that order and why it
+   * loses no message). A failure leaves the floor where it is (it was safe, and stays so); a
+   * missing PROCESS privilege turns the floor off for good.
+   */
+  async #moveFloor(): Promise<void> {
+    if (this.#noFloor !== undefined) return;
+    try {
+      const [safeRow] = await inTransaction(this.#pool, (connection) =>
+        selectRows<{ now_ms: number; running_s: number | null; writer_ms: number | null }>(
+          connection,
+          safeTimeSql,
+        ),
+      );
+      if (!safeRow) return;
+      const now = Number(safeRow.now_ms);
+      let safe = now;
+      if (safeRow.running_s !== null)
+        safe = Math.min(safe, now - (Number(safeRow.running_s) + 1) * 1000);
+      if (safeRow.writer_ms !== null) safe = Math.min(safe, Number(safeRow.writer_ms));
+      safe -= FLOOR_MARGIN_MS;
+      const from = this.#floor;
+      const first = async (readUncommitted: boolean) => {
+        const [row] = await inTransaction(
+          this.#pool,
+          (connection) => selectRows<{ first_key: number }>(connection, firstPendingSql, [from]),
+          { readUncommitted },
+        );
+        // No row: nothing pending from the floor on, and only SAFE bounds the floor.
+        return row === undefined ? Infinity : Number(row.first_key);
+      };
+      const dirty = await first(true);
+      const committed = await first(false);
+      const next = Math.min(safe, dirty, committed);
+      // Safe values stay safe (floor.ts), so two claims racing keep the higher one.
+      if (Number.isFinite(next) && next > this.#floor) this.#floor = next;
+    } catch (error) {
+      const errno = (error as { errno?: number }).errno;
+      // ER_SPECIFIC_ACCESS_DENIED_ERROR (1227), ER_DBACCESS_DENIED_ERROR (1044),
+      // ER_TABLEACCESS_DENIED_ERROR (1142): INNODB_TRX needs the PROCESS privilege.
+      if (errno === 1227 || errno === 1044 || errno === 1142) {
+        this.#noFloor = (error as Error).message;
+        this.#floor = 0;
+        process.emitWarning(
+          `agent-outbox: the MySQL claim runs without a floor (grant PROCESS to the dispatcher's user to have one): ${this.#noFloor}`,
+          { code: 'OUTBOX_MYSQL_NO_FLOOR' },
+        );
+      }
     }
   }
 
