@@ -106,6 +106,15 @@ export function describe(message: {
   return `${message.topic.padEnd(14)} ${message.aggregateId} #${message.sequence}`;
 }
 
+/** The dispatcher settings both demo stories (PGlite and SQLite) run with. */
+export const demoDispatchSettings = {
+  pollIntervalMs: 50,
+  // Demo-sized backoff: the reference's 30 s doubling would make the demo wait minutes.
+  backoff: { baseMs: 50, maxMs: 500, jitterMs: 20 },
+  maxAttempts: 5,
+  unorderedTopics: ['mail.*'],
+};
+
 /** Counts and logs what the dispatcher does (published, retried, dead), for the report. */
 export function logDispatcher(
   dispatcher: Dispatcher,
@@ -191,11 +200,7 @@ export async function createDemoPipeline(options: DemoPipelineOptions): Promise<
   const dispatcher = createDispatcher({
     executor,
     publisher,
-    pollIntervalMs: 50,
-    // Demo-sized backoff: the reference's 30 s doubling would make the demo wait minutes.
-    backoff: { baseMs: 50, maxMs: 500, jitterMs: 20 },
-    maxAttempts: 5,
-    unorderedTopics: ['mail.*'],
+    ...demoDispatchSettings,
   });
   logDispatcher(dispatcher, counters, log);
   const onResult = consumerLogger(counters, log);

@@ -39,6 +39,7 @@ import { TOPIC } from '../orders/tools.js';
 import { createDemoConsumers } from './consumers.js';
 import {
   consumerLogger,
+  demoDispatchSettings,
   failFirstCreateOrderOf,
   logDispatcher,
   transientBrokerFailures,
@@ -96,11 +97,7 @@ const publisher = new InMemoryPublisher({ inject: transientBrokerFailures });
 const dispatcher = createSqliteDispatcher({
   database: dispatcherDb,
   publisher,
-  pollIntervalMs: 50,
-  // Demo-sized backoff, as in the Postgres demo.
-  backoff: { baseMs: 50, maxMs: 500, jitterMs: 20 },
-  maxAttempts: 5,
-  unorderedTopics: ['mail.*'],
+  ...demoDispatchSettings,
 });
 logDispatcher(dispatcher, counters, log);
 const onResult = consumerLogger(counters, log);
