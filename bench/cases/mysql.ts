@@ -9,6 +9,7 @@ import {
 } from '../../src/stores/mysql/index.js';
 import { NOW_MS } from '../../src/sql/mysql/clock.js';
 import { isReachable } from '../../test/helpers/services.js';
+import { enqueueOverheadBlocks } from '../lib/enqueue-blocks.js';
 import { log, median, round, timed } from '../lib/measure.js';
 import { pairedDrains } from '../lib/paired-drains.js';
 import { noopPublisher, orderMessages } from './enqueue.js';
@@ -261,27 +262,7 @@ export async function mysqlEnqueueOverhead(transactions: number) {
         );
       await connection.commit();
     };
-    for (let i = 0; i < 50; i++) await order(i % 2 === 0); // warm-up
-    const blocks = { with: [] as number[], without: [] as number[] };
-    for (let done = 0; done < transactions; done += 100) {
-      for (const side of ['without', 'with'] as const) {
-        const ms = await timed(async () => {
-          for (let i = 0; i < 100; i++) await order(side === 'with');
-        });
-        blocks[side].push(ms / 100);
-      }
-    }
-    const withMs = median(blocks.with);
-    const withoutMs = median(blocks.without);
-    log(
-      `mysql enqueue: ${withMs.toFixed(3)} ms/tx with the outbox, ${withoutMs.toFixed(3)} without`,
-    );
-    return {
-      ratio: round(withMs / withoutMs, 3),
-      withOutboxMsPerTx: round(withMs, 3),
-      withoutOutboxMsPerTx: round(withoutMs, 3),
-      transactions,
-    };
+    return await enqueueOverheadBlocks('mysql', transactions, order);
   } finally {
     await connection.end();
     await db.drop();

@@ -8,7 +8,8 @@ import {
   openSqlite,
   type SqliteDatabase,
 } from '../../src/stores/sqlite/index.js';
-import { log, round, timed } from '../lib/measure.js';
+import { enqueueOverheadBlocks } from '../lib/enqueue-blocks.js';
+import { timed } from '../lib/measure.js';
 import { pairedDrains } from '../lib/paired-drains.js';
 import { noopPublisher, orderMessages } from './enqueue.js';
 
@@ -151,28 +152,7 @@ export async function sqliteEnqueueOverhead(transactions: number) {
           if (withOutbox) outbox.enqueue(db, orderMessages(String(id.lastInsertRowid)));
         })
         .immediate();
-    for (let i = 0; i < 50; i++) order(i % 2 === 0); // warm-up
-    const blocks = { with: [] as number[], without: [] as number[] };
-    for (let done = 0; done < transactions; done += 100) {
-      for (const side of ['without', 'with'] as const) {
-        const ms = await timed(async () => {
-          for (let i = 0; i < 100; i++) order(side === 'with');
-        });
-        blocks[side].push(ms / 100);
-      }
-    }
-    const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)]!;
-    const withMs = median(blocks.with);
-    const withoutMs = median(blocks.without);
-    log(
-      `sqlite enqueue: ${withMs.toFixed(3)} ms/tx with the outbox, ${withoutMs.toFixed(3)} without`,
-    );
-    return {
-      ratio: round(withMs / withoutMs, 3),
-      withOutboxMsPerTx: round(withMs, 3),
-      withoutOutboxMsPerTx: round(withoutMs, 3),
-      transactions,
-    };
+    return await enqueueOverheadBlocks('sqlite', transactions, order);
   } finally {
     db.close();
     rmSync(dir, { recursive: true, force: true });
