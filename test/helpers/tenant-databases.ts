@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { withDatabase } from './url.js';
+import type { ExpectedMessage } from './history.js';
 
 /**
  * A family of tenant databases for fleet tests: all named `<run prefix>_<family>_<n>`, so a glob
@@ -131,4 +132,32 @@ export async function commitWithSequences(
   } finally {
     await client.end();
   }
+}
+
+/**
+ * Writes `rounds` rounds into the first `tenants` databases of `family`: in each round one
+ * transaction per database of `perTransaction` `payment.charge` messages on two aggregates
+ * (`<n>:agg-0`, `<n>:agg-1`), the databases in parallel, `pauseMs` between rounds. What it wrote,
+ * as the history checker expects it (ordered).
+ */
+export async function writeTenantRounds(
+  family: TenantFamily,
+  options: { tenants: number; rounds: number; perTransaction: number; pauseMs?: number },
+): Promise<ExpectedMessage[]> {
+  const expected: ExpectedMessage[] = [];
+  for (let round = 0; round < options.rounds; round++) {
+    await Promise.all(
+      Array.from({ length: options.tenants }, async (_, n) => {
+        const messages = Array.from({ length: options.perTransaction }, (_, i) => ({
+          topic: 'payment.charge',
+          aggregateId: `${n}:agg-${i % 2}`,
+          payload: { round, i },
+        }));
+        const written = await commitWithSequences(family.url(family.name(n)), messages);
+        for (const m of written) expected.push({ ...m, ordered: true });
+      }),
+    );
+    if (options.pauseMs) await new Promise((r) => setTimeout(r, options.pauseMs));
+  }
+  return expected;
 }

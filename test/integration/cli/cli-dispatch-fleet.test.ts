@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { startCli } from '../../helpers/cli-process.js';
 import { freePort } from '../../helpers/postgres-server.js';
-import { checkHistory, type ExpectedMessage } from '../../helpers/history.js';
-import { commitWithSequences, tenantFamily } from '../../helpers/tenant-databases.js';
+import { checkHistory } from '../../helpers/history.js';
+import { tenantFamily, writeTenantRounds } from '../../helpers/tenant-databases.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
 
 const family = tenantFamily();
@@ -59,21 +59,12 @@ describe('outbox dispatch --databases', () => {
         await new Promise((r) => setTimeout(r, 10));
       }
     })();
-    const expected: ExpectedMessage[] = [];
     // 12 rounds: a transaction of 5 messages on 2 aggregates in every database each round.
-    for (let round = 0; round < 12; round++) {
-      await Promise.all(
-        Array.from({ length: TENANTS }, async (_, n) => {
-          const messages = Array.from({ length: 5 }, (_, i) => ({
-            topic: 'payment.charge',
-            aggregateId: `${n}:agg-${i % 2}`,
-            payload: { round, i },
-          }));
-          const written = await commitWithSequences(family.url(family.name(n)), messages);
-          for (const m of written) expected.push({ ...m, ordered: true });
-        }),
-      );
-    }
+    const expected = await writeTenantRounds(family, {
+      tenants: TENANTS,
+      rounds: 12,
+      perTransaction: 5,
+    });
     await expect
       .poll(() => receiver.distinct(), { timeout: 120_000, interval: 200 })
       .toBe(expected.length);

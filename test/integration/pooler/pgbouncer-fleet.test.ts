@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCli } from '../../helpers/cli-process.js';
-import { checkHistory, type ExpectedMessage } from '../../helpers/history.js';
+import { checkHistory } from '../../helpers/history.js';
 import { requirePgBouncer, startPgBouncer, type PgBouncer } from '../../helpers/pgbouncer.js';
-import { commitWithSequences, tenantFamily } from '../../helpers/tenant-databases.js';
+import { tenantFamily, writeTenantRounds } from '../../helpers/tenant-databases.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
 
 /**
@@ -53,21 +53,12 @@ describe.runIf(runs)('outbox dispatch --databases through PgBouncer (transaction
       '1s',
     ]);
     try {
-      const expected: ExpectedMessage[] = [];
-      for (let round = 0; round < 8; round++) {
-        await Promise.all(
-          Array.from({ length: TENANTS }, async (_, n) => {
-            const messages = Array.from({ length: 4 }, (_, i) => ({
-              topic: 'payment.charge',
-              aggregateId: `${n}:agg-${i % 2}`,
-              payload: { round, i },
-            }));
-            const written = await commitWithSequences(family.url(family.name(n)), messages);
-            for (const m of written) expected.push({ ...m, ordered: true });
-          }),
-        );
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      const expected = await writeTenantRounds(family, {
+        tenants: TENANTS,
+        rounds: 8,
+        perTransaction: 4,
+        pauseMs: 100,
+      });
       await expect
         .poll(() => receiver.distinct(), { timeout: 120_000, interval: 200 })
         .toBe(expected.length);
