@@ -1,6 +1,10 @@
 import { OutboxValidationError } from '../../core/errors.js';
 import { createDispatcher, type Dispatcher } from '../../dispatcher/dispatcher.js';
-import { checkUnorderedTopics, type StoreDispatcherOptions } from '../store-dispatcher-options.js';
+import {
+  checkUnorderedTopics,
+  refuseAsyncSettle,
+  type StoreDispatcherOptions,
+} from '../store-dispatcher-options.js';
 import { globToLike } from '../../dispatcher/topic-patterns.js';
 import type { MysqlPool } from './mysql-connection.js';
 import { MysqlOutboxStore } from './mysql-outbox-store.js';
@@ -37,6 +41,7 @@ export function createMysqlDispatcher(options: MysqlDispatcherOptions): Dispatch
     throw new OutboxValidationError('pool', 'must be a mysql2 promise pool (openMysql)');
   const globs = options.unorderedTopics ?? [];
   checkUnorderedTopics(globs);
+  refuseAsyncSettle(rest);
   return createDispatcher({
     ...rest,
     store: new MysqlOutboxStore(pool, { unorderedTopicPatterns: globs.map(globToLike) }),

@@ -19,6 +19,7 @@ export {
   type SqliteEnqueueOptions,
 } from './sqlite-writer.js';
 export { SqliteOutboxStore } from './sqlite-outbox-store.js';
+export type { DispatchSynchronous } from './sqlite-write-queue.js';
 export { createSqliteDispatcher, type SqliteDispatcherOptions } from './sqlite-dispatcher.js';
 export {
   readSqliteStatus,

@@ -16,7 +16,7 @@ import {
   settleSql,
 } from '../../sql/sqlite/settle.js';
 import { numbered, prepared, type SqliteDatabase } from './sqlite-database.js';
-import { SqliteWriteQueue } from './sqlite-write-queue.js';
+import { SqliteWriteQueue, type DispatchSynchronous } from './sqlite-write-queue.js';
 
 /**
  * A claimed row as an array, in the order of the claims' RETURNING list: row id, message id, topic,
@@ -69,11 +69,18 @@ export class SqliteOutboxStore implements OutboxStore {
    */
   #runs = true;
 
-  /** `now` is the clock in ms since the epoch (default `Date.now`); tests inject one. */
-  constructor(db: SqliteDatabase, now: () => number = Date.now) {
+  /**
+   * `now` is the clock in ms since the epoch (default `Date.now`); tests inject one.
+   * `synchronous`: whether this store's commits wait for a flush (sqlite-write-queue.ts).
+   */
+  constructor(
+    db: SqliteDatabase,
+    now: () => number = Date.now,
+    synchronous: DispatchSynchronous = 'normal',
+  ) {
     this.#db = db;
     this.#now = now;
-    this.#writes = new SqliteWriteQueue(db);
+    this.#writes = new SqliteWriteQueue(db, synchronous);
   }
 
   claim(request: ClaimRequest): Promise<OutgoingMessage[]> {

@@ -46,6 +46,9 @@ describe('outbox on a SQLite file', () => {
       ['--metrics-port', '0', '--metrics-port must be a positive integer, got "0"'],
       ['--backoff-base-ms', '-5', '--backoff-base-ms must be a number >= 0, got "-5"'],
       ['--backoff-jitter-ms', 'soon', '--backoff-jitter-ms must be a number >= 0, got "soon"'],
+      ['--synchronous', 'off', '--synchronous must be normal or full, got "off"'],
+      // A Postgres flag the SQLite dispatcher cannot honour is refused, not ignored.
+      ['--async-settle', 'true', 'async-settle'],
     ];
     for (const [flag, value, message] of cases) {
       const run = await runCli([

@@ -129,6 +129,22 @@ describe.runIf(up)('MySQL store: heads, unordered messages, open writers (MariaD
     ]);
   });
 
+  it('refuses asyncSettle and asyncClaim, which MySQL decides server-wide, before recording anything', async () => {
+    for (const option of ['asyncSettle', 'asyncClaim'])
+      expect(() =>
+        createMysqlDispatcher({
+          pool: db.pool,
+          publisher: new InMemoryPublisher(),
+          unorderedTopics: ['audit.*'],
+          ...({ [option]: true } as object),
+        }),
+      ).toThrow(new RegExp(`${option}.*innodb_flush_log_at_trx_commit`));
+    const [rows] = await db.pool.query(
+      "SELECT count(*) AS n FROM outbox_unordered_topics WHERE pattern LIKE 'audit%'",
+    );
+    expect(rows).toEqual([{ n: 0 }]);
+  });
+
   it('prunes dispatched messages in batches and never pending ones', async () => {
     await write(
       Array.from({ length: 7 }, (_, i) => ({ topic: 't', aggregateId: `p${i}`, payload: i })),

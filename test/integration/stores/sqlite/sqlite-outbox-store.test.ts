@@ -92,6 +92,63 @@ describe('SqliteOutboxStore', () => {
     expect(seen.begins).toBeLessThanOrEqual(12);
   });
 
+  it("commits the dispatcher's own writes at synchronous=NORMAL and gives the connection back at FULL", async () => {
+    write(unordered(250));
+    // The level each COMMIT ran at, read on the connection itself just before it.
+    const levels = (database: SqliteDatabase) => {
+      const seen: number[] = [];
+      const exec = database.exec.bind(database);
+      Object.assign(database, {
+        exec: (sql: string) => {
+          if (sql === 'COMMIT') seen.push(Number(database.pragma('synchronous', { simple: true })));
+          return exec(sql);
+        },
+      });
+      return seen;
+    };
+    const seen = levels(db);
+    const publisher = new InMemoryPublisher();
+    await createSqliteDispatcher({ database: db, publisher, batchSize: 100 }).drain();
+    expect(publisher.published).toHaveLength(250);
+    expect(seen.length).toBeGreaterThanOrEqual(3);
+    expect(new Set(seen)).toEqual(new Set([1]));
+    // The connection is FULL again: a producer's commit on it waits for the disk.
+    expect(db.pragma('synchronous', { simple: true })).toBe(2);
+    seen.length = 0;
+    db.exec('BEGIN IMMEDIATE');
+    outbox.enqueue(db, unordered(1));
+    db.exec('COMMIT');
+    expect(seen).toEqual([2]);
+
+    // `full`: every commit of the dispatcher at the connection's own level.
+    await createSqliteDispatcher({ database: db, publisher, synchronous: 'full' }).drain();
+    expect(publisher.published).toHaveLength(251);
+    expect(seen.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(seen)).toEqual(new Set([2]));
+  });
+
+  it('refuses an unknown synchronous level and the Postgres-only commit options, before writing anything', () => {
+    const publisher = new InMemoryPublisher();
+    expect(() =>
+      createSqliteDispatcher({
+        database: db,
+        publisher,
+        synchronous: 'off' as 'full',
+        unorderedTopics: ['mail.*'],
+      }),
+    ).toThrow(/synchronous.*'normal' or 'full'/);
+    for (const option of ['asyncSettle', 'asyncClaim'])
+      expect(() =>
+        createSqliteDispatcher({
+          database: db,
+          publisher,
+          unorderedTopics: ['mail.*'],
+          ...({ [option]: true } as object),
+        }),
+      ).toThrow(new RegExp(`${option}.*Postgres option`));
+    expect(db.prepare('SELECT count(*) AS n FROM outbox_unordered_topics').get()).toEqual({ n: 0 });
+  });
+
   it('commits a settle with no claim after it on its own, and only then resolves', async () => {
     write(unordered(3));
     const store = new SqliteOutboxStore(db);
