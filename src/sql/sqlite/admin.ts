@@ -6,9 +6,22 @@
  */
 
 /**
- * The backlog in one pass over the pending rows (`outbox_aggregate_pending_idx` holds every one
- * of them): counts and the oldest age, like Postgres's `statusSql`. Dead letters are not backlog.
- * Aggregates with a dead head under `hold` stay counted as backlog behind it, as in Postgres.
+ * Every pending row, each exactly once, from the two partial indexes that hold them (migration
+ * 5): `outbox_chain_idx` the ordered ones, `outbox_unordered_pending_idx` the unordered ones.
+ * Named (INDEXED BY), so a read of the backlog never becomes a scan of the history. `columns`
+ * are the columns the query needs.
+ */
+const pendingRows = (columns: string) => `
+SELECT ${columns} FROM outbox INDEXED BY outbox_chain_idx
+ WHERE dispatched_at IS NULL AND ordered = 1
+UNION ALL
+SELECT ${columns} FROM outbox INDEXED BY outbox_unordered_pending_idx
+ WHERE dispatched_at IS NULL AND ordered = 0`;
+
+/**
+ * The backlog in one pass over the pending rows: counts and the oldest age, like Postgres's
+ * `statusSql`. Dead letters are not backlog. Aggregates with a dead head under `hold` stay
+ * counted as backlog behind it, as in Postgres.
  * ?1 now (ms).
  */
 export const statusSql = `
@@ -21,24 +34,23 @@ SELECT count(*) FILTER (WHERE dead_lettered_at IS NULL) AS backlog,
        count(*) FILTER (WHERE dead_lettered_at IS NULL AND available_at > ?1
                           AND (lease_expires_at IS NULL OR lease_expires_at <= ?1)) AS scheduled,
        count(*) FILTER (WHERE dead_lettered_at IS NOT NULL) AS deadLetters
-  FROM outbox INDEXED BY outbox_aggregate_pending_idx
- WHERE dispatched_at IS NULL`;
+  FROM (${pendingRows('created_at, available_at, lease_expires_at, dead_lettered_at')})`;
 
 /** Undispatched messages by attempts so far. */
 export const attemptsDistributionSql = `
 SELECT attempts, count(*) AS messages
-  FROM outbox INDEXED BY outbox_aggregate_pending_idx
- WHERE dispatched_at IS NULL
+  FROM (${pendingRows('attempts')})
  GROUP BY attempts
  ORDER BY attempts`;
 
 /** The ?1 most recent errors of undispatched messages (latest attempt first, then newest row). */
 export const lastErrorsSql = `
-SELECT CAST(id AS TEXT) AS id, message_id AS messageId, topic, aggregate_id AS aggregateId,
-       attempts, last_error AS lastError, dead_lettered_at IS NOT NULL AS dead
-  FROM outbox INDEXED BY outbox_aggregate_pending_idx
- WHERE dispatched_at IS NULL AND last_error IS NOT NULL
- ORDER BY coalesce(dead_lettered_at, available_at) DESC, id DESC
+SELECT CAST(id AS TEXT) AS id, messageId, topic, aggregateId, attempts, lastError, dead
+  FROM (${pendingRows(`id, message_id AS messageId, topic, aggregate_id AS aggregateId, attempts,
+       last_error AS lastError, dead_lettered_at IS NOT NULL AS dead,
+       coalesce(dead_lettered_at, available_at) AS lastAt`)})
+ WHERE lastError IS NOT NULL
+ ORDER BY lastAt DESC, id DESC
  LIMIT ?1`;
 
 /**

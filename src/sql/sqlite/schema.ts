@@ -229,6 +229,25 @@ END`,
     name: 'consumer-claims',
     statements: [`ALTER TABLE processed_messages ADD COLUMN lease_expires_at INTEGER`],
   },
+  {
+    // One aggregate-keyed index entry per pending message instead of two. Every pending ordered
+    // message was in both `outbox_aggregate_pending_idx` (all pending rows, for status) and
+    // `outbox_chain_idx` (pending ordered rows, for the claims and the writer), so its insert
+    // and its settle each changed two entries of indexes whose pages a batch of 200 aggregates
+    // touches all over: most of an ordered batch's commit (WAL pages, on D1 rows written). Now
+    // the chain index holds the pending ordered rows and `outbox_unordered_pending_idx` the pending
+    // unordered ones, and status reads both (admin.ts). `ordered` is NOT NULL and 0 or 1, so
+    // the two cover every pending row exactly once. Measured on the SQLite store
+    // (bench/cases/sqlite.ts's ordered drain, 20,000 messages on 500 aggregates, six drains
+    // each, alternated): 213–238 ms with the old index, 192–209 without it.
+    version: 5,
+    name: 'one-pending-index-per-row',
+    statements: [
+      `CREATE INDEX IF NOT EXISTS outbox_unordered_pending_idx ON outbox (id)
+  WHERE dispatched_at IS NULL AND ordered = 0`,
+      `DROP INDEX IF EXISTS outbox_aggregate_pending_idx`,
+    ],
+  },
 ];
 
 /** Which migrations a database has: one row per version applied. */

@@ -4,11 +4,17 @@ import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OutboxMessage } from '../../../../src/core/message.js';
+import {
+  attemptsDistributionSql,
+  lastErrorsSql,
+  statusSql,
+} from '../../../../src/sql/sqlite/admin.js';
 import { claimHeadsSql, claimSql } from '../../../../src/sql/sqlite/claim.js';
 import {
   createSqliteOutbox,
   migrateSqlite,
   openSqlite,
+  readSqliteStatus,
   SqliteOutboxStore,
   type SqliteDatabase,
 } from '../../../../src/stores/sqlite/index.js';
@@ -205,5 +211,42 @@ describe('SQLite claim cost (better-sqlite3)', () => {
     const naive = visits(piled, naiveClaimSql);
     console.log('sqlite naive claim rows visited', naive);
     expect(naive.visited).toBeGreaterThan(4 * BATCH + 100);
+  });
+
+  it('reads the status from the pending rows alone, each once, ordered and unordered', () => {
+    write(
+      piled,
+      Array.from({ length: 7 }, (_, i) => ({
+        topic: 'mail.send',
+        aggregateId: `mail-${i}`,
+        payload: { i },
+        ordered: false,
+      })),
+    );
+    for (const sql of [statusSql, attemptsDistributionSql, lastErrorsSql]) {
+      const details = (
+        piled.prepare(`EXPLAIN QUERY PLAN ${sql}`).all({ 1: 0 }) as { detail: string }[]
+      ).map((r) => r.detail);
+      const onOutbox = details.filter((d) => /\boutbox\b/.test(d));
+      // Two reads of the table, one through each partial index; none without an index.
+      expect(onOutbox).toHaveLength(2);
+      expect(onOutbox.join('\n')).toMatch(/USING INDEX outbox_chain_idx/);
+      expect(onOutbox.join('\n')).toMatch(/USING INDEX outbox_unordered_pending_idx/);
+    }
+    const status = readSqliteStatus(piled, { lastErrors: 500 });
+    const truth = piled
+      .prepare(
+        `SELECT count(*) FILTER (WHERE dead_lettered_at IS NULL) AS backlog,
+                count(*) FILTER (WHERE dead_lettered_at IS NOT NULL) AS dead,
+                count(*) FILTER (WHERE last_error IS NOT NULL) AS errors
+           FROM outbox NOT INDEXED WHERE dispatched_at IS NULL`,
+      )
+      .get() as { backlog: number; dead: number; errors: number };
+    // 300 blocked aggregates of 10 (100 of them dead at their head), 200 due heads, 7 mails.
+    expect(truth).toEqual({ backlog: BLOCKED * PER - 100 + DUE + 7, dead: 100, errors: 200 });
+    expect(status.backlog).toBe(truth.backlog);
+    expect(status.deadLetters).toBe(truth.dead);
+    expect(status.lastErrors).toHaveLength(truth.errors);
+    expect(status.attempts.reduce((n, a) => n + a.messages, 0)).toBe(truth.backlog + truth.dead);
   });
 });
