@@ -9,18 +9,25 @@ import {
   openSqlite,
   replaySqliteDeadLetters,
   SqliteOutboxStore,
+  type SqliteDriver,
 } from '../../src/stores/sqlite/index.js';
+import { requireLibsql, startLibsqlDispatch } from '../helpers/libsql.js';
 import { describeStoreConformance } from './store-conformance.js';
 import type { ConformanceTarget } from './store-under-test.js';
 
-/** SQLite: a fresh file in a temporary directory per test; nothing to start. */
-const sqlite: ConformanceTarget = {
-  name: 'SQLite',
-  available: () => Promise.resolve(true),
+/**
+ * SQLite: a fresh file in a temporary directory per test; nothing to start. Once per driver of
+ * openSqlite: better-sqlite3, and libsql (skipped with a printed reason when it is not installed,
+ * a failure under CI=true), whose kill -9 test runs the CLI's dispatch command through libsql.
+ */
+const sqlite = (driver: SqliteDriver): ConformanceTarget => ({
+  name: driver === 'libsql' ? 'SQLite (libsql)' : 'SQLite',
+  available: driver === 'libsql' ? requireLibsql : () => Promise.resolve(true),
+  dispatchProcess: driver === 'libsql' ? startLibsqlDispatch : undefined,
   async open() {
     const dir = await mkdtemp(join(tmpdir(), 'agent-outbox-sqlite-'));
     const path = join(dir, 'agent.db');
-    const db = await openSqlite(path);
+    const db = await openSqlite(path, { driver });
     migrateSqlite(db);
     db.exec('CREATE TABLE orders (id TEXT PRIMARY KEY)');
     const outbox = createSqliteOutbox();
@@ -60,6 +67,7 @@ const sqlite: ConformanceTarget = {
       },
     };
   },
-};
+});
 
-describeStoreConformance(sqlite, await sqlite.available());
+for (const target of [sqlite('better-sqlite3'), sqlite('libsql')])
+  describeStoreConformance(target, await target.available());

@@ -192,7 +192,8 @@ export function describeStoreConformance(target: ConformanceTarget, available: b
             )),
           );
         const args = dispatchArgs(s.url, receiver.url, '--batch-size', '40', '--lease-ms', '3000');
-        const victim = startCli(args);
+        const start = (a: string[]) => target.dispatchProcess?.(a) ?? startCli(a);
+        const victim = start(args);
         await expect.poll(() => s.leased(), { timeout: 30_000 }).toBeGreaterThan(0);
         await expect.poll(() => receiver.events.length, { timeout: 30_000 }).toBeGreaterThan(0);
         victim.child.kill('SIGKILL');
@@ -201,7 +202,7 @@ export function describeStoreConformance(target: ConformanceTarget, available: b
         slow = false;
 
         // Two dispatcher processes on the same database take over once the lease expires.
-        const survivors = [startCli(args), startCli(args)];
+        const survivors = [start(args), start(args)];
         try {
           await expect.poll(() => receiver.distinct(), { timeout: 60_000 }).toBe(written.length);
         } catch (error) {

@@ -3,6 +3,7 @@ import type { EnqueuedMessage, OutboxMessage } from '../../src/core/message.js';
 import type { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import type { DispatcherOptions } from '../../src/dispatcher/options.js';
 import type { OutboxStore } from '../../src/dispatcher/outbox-store.js';
+import type { CliProcess } from '../helpers/cli-process.js';
 
 /**
  * What the conformance suite (store-conformance.ts) needs from a store, and nothing more: each
@@ -51,4 +52,9 @@ export interface ConformanceTarget {
   /** Undefined when the store's service is missing: the suite is skipped (or fails under CI). */
   available(): Promise<boolean>;
   open(): Promise<StoreUnderTest>;
+  /**
+   * Starts `outbox dispatch` with `args` in its own process: the CLI itself (startCli) unless
+   * the target opens its database differently (SQLite through libsql).
+   */
+  dispatchProcess?(args: string[]): CliProcess;
 }

@@ -13,7 +13,16 @@ export interface CliProcess {
 }
 
 export function startCli(args: string[], env: NodeJS.ProcessEnv = {}): CliProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', bin, ...args], {
+  return startScript(bin, args, env);
+}
+
+/** A TypeScript file run with tsx in its own OS process, as {@link startCli} runs the CLI. */
+export function startScript(
+  script: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): CliProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,5 +1,5 @@
 import { assertSqliteSchemaCurrent } from '../../stores/sqlite/migrate-sqlite.js';
-import { openSqlite } from '../../stores/sqlite/open-sqlite.js';
+import { openSqlite, type SqliteDriver } from '../../stores/sqlite/open-sqlite.js';
 import { readSqliteStatus } from '../../stores/sqlite/sqlite-admin.js';
 import { createSqliteDispatcher } from '../../stores/sqlite/sqlite-dispatcher.js';
 import { pruneSqliteOutbox } from '../../stores/sqlite/sqlite-retention.js';
@@ -20,8 +20,16 @@ ${STORE_DISPATCH_OPTIONS_HELP}  --busy-timeout-ms N      wait this long for anot
                            full: a flush per commit. Producers' commits are never affected.
 `;
 
-/** `outbox dispatch` on a SQLite file: the shared store dispatch command (stores/store-dispatch.ts). */
-export function sqliteDispatchCommand(url: string, argv: string[]): Promise<number> {
+/**
+ * `outbox dispatch` on a SQLite file: the shared store dispatch command (stores/store-dispatch.ts).
+ * `driver` is not a flag: the CLI opens files with better-sqlite3; the tests run this command
+ * through libsql too (test/helpers/libsql-dispatch.ts).
+ */
+export function sqliteDispatchCommand(
+  url: string,
+  argv: string[],
+  driver: SqliteDriver = 'better-sqlite3',
+): Promise<number> {
   return storeDispatchCommand(argv, {
     help: sqliteDispatchHelp,
     extraFlags: ['busy-timeout-ms', 'synchronous'],
@@ -32,6 +40,7 @@ export function sqliteDispatchCommand(url: string, argv: string[]): Promise<numb
       const db = await openSqlite(url, {
         busyTimeoutMs: positiveInt('busy-timeout-ms', values['busy-timeout-ms'], 10_000),
         mustExist: true,
+        driver,
       });
       return {
         label: `SQLite ${db.name}`,

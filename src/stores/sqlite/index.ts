@@ -4,7 +4,12 @@
  * (`npm install better-sqlite3`). The SQL is the D1 variant's (src/sql/sqlite). See
  * docs/sqlite.md for what it cannot do.
  */
-export { openSqlite, configureSqlite, type OpenSqliteOptions } from './open-sqlite.js';
+export {
+  openSqlite,
+  configureSqlite,
+  type OpenSqliteOptions,
+  type SqliteDriver,
+} from './open-sqlite.js';
 export type { SqliteDatabase, SqliteStatement, SqliteTransaction } from './sqlite-database.js';
 export { isSqliteUrl, sqliteFilePath } from './sqlite-url.js';
 export {

@@ -9,13 +9,14 @@ import {
   openSqlite,
   type SqliteDatabase,
 } from '../../../../src/stores/sqlite/index.js';
+import { sqliteDriver } from '../../../helpers/libsql.js';
 import { describeLedgerConformance } from '../../../conformance/ledger-conformance.js';
 import { makeEnvelope } from '../../../fixtures/consumer/envelopes.js';
 
 /** A fresh migrated file with a `charges` table. */
 async function openFile() {
   const dir = await mkdtemp(join(tmpdir(), 'agent-outbox-sqlite-ledger-'));
-  const db = await openSqlite(join(dir, 'agent.db'));
+  const db = await openSqlite(join(dir, 'agent.db'), { driver: sqliteDriver() });
   migrateSqlite(db);
   db.exec('CREATE TABLE charges (message_id TEXT NOT NULL, amount INTEGER NOT NULL)');
   return {

@@ -12,13 +12,14 @@ import {
   SqliteOutboxStore,
   type SqliteDatabase,
 } from '../../../../src/stores/sqlite/index.js';
+import { sqliteDriver } from '../../../helpers/libsql.js';
 import type { OutboxMessage } from '../../../../src/core/message.js';
 
 let dir: string;
 let db: SqliteDatabase;
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'agent-outbox-sqlite-store-'));
-  db = await openSqlite(join(dir, 'agent.db'));
+  db = await openSqlite(join(dir, 'agent.db'), { driver: sqliteDriver() });
   migrateSqlite(db);
 });
 afterEach(async () => {
@@ -199,7 +200,10 @@ describe('SqliteOutboxStore', () => {
     write(unordered(2));
     const store = new SqliteOutboxStore(db);
     const claimed = await store.claim({ owner: 'a#1', batchSize: 10, leaseMs: 30_000 });
-    const other = await openSqlite(join(dir, 'agent.db'), { busyTimeoutMs: 0 });
+    const other = await openSqlite(join(dir, 'agent.db'), {
+      busyTimeoutMs: 0,
+      driver: sqliteDriver(),
+    });
     db.pragma('busy_timeout = 0');
     try {
       const settling = store.settle(

@@ -12,6 +12,7 @@ import {
   openSqlite,
   type SqliteDatabase,
 } from '../../../../src/stores/sqlite/index.js';
+import { sqliteDriver } from '../../../helpers/libsql.js';
 
 /**
  * A plain SQL `INSERT INTO outbox (aggregate_id, topic, payload[, headers])`, as another language
@@ -23,7 +24,7 @@ let db: SqliteDatabase;
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'agent-outbox-sqlite-plain-'));
   path = join(dir, 'agent.db');
-  db = await openSqlite(path);
+  db = await openSqlite(path, { driver: sqliteDriver() });
   migrateSqlite(db);
   db.exec('CREATE TABLE orders (id TEXT PRIMARY KEY)');
 });
@@ -131,34 +132,39 @@ describe('a plain SQL INSERT INTO outbox on SQLite', () => {
     expect(counter('order:1')).toBeUndefined();
   });
 
-  it('numbers each aggregate in commit order: a writer that read before another committed cannot insert', async () => {
-    const other = await openSqlite(path, { busyTimeoutMs: 0 });
-    try {
-      // `other` starts first, as a deferred transaction that reads: its snapshot predates db's.
-      other.exec('BEGIN');
-      other.prepare('SELECT count(*) FROM outbox').get();
-      db.exec('BEGIN IMMEDIATE');
-      db.prepare(PLAIN).run('order:9', 'payment.charge', '"first to commit"');
-      expect(() => other.prepare(PLAIN).run('order:9', 'payment.charge', '"stale"')).toThrow(
-        /locked|busy/i,
-      );
-      db.exec('COMMIT');
-      // Still on its old snapshot, it may not write at all: its sequence could only be stale.
-      expect(() => other.prepare(PLAIN).run('order:9', 'payment.charge', '"stale"')).toThrow(
-        /locked|busy/i,
-      );
-      other.exec('ROLLBACK');
-      other.exec('BEGIN IMMEDIATE');
-      other.prepare(PLAIN).run('order:9', 'payment.charge', '"second to commit"');
-      other.exec('COMMIT');
-    } finally {
-      other.close();
-    }
-    expect(rows().map((r) => [r.sequence, JSON.parse(r.payload) as string])).toEqual([
-      [1, 'first to commit'],
-      [2, 'second to commit'],
-    ]);
-  });
+  // Not on libsql: its statement that failed with SQLITE_BUSY_SNAPSHOT keeps the stale snapshot
+  // after ROLLBACK (until it runs again), so `other` cannot BEGIN IMMEDIATE below (docs/sqlite.md).
+  it.skipIf(sqliteDriver() === 'libsql')(
+    'numbers each aggregate in commit order: a writer that read before another committed cannot insert',
+    async () => {
+      const other = await openSqlite(path, { busyTimeoutMs: 0, driver: sqliteDriver() });
+      try {
+        // `other` starts first, as a deferred transaction that reads: its snapshot predates db's.
+        other.exec('BEGIN');
+        other.prepare('SELECT count(*) FROM outbox').get();
+        db.exec('BEGIN IMMEDIATE');
+        db.prepare(PLAIN).run('order:9', 'payment.charge', '"first to commit"');
+        expect(() => other.prepare(PLAIN).run('order:9', 'payment.charge', '"stale"')).toThrow(
+          /locked|busy/i,
+        );
+        db.exec('COMMIT');
+        // Still on its old snapshot, it may not write at all: its sequence could only be stale.
+        expect(() => other.prepare(PLAIN).run('order:9', 'payment.charge', '"stale"')).toThrow(
+          /locked|busy/i,
+        );
+        other.exec('ROLLBACK');
+        other.exec('BEGIN IMMEDIATE');
+        other.prepare(PLAIN).run('order:9', 'payment.charge', '"second to commit"');
+        other.exec('COMMIT');
+      } finally {
+        other.close();
+      }
+      expect(rows().map((r) => [r.sequence, JSON.parse(r.payload) as string])).toEqual([
+        [1, 'first to commit'],
+        [2, 'second to commit'],
+      ]);
+    },
+  );
 
   it('numbers each aggregate in commit order across processes writing at once', async () => {
     // Each process commits 100 transactions: a plain INSERT of the aggregate's next message and a

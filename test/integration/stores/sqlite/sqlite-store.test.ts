@@ -11,6 +11,7 @@ import {
   readSqliteStatus,
   type SqliteDatabase,
 } from '../../../../src/stores/sqlite/index.js';
+import { sqliteDriver } from '../../../helpers/libsql.js';
 import { InMemoryPublisher } from '../../../../src/publishers/memory/in-memory-publisher.js';
 import { createOutboxMetrics } from '../../../../src/metrics/outbox-metrics.js';
 
@@ -18,7 +19,7 @@ let dir: string;
 let db: SqliteDatabase;
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'agent-outbox-sqlite-'));
-  db = await openSqlite(`file:${join(dir, 'agent.db')}`);
+  db = await openSqlite(`file:${join(dir, 'agent.db')}`, { driver: sqliteDriver() });
   migrateSqlite(db);
 });
 afterEach(async () => {
