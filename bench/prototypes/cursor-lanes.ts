@@ -131,6 +131,97 @@ BEGIN
   WHERE m.lane = p_lane AND m.id > v_cursor AND m.id <= v_safe
     AND (v_parked IS NULL OR NOT m.aggregate_id = ANY (v_parked))
   ORDER BY m.id LIMIT p_batch;
+END $$;
+
+-- Idea 3: cl.horizon, but a new pair is recorded only when ids moved past the recorded one, so a
+-- call with nothing new to make safe writes nothing (setval assigns an xid: each write makes the
+-- read a synchronously committed transaction).
+CREATE FUNCTION cl.horizon2() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  v_pair_id bigint := coalesce(pg_sequence_last_value('cl.pair_id'), 0);
+  v_pair_xid bigint := coalesce(pg_sequence_last_value('cl.pair_xid'), 0);
+  v_safe bigint := coalesce(pg_sequence_last_value('cl.safe'), 0);
+  v_next bigint;
+BEGIN
+  IF v_pair_xid > 0 AND v_pair_id > v_safe
+     AND (pg_snapshot_xmin(pg_current_snapshot())::text::bigint >= v_pair_xid
+          OR NOT EXISTS (
+            SELECT 1 FROM pg_stat_get_activity(NULL) a
+            WHERE a.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+              AND a.backend_xid IS NOT NULL AND a.pid <> pg_backend_pid()
+              AND age(a.backend_xid) > age(xid(v_pair_xid::text::xid8)))) THEN
+    v_safe := v_pair_id;
+    PERFORM setval('cl.safe', v_safe, true);
+  END IF;
+  IF v_pair_xid = 0 OR v_safe >= v_pair_id THEN
+    v_next := coalesce(pg_sequence_last_value('cl.ids'), 0);
+    IF v_pair_xid = 0 OR v_next > v_pair_id THEN
+      PERFORM setval('cl.pair_xid', pg_current_xact_id()::text::bigint, true);
+      PERFORM setval('cl.pair_id', v_next, true);
+    END IF;
+  END IF;
+  RETURN v_safe;
+END $$;
+
+-- Ideas 1 and 2: ONE call per batch. It commits the previous batch's cursor moves (fenced by the
+-- owner and the cursor each was read from: a lane lost to another owner, or moved by anyone
+-- else, raises and nothing moves), takes the horizon once, probes the parked aggregates of the
+-- owner's lanes once, then reads up to p_batch rows from the lanes it owns (lease unexpired),
+-- starting at p_start and going on to the next lane while the batch is not full, at most
+-- p_max_lanes lanes. Rows carry their lane; each lane's rows are a prefix of what it has after
+-- its cursor, in id order, so the caller moves each lane's cursor to its last row.
+CREATE FUNCTION cl.next_batch(p_owner text, p_lanes int[], p_from bigint[], p_to bigint[],
+                              p_batch int, p_start int, p_max_lanes int)
+RETURNS TABLE (lane int, id bigint, message_id uuid, aggregate_id text, topic text,
+               payload jsonb, headers jsonb, created_at timestamptz)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  v_moved int;
+  v_safe bigint;
+  v_parked text[];
+  v_lane record;
+  v_left int := p_batch;
+  v_lanes int := 0;
+  v_n int;
+BEGIN
+  IF cardinality(p_lanes) > 0 THEN
+    UPDATE cl.lane l SET cursor = a.to_id, lease_expires_at = now() + interval '30 seconds'
+    FROM unnest(p_lanes, p_from, p_to) a (lane_no, from_id, to_id)
+    WHERE l.lane = a.lane_no AND l.owner = p_owner AND l.cursor = a.from_id;
+    GET DIAGNOSTICS v_moved = ROW_COUNT;
+    IF v_moved <> cardinality(p_lanes) THEN
+      RAISE EXCEPTION 'lanes % are no longer % at the cursors it read from', p_lanes, p_owner;
+    END IF;
+  END IF;
+  v_safe := cl.horizon2();
+  SELECT array_agg(DISTINCT p.aggregate_id) INTO v_parked FROM cl.parked p
+  WHERE p.lane IN (SELECT l.lane FROM cl.lane l WHERE l.owner = p_owner);
+  FOR v_lane IN
+    SELECT l.lane AS no, l.cursor AS after FROM cl.lane l
+    WHERE l.owner = p_owner AND l.lease_expires_at > now()
+    ORDER BY l.lane < p_start, l.lane
+  LOOP
+    EXIT WHEN v_left <= 0 OR v_lanes >= p_max_lanes;
+    v_lanes := v_lanes + 1;
+    IF v_parked IS NOT NULL THEN
+      INSERT INTO cl.parked (lane, id, aggregate_id)
+      SELECT v_lane.no, m.id, m.aggregate_id FROM cl.msg m
+      WHERE m.lane = v_lane.no AND m.id > v_lane.after AND m.id <= v_safe
+        AND m.aggregate_id = ANY (v_parked)
+      ORDER BY m.id LIMIT v_left
+      ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN QUERY
+    SELECT v_lane.no, m.id, m.message_id, m.aggregate_id, m.topic, m.payload, m.headers,
+           m.created_at
+    FROM cl.msg m
+    WHERE m.lane = v_lane.no AND m.id > v_lane.after AND m.id <= v_safe
+      AND (v_parked IS NULL OR NOT m.aggregate_id = ANY (v_parked))
+    ORDER BY m.id LIMIT v_left;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    v_left := v_left - v_n;
+  END LOOP;
 END $$;`;
 
 /** Takes every lane's lease for `owner` (one dispatcher: it owns all of them). */
@@ -160,12 +251,86 @@ async function seed(db: BenchDatabase, count: number, aggregates: number): Promi
 
 const publishNothing = async (rows: readonly unknown[]) => rows.map(() => 'published');
 
+/**
+ * How a consumer goes round: `old` is read_batch then ADVANCE per lane (two round trips a batch);
+ * `oneCall` is cl.next_batch on one lane at a time (idea 1); `multiLane` is cl.next_batch filling
+ * its batch across the lanes it owns (ideas 1 and 2).
+ */
+type Variant = 'old' | 'oneCall' | 'multiLane';
+const VARIANTS: readonly Variant[] = ['old', 'oneCall', 'multiLane'];
+
+interface Drained {
+  messages: number;
+  batches: number;
+  calls: number;
+}
+
+const drain = (db: BenchDatabase, variant: Variant = 'old', batch = BATCH): Promise<Drained> =>
+  variant === 'old' ? drainOld(db, batch) : drainNext(db, variant === 'oneCall' ? 1 : LANES, batch);
+
+/**
+ * One consumer through cl.next_batch: each call commits the previous batch's cursor moves and
+ * reads the next batch (read, publish, then the next call). `maxLanes` lanes at most per call.
+ * Stops after 2 rounds of the lanes with nothing read (the horizon may be one pair behind); the
+ * last call commits the last batch's moves.
+ */
+async function drainNext(db: BenchDatabase, maxLanes: number, batch: number): Promise<Drained> {
+  const client = await db.client();
+  const owner = `proto-${process.pid}`;
+  const done = { messages: 0, batches: 0, calls: 0 };
+  try {
+    const taken = await client.query<{ lane: number; cursor: string }>(
+      `${TAKE_LANES} RETURNING lane, cursor::text`,
+      [owner],
+    );
+    const cursors = new Map(taken.rows.map((r) => [r.lane, r.cursor]));
+    let pending = { lanes: [] as number[], from: [] as string[], to: [] as string[] };
+    let start = 0;
+    let empty = 0;
+    const stopAfter = 2 * Math.ceil(LANES / maxLanes);
+    while (empty < stopAfter) {
+      const { rows } = await client.query<{ lane: number; id: string }>({
+        name: 'proto_next_batch',
+        text: `SELECT * FROM cl.next_batch($1, $2, $3, $4, $5, $6, $7)`,
+        values: [owner, pending.lanes, pending.from, pending.to, batch, start, maxLanes],
+      });
+      done.calls++;
+      // The previous batch's moves are committed now.
+      pending.lanes.forEach((lane, i) => cursors.set(lane, pending.to[i]!));
+      pending = { lanes: [], from: [], to: [] };
+      if (rows.length === 0) {
+        empty++;
+        if (maxLanes === 1) start = (start + 1) % LANES;
+        continue;
+      }
+      empty = 0;
+      await publishNothing(rows);
+      const last = new Map<number, string>();
+      for (const row of rows) last.set(row.lane, row.id);
+      for (const [lane, id] of last) {
+        pending.lanes.push(lane);
+        pending.from.push(cursors.get(lane)!);
+        pending.to.push(id);
+      }
+      done.messages += rows.length;
+      done.batches++;
+      // One lane a call: the next lane, as the old loop. Across lanes: go on from the last lane
+      // read (it may have more), then the lanes after it.
+      start = maxLanes === 1 ? (start + 1) % LANES : rows[rows.length - 1]!.lane;
+    }
+  } finally {
+    await client.end();
+  }
+  return done;
+}
+
 /** One consumer drains every lane round-robin until none has anything at or below the horizon. */
-async function drain(db: BenchDatabase): Promise<{ messages: number; batches: number }> {
+async function drainOld(db: BenchDatabase, batch: number): Promise<Drained> {
   const client = await db.client();
   const owner = `proto-${process.pid}`;
   let messages = 0;
   let batches = 0;
+  let calls = 0;
   try {
     await client.query(TAKE_LANES, [owner]);
     let idleRounds = 0;
@@ -174,11 +339,13 @@ async function drain(db: BenchDatabase): Promise<{ messages: number; batches: nu
       for (let lane = 0; lane < LANES; lane++) {
         const { rows } = await client.query<{ id: string }>(
           `SELECT * FROM cl.read_batch($1, $2, $3)`,
-          [lane, owner, BATCH],
+          [lane, owner, batch],
         );
+        calls++;
         if (rows.length === 0) continue;
         await publishNothing(rows);
         await client.query(ADVANCE, [lane, owner, rows[rows.length - 1]!.id]);
+        calls++;
         found += rows.length;
         batches++;
       }
@@ -189,10 +356,10 @@ async function drain(db: BenchDatabase): Promise<{ messages: number; batches: nu
   } finally {
     await client.end();
   }
-  return { messages, batches };
+  return { messages, batches, calls };
 }
 
-async function protoRate(db: BenchDatabase, count: number): Promise<number> {
+async function protoRate(db: BenchDatabase, count: number, variant: Variant): Promise<number> {
   await db.pool.query(`TRUNCATE cl.msg, cl.parked`);
   await db.pool.query(`UPDATE cl.lane SET cursor = 0`);
   // The horizon may still be behind the last drain's ids: a fresh run restarts the counters.
@@ -202,31 +369,42 @@ async function protoRate(db: BenchDatabase, count: number): Promise<number> {
   );
   await seed(db, count, count);
   await db.pool.query('CHECKPOINT');
-  let done = { messages: 0, batches: 0 };
+  let done: Drained = { messages: 0, batches: 0, calls: 0 };
   const ms = await timed(async () => {
-    done = await drain(db);
+    done = await drain(db, variant);
   });
   if (done.messages !== count) throw new Error(`prototype drained ${done.messages} of ${count}`);
   return (count / ms) * 1000;
 }
 
 /** One drain of `count` new messages, keeping what is there (no TRUNCATE, the cursors go on). */
-async function protoRateKeeping(db: BenchDatabase, count: number): Promise<number> {
+async function protoRateKeeping(
+  db: BenchDatabase,
+  count: number,
+  variant: Variant,
+): Promise<number> {
   await seed(db, count, count);
-  let done = { messages: 0, batches: 0 };
+  let done: Drained = { messages: 0, batches: 0, calls: 0 };
   const ms = await timed(async () => {
-    done = await drain(db);
+    done = await drain(db, variant);
   });
   if (done.messages !== count) throw new Error(`prototype drained ${done.messages} of ${count}`);
   return (count / ms) * 1000;
 }
 
+/** Median and best of alternated runs, rounded. */
+const figures = (values: readonly number[]) => ({
+  median: Math.round(median(values)),
+  best: Math.round(Math.max(...values)),
+});
+
 /**
  * The held-snapshot case of `held_snapshot_vs_pgq` for the prototype: a REPEATABLE READ snapshot
- * held on another connection while `history` messages go through the prototype and `history`
- * events through PgQ, then alternated drains of `count`, best of 2 each.
+ * held on another connection while `history` messages go through the prototype (the old loop,
+ * as before) and `history` events through PgQ, then alternated drains of `count` by each variant
+ * and PgQ, `rounds` each.
  */
-async function heldSnapshot(db: BenchDatabase, history: number, count: number) {
+async function heldSnapshot(db: BenchDatabase, history: number, count: number, rounds: number) {
   // What the enqueue comparison left on both sides, consumed first.
   await drain(db);
   await db.pool.query(`SELECT pgq.force_tick($1)`, [QUEUE]);
@@ -238,23 +416,38 @@ async function heldSnapshot(db: BenchDatabase, history: number, count: number) {
     // Takes the snapshot without locking a table the prototype truncates.
     await holder.query('SELECT count(*) FROM pg_class');
     for (let done = 0; done < history; done += 50_000) {
-      await protoRateKeeping(db, Math.min(50_000, history - done));
+      await protoRateKeeping(db, Math.min(50_000, history - done), 'old');
       await pgqRate(db, Math.min(50_000, history - done));
     }
-    const best = { proto: 0, pgq: 0 };
-    for (let r = 0; r < 2; r++) {
-      best.proto = Math.max(best.proto, await protoRateKeeping(db, count));
-      best.pgq = Math.max(best.pgq, (await pgqRate(db, count)).perSecond);
+    const runs: Record<Variant | 'pgq', number[]> = {
+      old: [],
+      oneCall: [],
+      multiLane: [],
+      pgq: [],
+    };
+    for (let r = 0; r < rounds; r++) {
+      for (const variant of VARIANTS)
+        runs[variant].push(await protoRateKeeping(db, count, variant));
+      runs.pgq.push((await pgqRate(db, count)).perSecond);
     }
     const held = await holder.query<{ xmin: string | null }>(
       `SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
     );
     if (!held.rows[0]?.xmin) throw new Error('the held snapshot was not held');
-    log(`held snapshot: prototype ${Math.round(best.proto)}, PgQ ${Math.round(best.pgq)} msg/s`);
+    const perSecond = Object.fromEntries(
+      Object.entries(runs).map(([k, v]) => [k, figures(v)]),
+    ) as Record<Variant | 'pgq', ReturnType<typeof figures>>;
+    const vsPgq = (v: Variant) => ({
+      median: round(perSecond[v].median / perSecond.pgq.median),
+      best: round(perSecond[v].best / perSecond.pgq.best),
+    });
+    log(`held snapshot: ${JSON.stringify(perSecond)}`);
     return {
-      perSecond: { proto: Math.round(best.proto), pgq: Math.round(best.pgq) },
-      prototypeVsPgq: round(best.proto / best.pgq),
+      perSecond,
+      prototypeVsPgq: vsPgq('old').best,
+      vsPgq: { old: vsPgq('old'), oneCall: vsPgq('oneCall'), multiLane: vsPgq('multiLane') },
       history,
+      rounds,
     };
   } finally {
     await holder.query('ROLLBACK').catch(() => undefined);
@@ -263,13 +456,13 @@ async function heldSnapshot(db: BenchDatabase, history: number, count: number) {
 }
 
 /** WAL per message of the prototype: enqueue one per transaction, then the drain. */
-async function protoWal(db: BenchDatabase, count: number) {
+async function protoWal(db: BenchDatabase, count: number, variant: Variant) {
   await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
   await db.pool.query(`TRUNCATE cl.msg, cl.parked`);
   const pin = await db.pool.connect();
   try {
     await pin.query(`SELECT pg_create_physical_replication_slot($1, true, true)`, [
-      `ao_bench_proto_wal_${process.pid}`,
+      `ao_bench_proto_wal_${process.pid}_${variant.toLowerCase()}`,
     ]);
     await db.pool.query('CHECKPOINT');
     const start = await lsn(db);
@@ -284,7 +477,7 @@ async function protoWal(db: BenchDatabase, count: number) {
       client.release();
     }
     const enqueued = await lsn(db);
-    const drained = await drain(db);
+    const drained = await drain(db, variant);
     const end = await lsn(db);
     const enqueue = await walBytes(db, start, enqueued);
     const consume = await walBytes(db, enqueued, end);
@@ -364,39 +557,112 @@ async function enqueueTimes(db: BenchDatabase, transactions: number) {
   return Object.fromEntries(sides.map((s) => [s, round(median(blocks[s]) / 100, 3)]));
 }
 
+/**
+ * Idea 3 alone: ms per autocommitted call of the horizon (old: records a pair, so writes and
+ * commits synchronously, every call; new: writes only when ids moved), of its two tests alone, and
+ * of `SELECT 1` (the round trip), in interleaved blocks of 200, median block. No writer runs.
+ */
+async function horizonCosts(db: BenchDatabase, blocks: number) {
+  const calls = {
+    roundTrip: 'SELECT 1',
+    horizonOld: 'SELECT cl.horizon()',
+    horizonNew: 'SELECT cl.horizon2()',
+    cheapTest: 'SELECT pg_snapshot_xmin(pg_current_snapshot())',
+    activityProbe: `SELECT NOT EXISTS (
+      SELECT 1 FROM pg_stat_get_activity(NULL) a
+      WHERE a.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+        AND a.backend_xid IS NOT NULL AND a.pid <> pg_backend_pid()
+        AND age(a.backend_xid) > age(xid(pg_current_xact_id()::text::xid8)))`,
+  };
+  const client = await db.client();
+  const times = Object.fromEntries(Object.keys(calls).map((k) => [k, [] as number[]]));
+  try {
+    for (let b = 0; b < blocks; b++)
+      for (const [name, text] of Object.entries(calls)) {
+        const started = performance.now();
+        for (let i = 0; i < 200; i++) await client.query(text);
+        times[name]!.push(performance.now() - started);
+      }
+  } finally {
+    await client.end();
+  }
+  return Object.fromEntries(Object.entries(times).map(([k, v]) => [k, round(median(v) / 200, 3)]));
+}
+
 const count = Number(process.argv[2] ?? 50_000);
 const rounds = Number(process.argv[3] ?? 3);
 const heldHistory = Number(process.argv[4] ?? 200_000);
+/** `drains`: the alternated drains and the horizon costs only (for trying things quickly). */
+const only = process.argv[5];
 const db = await createBenchDatabase('cursor_lanes');
 try {
   await setUp(db);
   await createQueue(db);
-  const best = { proto: 0, oursUnordered: 0, oursOrdered: 0, pgq: 0 };
+  const sides = [...VARIANTS, 'oursUnordered', 'pgq', 'oursOrdered'] as const;
+  type Side = (typeof sides)[number];
+  const runs = Object.fromEntries(sides.map((s) => [s, [] as number[]])) as Record<Side, number[]>;
+  const calls = Object.fromEntries(VARIANTS.map((v) => [v, 0])) as Record<Variant, number>;
   for (let r = 0; r < rounds; r++) {
-    best.proto = Math.max(best.proto, await protoRate(db, count));
-    best.oursUnordered = Math.max(best.oursUnordered, await rate(db, 'ours', count, false, BATCH));
-    best.pgq = Math.max(best.pgq, (await pgqRate(db, count)).perSecond);
-    best.oursOrdered = Math.max(best.oursOrdered, await rate(db, 'ours', count, true, BATCH));
+    for (const side of sides) {
+      if (side === 'oursUnordered' || side === 'oursOrdered')
+        runs[side].push(await rate(db, 'ours', count, side === 'oursOrdered', BATCH));
+      else if (side === 'pgq') runs.pgq.push((await pgqRate(db, count)).perSecond);
+      else runs[side].push(await protoRate(db, count, side));
+    }
     log(
-      `round ${r + 1}: prototype ${Math.round(best.proto)}, ours ${Math.round(best.oursUnordered)} / ${Math.round(best.oursOrdered)}, PgQ ${Math.round(best.pgq)} msg/s (best so far)`,
+      `round ${r + 1}: ${sides.map((s) => `${s} ${Math.round(runs[s].at(-1)!)}`).join(', ')} msg/s`,
     );
   }
-  const wal = await protoWal(db, 5_000);
-  const enqueue = await enqueueTimes(db, 1_000);
-  const held = await heldSnapshot(db, heldHistory, count);
-  const result = {
-    drainPerSecond: Object.fromEntries(Object.entries(best).map(([k, v]) => [k, Math.round(v)])),
-    prototypeVsPgq: round(best.proto / best.pgq),
-    oursVsPgq: round(Math.min(best.oursUnordered, best.oursOrdered) / best.pgq),
-    wal,
-    enqueueMsPerTx: enqueue,
-    prototypeEnqueueVsPgq: round(enqueue.proto! / enqueue.pgq!),
-    heldSnapshot: held,
-    count,
-    rounds,
-    measuredAt: new Date().toISOString(),
+  for (const variant of VARIANTS) {
+    // Round trips of one drain of `count` (the drains above are timed without counting).
+    await seed(db, count, count);
+    calls[variant] = (await drain(db, variant)).calls;
+  }
+  const perSecond = Object.fromEntries(sides.map((s) => [s, figures(runs[s])])) as Record<
+    Side,
+    ReturnType<typeof figures>
+  >;
+  const vsPgq = (side: Side) => ({
+    median: round(perSecond[side].median / perSecond.pgq.median),
+    best: round(perSecond[side].best / perSecond.pgq.best),
+  });
+  const horizon = await horizonCosts(db, 5);
+  const drains = {
+    perSecond,
+    vsPgq: Object.fromEntries(sides.filter((s) => s !== 'pgq').map((s) => [s, vsPgq(s)])),
+    roundTripsPerDrain: calls,
+    horizonMsPerCall: horizon,
   };
-  process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+  if (only === 'drains') {
+    process.stdout.write(`${JSON.stringify({ drains, count, rounds }, null, 2)}\n`);
+  } else {
+    const wal: Partial<Record<Variant, Awaited<ReturnType<typeof protoWal>>>> = {};
+    for (const variant of VARIANTS) wal[variant] = await protoWal(db, 5_000, variant);
+    const enqueue = await enqueueTimes(db, 1_000);
+    const held = await heldSnapshot(db, heldHistory, count, rounds);
+    const result = {
+      // The figures of before (best of `rounds`, the old loop), then every side's.
+      drainPerSecond: {
+        proto: perSecond.old.best,
+        oursUnordered: perSecond.oursUnordered.best,
+        oursOrdered: perSecond.oursOrdered.best,
+        pgq: perSecond.pgq.best,
+      },
+      prototypeVsPgq: vsPgq('old').best,
+      oursVsPgq: round(
+        Math.min(perSecond.oursUnordered.best, perSecond.oursOrdered.best) / perSecond.pgq.best,
+      ),
+      drains,
+      wal,
+      enqueueMsPerTx: enqueue,
+      prototypeEnqueueVsPgq: round(enqueue.proto! / enqueue.pgq!),
+      heldSnapshot: held,
+      count,
+      rounds,
+      measuredAt: new Date().toISOString(),
+    };
+    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+  }
 } finally {
   await db.drop();
 }
