@@ -39,7 +39,7 @@ import { createBenchDatabase, type BenchDatabase } from '../lib/database.js';
 import { log, median, round, timed } from '../lib/measure.js';
 import { rate } from '../cases/dispatch.js';
 import { orderMessages } from '../cases/enqueue.js';
-import { createQueue, drainPgq, pgqRate, QUEUE } from '../cases/pgq.js';
+import { createQueue, drainPgq, insertEvents, pgqRate, QUEUE } from '../cases/pgq.js';
 import { lsn, walBytes } from '../cases/wal-per-message.js';
 
 const LANES = 16;
@@ -171,7 +171,8 @@ END $$;
 -- p_max_lanes lanes. Rows carry their lane; each lane's rows are a prefix of what it has after
 -- its cursor, in id order, so the caller moves each lane's cursor to its last row.
 CREATE FUNCTION cl.next_batch(p_owner text, p_lanes int[], p_from bigint[], p_to bigint[],
-                              p_batch int, p_start int, p_max_lanes int)
+                              p_batch int, p_start int, p_max_lanes int,
+                              p_async boolean DEFAULT false)
 RETURNS TABLE (lane int, id bigint, message_id uuid, aggregate_id text, topic text,
                payload jsonb, headers jsonb, created_at timestamptz)
 LANGUAGE plpgsql AS $$
@@ -186,12 +187,24 @@ DECLARE
   v_n int;
 BEGIN
   IF cardinality(p_lanes) > 0 THEN
-    UPDATE cl.lane l SET cursor = a.to_id, lease_expires_at = now() + interval '30 seconds'
+    -- The lease is renewed when less than 20 of its 30 seconds are left (renewed = true).
+    UPDATE cl.lane l SET cursor = a.to_id, lease_expires_at = CASE
+        WHEN l.lease_expires_at < now() + interval '20 seconds'
+        THEN now() + interval '30 seconds' ELSE l.lease_expires_at END
     FROM unnest(p_lanes, p_from, p_to) a (lane_no, from_id, to_id)
     WHERE l.lane = a.lane_no AND l.owner = p_owner AND l.cursor = a.from_id;
     GET DIAGNOSTICS v_moved = ROW_COUNT;
     IF v_moved <> cardinality(p_lanes) THEN
       RAISE EXCEPTION 'lanes % are no longer % at the cursors it read from', p_lanes, p_owner;
+    END IF;
+    -- p_async (opt-in, as asyncSettle): a commit that only moves cursors skips the WAL flush
+    -- wait. Lost in a crash, the moves only make the lanes' messages read and published again,
+    -- in order (a prefix of the WAL survives). A lease renewal is always flushed, so the lease
+    -- a dispatcher counts on is never lost.
+    IF p_async AND NOT EXISTS (
+      SELECT 1 FROM cl.lane l WHERE l.lane = ANY (p_lanes)
+        AND l.lease_expires_at >= now() + interval '30 seconds') THEN
+      PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
   END IF;
   v_safe := cl.horizon2();
@@ -254,112 +267,185 @@ const publishNothing = async (rows: readonly unknown[]) => rows.map(() => 'publi
 /**
  * How a consumer goes round: `old` is read_batch then ADVANCE per lane (two round trips a batch);
  * `oneCall` is cl.next_batch on one lane at a time (idea 1); `multiLane` is cl.next_batch filling
- * its batch across the lanes it owns (ideas 1 and 2).
+ * its batch across the lanes it owns (ideas 1 and 2); `multiLaneAsync` the same with its
+ * cursor-only commits not waiting for the WAL flush (opt-in, as the product's asyncSettle).
  */
-type Variant = 'old' | 'oneCall' | 'multiLane';
-const VARIANTS: readonly Variant[] = ['old', 'oneCall', 'multiLane'];
+type Variant = 'old' | 'oneCall' | 'multiLane' | 'multiLaneAsync';
+const VARIANTS: readonly Variant[] = ['old', 'oneCall', 'multiLane', 'multiLaneAsync'];
 
 interface Drained {
   messages: number;
   batches: number;
   calls: number;
+  /** The loop's time: after connecting and taking the lanes, as PgQ's drain is timed. */
+  ms: number;
 }
 
-const drain = (db: BenchDatabase, variant: Variant = 'old', batch = BATCH): Promise<Drained> =>
-  variant === 'old' ? drainOld(db, batch) : drainNext(db, variant === 'oneCall' ? 1 : LANES, batch);
-
 /**
- * One consumer through cl.next_batch: each call commits the previous batch's cursor moves and
- * reads the next batch (read, publish, then the next call). `maxLanes` lanes at most per call.
- * Stops after 2 rounds of the lanes with nothing read (the horizon may be one pair behind); the
- * last call commits the last batch's moves.
+ * A consumer one step at a time (a step: one call of the new loop, one lane of the old loop, one
+ * batch of PgQ), so that two can be interleaved step by step (see {@link paired}).
  */
-async function drainNext(db: BenchDatabase, maxLanes: number, batch: number): Promise<Drained> {
+interface Stepper {
+  /** One step; false when the consumer would stop (nothing left at or below the horizon). */
+  step(): Promise<boolean>;
+  done: { messages: number; batches: number; calls: number };
+  close(): Promise<void>;
+}
+
+async function openStepper(db: BenchDatabase, variant: Variant, batch = BATCH): Promise<Stepper> {
   const client = await db.client();
   const owner = `proto-${process.pid}`;
   const done = { messages: 0, batches: 0, calls: 0 };
-  try {
-    const taken = await client.query<{ lane: number; cursor: string }>(
-      `${TAKE_LANES} RETURNING lane, cursor::text`,
-      [owner],
-    );
-    const cursors = new Map(taken.rows.map((r) => [r.lane, r.cursor]));
-    let pending = { lanes: [] as number[], from: [] as string[], to: [] as string[] };
-    let start = 0;
-    let empty = 0;
-    const stopAfter = 2 * Math.ceil(LANES / maxLanes);
-    while (empty < stopAfter) {
-      const { rows } = await client.query<{ lane: number; id: string }>({
-        name: 'proto_next_batch',
-        text: `SELECT * FROM cl.next_batch($1, $2, $3, $4, $5, $6, $7)`,
-        values: [owner, pending.lanes, pending.from, pending.to, batch, start, maxLanes],
-      });
-      done.calls++;
-      // The previous batch's moves are committed now.
-      pending.lanes.forEach((lane, i) => cursors.set(lane, pending.to[i]!));
-      pending = { lanes: [], from: [], to: [] };
-      if (rows.length === 0) {
-        empty++;
-        if (maxLanes === 1) start = (start + 1) % LANES;
-        continue;
-      }
-      empty = 0;
-      await publishNothing(rows);
-      const last = new Map<number, string>();
-      for (const row of rows) last.set(row.lane, row.id);
-      for (const [lane, id] of last) {
-        pending.lanes.push(lane);
-        pending.from.push(cursors.get(lane)!);
-        pending.to.push(id);
-      }
-      done.messages += rows.length;
-      done.batches++;
-      // One lane a call: the next lane, as the old loop. Across lanes: go on from the last lane
-      // read (it may have more), then the lanes after it.
-      start = maxLanes === 1 ? (start + 1) % LANES : rows[rows.length - 1]!.lane;
-    }
-  } finally {
-    await client.end();
-  }
-  return done;
-}
-
-/** One consumer drains every lane round-robin until none has anything at or below the horizon. */
-async function drainOld(db: BenchDatabase, batch: number): Promise<Drained> {
-  const client = await db.client();
-  const owner = `proto-${process.pid}`;
-  let messages = 0;
-  let batches = 0;
-  let calls = 0;
-  try {
-    await client.query(TAKE_LANES, [owner]);
+  const taken = await client.query<{ lane: number; cursor: string }>(
+    `${TAKE_LANES} RETURNING lane, cursor::text`,
+    [owner],
+  );
+  const close = () => client.end();
+  if (variant === 'old') {
+    // Round the lanes, read_batch then ADVANCE per lane; stops after 2 rounds with nothing read
+    // (the horizon may be one pair behind: it moves once per call).
+    let lane = 0;
+    let found = 0;
     let idleRounds = 0;
-    while (idleRounds < 2) {
-      let found = 0;
-      for (let lane = 0; lane < LANES; lane++) {
-        const { rows } = await client.query<{ id: string }>(
-          `SELECT * FROM cl.read_batch($1, $2, $3)`,
-          [lane, owner, batch],
-        );
-        calls++;
-        if (rows.length === 0) continue;
+    const step = async () => {
+      const { rows } = await client.query<{ id: string }>(
+        `SELECT * FROM cl.read_batch($1, $2, $3)`,
+        [lane, owner, batch],
+      );
+      done.calls++;
+      if (rows.length > 0) {
         await publishNothing(rows);
         await client.query(ADVANCE, [lane, owner, rows[rows.length - 1]!.id]);
-        calls++;
+        done.calls++;
         found += rows.length;
-        batches++;
+        done.messages += rows.length;
+        done.batches++;
       }
-      messages += found;
-      // Nothing read: the horizon may be one pair behind (it moves once per call).
-      idleRounds = found === 0 ? idleRounds + 1 : 0;
-    }
-  } finally {
-    await client.end();
+      if (++lane === LANES) {
+        idleRounds = found === 0 ? idleRounds + 1 : 0;
+        lane = 0;
+        found = 0;
+      }
+      return idleRounds < 2;
+    };
+    return { step, done, close };
   }
-  return { messages, batches, calls };
+  // cl.next_batch: each call commits the previous batch's cursor moves and reads the next batch
+  // (read, publish, then the next call); one lane a call or across the lanes. Stops after 2
+  // rounds of the lanes with nothing read; the last call commits the last batch's moves.
+  const maxLanes = variant === 'oneCall' ? 1 : LANES;
+  const async = variant === 'multiLaneAsync';
+  const cursors = new Map(taken.rows.map((r) => [r.lane, r.cursor]));
+  let pending = { lanes: [] as number[], from: [] as string[], to: [] as string[] };
+  let start = 0;
+  let empty = 0;
+  const stopAfter = 2 * Math.ceil(LANES / maxLanes);
+  const step = async () => {
+    const { rows } = await client.query<{ lane: number; id: string }>({
+      name: 'proto_next_batch',
+      text: `SELECT * FROM cl.next_batch($1, $2, $3, $4, $5, $6, $7, $8)`,
+      values: [owner, pending.lanes, pending.from, pending.to, batch, start, maxLanes, async],
+    });
+    done.calls++;
+    // The previous batch's moves are committed now.
+    pending.lanes.forEach((lane, i) => cursors.set(lane, pending.to[i]!));
+    pending = { lanes: [], from: [], to: [] };
+    if (rows.length === 0) {
+      empty++;
+      if (maxLanes === 1) start = (start + 1) % LANES;
+      return empty < stopAfter;
+    }
+    empty = 0;
+    await publishNothing(rows);
+    const last = new Map<number, string>();
+    for (const row of rows) last.set(row.lane, row.id);
+    for (const [lane, id] of last) {
+      pending.lanes.push(lane);
+      pending.from.push(cursors.get(lane)!);
+      pending.to.push(id);
+    }
+    done.messages += rows.length;
+    done.batches++;
+    // One lane a call: the next lane, as the old loop. Across lanes: go on from the last lane
+    // read (it may have more), then the lanes after it.
+    start = maxLanes === 1 ? (start + 1) % LANES : rows[rows.length - 1]!.lane;
+    return true;
+  };
+  return { step, done, close };
 }
 
-async function protoRate(db: BenchDatabase, count: number, variant: Variant): Promise<number> {
+/** PgQ's consumer of bench/cases/pgq.ts (drainPgq), one batch a step. */
+async function openPgqStepper(db: BenchDatabase): Promise<Stepper> {
+  const client = await db.client();
+  const done = { messages: 0, batches: 0, calls: 0 };
+  const step = async () => {
+    const next = await client.query<{ id: string | null }>(
+      `SELECT pgq.next_batch($1, $2)::text AS id`,
+      [QUEUE, 'bench_consumer'],
+    );
+    done.calls++;
+    const batch = next.rows[0]?.id;
+    if (!batch) return false;
+    const events = await client.query<{ ev_id: string; ev_type: string; ev_data: string }>(
+      `SELECT ev_id, ev_type, ev_data FROM pgq.get_batch_events($1::bigint)`,
+      [batch],
+    );
+    await publishNothing(events.rows);
+    await client.query(`SELECT pgq.finish_batch($1::bigint)`, [batch]);
+    done.calls += 2;
+    done.messages += events.rows.length;
+    done.batches++;
+    return true;
+  };
+  return { step, done, close: () => client.end() };
+}
+
+/** One consumer of `variant` drains what is at or below the horizon. */
+async function drain(db: BenchDatabase, variant: Variant = 'old', batch = BATCH): Promise<Drained> {
+  const stepper = await openStepper(db, variant, batch);
+  try {
+    const ms = await timed(async () => {
+      while (await stepper.step());
+    });
+    return { ...stepper.done, ms };
+  } finally {
+    await stepper.close();
+  }
+}
+
+/**
+ * The machine is shared and its load comes in bursts longer than a drain: `variant` and PgQ
+ * drain `count` each, interleaved step by step (the side that has spent less time goes next), so
+ * that both see the same load. Rates from each side's own time; the ratio is what to read.
+ */
+async function paired(db: BenchDatabase, count: number, variant: Variant, keep = false) {
+  // Under the held snapshot what is there is kept (no TRUNCATE, the cursors go on).
+  if (!keep) await resetPrototype(db);
+  await seed(db, count, count);
+  await insertEvents(db, count);
+  await db.pool.query('CHECKPOINT');
+  const sides = [await openStepper(db, variant), await openPgqStepper(db)];
+  const ms = [0, 0];
+  const going = [true, true];
+  try {
+    while (going[0] || going[1]) {
+      const i = !going[1] || (going[0] && ms[0]! <= ms[1]!) ? 0 : 1;
+      const started = performance.now();
+      going[i] = await sides[i]!.step();
+      ms[i]! += performance.now() - started;
+    }
+  } finally {
+    for (const side of sides) await side.close();
+  }
+  if (sides[0]!.done.messages !== count || sides[1]!.done.messages !== count)
+    throw new Error(
+      `paired: ${sides[0]!.done.messages} and ${sides[1]!.done.messages} of ${count}`,
+    );
+  return { proto: (count / ms[0]!) * 1000, pgq: (count / ms[1]!) * 1000 };
+}
+
+/** Empty messages and cursors; the horizon's counters restarted. */
+async function resetPrototype(db: BenchDatabase) {
   await db.pool.query(`TRUNCATE cl.msg, cl.parked`);
   await db.pool.query(`UPDATE cl.lane SET cursor = 0`);
   // The horizon may still be behind the last drain's ids: a fresh run restarts the counters.
@@ -367,14 +453,15 @@ async function protoRate(db: BenchDatabase, count: number, variant: Variant): Pr
     `SELECT setval('cl.ids', 1, false), setval('cl.safe', 0, true),
             setval('cl.pair_id', 0, true), setval('cl.pair_xid', 0, true)`,
   );
+}
+
+async function protoRate(db: BenchDatabase, count: number, variant: Variant): Promise<number> {
+  await resetPrototype(db);
   await seed(db, count, count);
   await db.pool.query('CHECKPOINT');
-  let done: Drained = { messages: 0, batches: 0, calls: 0 };
-  const ms = await timed(async () => {
-    done = await drain(db, variant);
-  });
+  const done = await drain(db, variant);
   if (done.messages !== count) throw new Error(`prototype drained ${done.messages} of ${count}`);
-  return (count / ms) * 1000;
+  return (count / done.ms) * 1000;
 }
 
 /** One drain of `count` new messages, keeping what is there (no TRUNCATE, the cursors go on). */
@@ -384,12 +471,9 @@ async function protoRateKeeping(
   variant: Variant,
 ): Promise<number> {
   await seed(db, count, count);
-  let done: Drained = { messages: 0, batches: 0, calls: 0 };
-  const ms = await timed(async () => {
-    done = await drain(db, variant);
-  });
+  const done = await drain(db, variant);
   if (done.messages !== count) throw new Error(`prototype drained ${done.messages} of ${count}`);
-  return (count / ms) * 1000;
+  return (count / done.ms) * 1000;
 }
 
 /** Median and best of alternated runs, rounded. */
@@ -419,17 +503,24 @@ async function heldSnapshot(db: BenchDatabase, history: number, count: number, r
       await protoRateKeeping(db, Math.min(50_000, history - done), 'old');
       await pgqRate(db, Math.min(50_000, history - done));
     }
-    const runs: Record<Variant | 'pgq', number[]> = {
-      old: [],
-      oneCall: [],
-      multiLane: [],
-      pgq: [],
-    };
+    const runs = Object.fromEntries([...VARIANTS, 'pgq'].map((k) => [k, [] as number[]])) as Record<
+      Variant | 'pgq',
+      number[]
+    >;
     for (let r = 0; r < rounds; r++) {
       for (const variant of VARIANTS)
         runs[variant].push(await protoRateKeeping(db, count, variant));
       runs.pgq.push((await pgqRate(db, count)).perSecond);
     }
+    const pairs = Object.fromEntries(VARIANTS.map((v) => [v, [] as number[]])) as Record<
+      Variant,
+      number[]
+    >;
+    for (let r = 0; r < rounds; r++)
+      for (const variant of VARIANTS) {
+        const pair = await paired(db, count, variant, true);
+        pairs[variant].push(pair.proto / pair.pgq);
+      }
     const held = await holder.query<{ xmin: string | null }>(
       `SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
     );
@@ -445,7 +536,13 @@ async function heldSnapshot(db: BenchDatabase, history: number, count: number, r
     return {
       perSecond,
       prototypeVsPgq: vsPgq('old').best,
-      vsPgq: { old: vsPgq('old'), oneCall: vsPgq('oneCall'), multiLane: vsPgq('multiLane') },
+      vsPgq: Object.fromEntries(VARIANTS.map((v) => [v, vsPgq(v)])),
+      pairedVsPgq: Object.fromEntries(
+        VARIANTS.map((v) => [
+          v,
+          { median: round(median(pairs[v])), all: pairs[v].map((x) => round(x)) },
+        ]),
+      ),
       history,
       rounds,
     };
@@ -613,6 +710,20 @@ try {
       `round ${r + 1}: ${sides.map((s) => `${s} ${Math.round(runs[s].at(-1)!)}`).join(', ')} msg/s`,
     );
   }
+  // The same sides paired with PgQ step by step (see paired): the ratio of each pair, median.
+  const pairs = Object.fromEntries(VARIANTS.map((v) => [v, [] as number[]])) as Record<
+    Variant,
+    number[]
+  >;
+  for (let r = 0; r < rounds; r++) {
+    for (const variant of VARIANTS) {
+      const pair = await paired(db, count, variant);
+      pairs[variant].push(pair.proto / pair.pgq);
+    }
+    log(
+      `paired round ${r + 1}: ${VARIANTS.map((v) => `${v} ${round(pairs[v].at(-1)!)}`).join(', ')}`,
+    );
+  }
   for (const variant of VARIANTS) {
     // Round trips of one drain of `count` (the drains above are timed without counting).
     await seed(db, count, count);
@@ -630,6 +741,12 @@ try {
   const drains = {
     perSecond,
     vsPgq: Object.fromEntries(sides.filter((s) => s !== 'pgq').map((s) => [s, vsPgq(s)])),
+    pairedVsPgq: Object.fromEntries(
+      VARIANTS.map((v) => [
+        v,
+        { median: round(median(pairs[v])), all: pairs[v].map((x) => round(x)) },
+      ]),
+    ),
     roundTripsPerDrain: calls,
     horizonMsPerCall: horizon,
   };
