@@ -36,7 +36,7 @@
 import type pg from 'pg';
 import { createOutbox, fromPg } from '../../src/index.js';
 import { createBenchDatabase, type BenchDatabase } from '../lib/database.js';
-import { log, median, round, timed } from '../lib/measure.js';
+import { log, median, round, sleep, timed } from '../lib/measure.js';
 import { rate } from '../cases/dispatch.js';
 import { orderMessages } from '../cases/enqueue.js';
 import { createQueue, drainPgq, insertEvents, pgqRate, QUEUE } from '../cases/pgq.js';
@@ -247,8 +247,17 @@ const ADVANCE = `
 UPDATE cl.lane SET cursor = $3, lease_expires_at = now() + interval '30 seconds'
 WHERE lane = $1 AND owner = $2 AND cursor < $3`;
 
+/** Idea 3 alone: cl.read_batch with the new horizon (cl.read_batch2), for the old loop. */
+const READ_BATCH2 = (() => {
+  const from = SCHEMA.indexOf('CREATE FUNCTION cl.read_batch(');
+  return SCHEMA.slice(from, SCHEMA.indexOf('END $$;', from) + 'END $$;'.length)
+    .replace('cl.read_batch(', 'cl.read_batch2(')
+    .replace('cl.horizon()', 'cl.horizon2()');
+})();
+
 async function setUp(db: BenchDatabase): Promise<void> {
   await db.pool.query(SCHEMA);
+  await db.pool.query(READ_BATCH2);
 }
 
 /** `count` messages in one statement per 5,000 (each through cl.enqueue), spread over aggregates. */
@@ -266,12 +275,19 @@ const publishNothing = async (rows: readonly unknown[]) => rows.map(() => 'publi
 
 /**
  * How a consumer goes round: `old` is read_batch then ADVANCE per lane (two round trips a batch);
+ * `oldHorizon2` the same with cl.horizon2 (idea 3 alone);
  * `oneCall` is cl.next_batch on one lane at a time (idea 1); `multiLane` is cl.next_batch filling
  * its batch across the lanes it owns (ideas 1 and 2); `multiLaneAsync` the same with its
  * cursor-only commits not waiting for the WAL flush (opt-in, as the product's asyncSettle).
  */
-type Variant = 'old' | 'oneCall' | 'multiLane' | 'multiLaneAsync';
-const VARIANTS: readonly Variant[] = ['old', 'oneCall', 'multiLane', 'multiLaneAsync'];
+type Variant = 'old' | 'oldHorizon2' | 'oneCall' | 'multiLane' | 'multiLaneAsync';
+const VARIANTS: readonly Variant[] = [
+  'old',
+  'oldHorizon2',
+  'oneCall',
+  'multiLane',
+  'multiLaneAsync',
+];
 
 interface Drained {
   messages: number;
@@ -301,17 +317,19 @@ async function openStepper(db: BenchDatabase, variant: Variant, batch = BATCH): 
     [owner],
   );
   const close = () => client.end();
-  if (variant === 'old') {
+  if (variant === 'old' || variant === 'oldHorizon2') {
+    const read = variant === 'old' ? 'cl.read_batch' : 'cl.read_batch2';
     // Round the lanes, read_batch then ADVANCE per lane; stops after 2 rounds with nothing read
     // (the horizon may be one pair behind: it moves once per call).
     let lane = 0;
     let found = 0;
     let idleRounds = 0;
     const step = async () => {
-      const { rows } = await client.query<{ id: string }>(
-        `SELECT * FROM cl.read_batch($1, $2, $3)`,
-        [lane, owner, batch],
-      );
+      const { rows } = await client.query<{ id: string }>(`SELECT * FROM ${read}($1, $2, $3)`, [
+        lane,
+        owner,
+        batch,
+      ]);
       done.calls++;
       if (rows.length > 0) {
         await publishNothing(rows);
@@ -418,13 +436,29 @@ async function drain(db: BenchDatabase, variant: Variant = 'old', batch = BATCH)
  * drain `count` each, interleaved step by step (the side that has spent less time goes next), so
  * that both see the same load. Rates from each side's own time; the ratio is what to read.
  */
-async function paired(db: BenchDatabase, count: number, variant: Variant, keep = false) {
+async function paired(
+  db: BenchDatabase,
+  count: number,
+  variant: Variant,
+  keep = false,
+  batch = BATCH,
+) {
   // Under the held snapshot what is there is kept (no TRUNCATE, the cursors go on).
   if (!keep) await resetPrototype(db);
   await seed(db, count, count);
-  await insertEvents(db, count);
+  // PgQ's batch is its tick: `batch` events a tick (insertEvents ticks after every 500 events;
+  // a tick happens once ticker_max_count events are there).
+  await db.pool.query(`SELECT pgq.set_queue_config($1, 'ticker_max_count', $2)`, [
+    QUEUE,
+    String(batch),
+  ]);
+  try {
+    await insertEvents(db, count);
+  } finally {
+    await db.pool.query(`SELECT pgq.set_queue_config($1, 'ticker_max_count', '500')`, [QUEUE]);
+  }
   await db.pool.query('CHECKPOINT');
-  const sides = [await openStepper(db, variant), await openPgqStepper(db)];
+  const sides = [await openStepper(db, variant, batch), await openPgqStepper(db)];
   const ms = [0, 0];
   const going = [true, true];
   try {
@@ -441,7 +475,11 @@ async function paired(db: BenchDatabase, count: number, variant: Variant, keep =
     throw new Error(
       `paired: ${sides[0]!.done.messages} and ${sides[1]!.done.messages} of ${count}`,
     );
-  return { proto: (count / ms[0]!) * 1000, pgq: (count / ms[1]!) * 1000 };
+  return {
+    proto: (count / ms[0]!) * 1000,
+    pgq: (count / ms[1]!) * 1000,
+    pgqBatches: sides[1]!.done.batches,
+  };
 }
 
 /** Empty messages and cursors; the horizon's counters restarted. */
@@ -576,6 +614,9 @@ async function protoWal(db: BenchDatabase, count: number, variant: Variant) {
     const enqueued = await lsn(db);
     const drained = await drain(db, variant);
     const end = await lsn(db);
+    // pg_walinspect reads flushed WAL only: asynchronous commits are flushed by the WAL writer
+    // within 3 wal_writer_delay (200 ms).
+    await sleep(1_000);
     const enqueue = await walBytes(db, start, enqueued);
     const consume = await walBytes(db, enqueued, end);
     return {
@@ -724,6 +765,22 @@ try {
       `paired round ${r + 1}: ${VARIANTS.map((v) => `${v} ${round(pairs[v].at(-1)!)}`).join(', ')}`,
     );
   }
+  // Idea 4, a detail: larger batches on both sides (PgQ's tick as large), paired, multiLane only.
+  const larger: Record<string, { median: number; all: number[]; pgqBatches: number }> = {};
+  for (const batch of [1_000, 2_000]) {
+    const ratios: number[] = [];
+    let pgqBatches = 0;
+    for (let r = 0; r < rounds; r++) {
+      const pair = await paired(db, count, 'multiLane', false, batch);
+      ratios.push(pair.proto / pair.pgq);
+      pgqBatches = pair.pgqBatches;
+    }
+    larger[`multiLane${batch}`] = {
+      median: round(median(ratios)),
+      all: ratios.map((x) => round(x)),
+      pgqBatches,
+    };
+  }
   for (const variant of VARIANTS) {
     // Round trips of one drain of `count` (the drains above are timed without counting).
     await seed(db, count, count);
@@ -747,6 +804,7 @@ try {
         { median: round(median(pairs[v])), all: pairs[v].map((x) => round(x)) },
       ]),
     ),
+    largerBatchesPairedVsPgq: larger,
     roundTripsPerDrain: calls,
     horizonMsPerCall: horizon,
   };
