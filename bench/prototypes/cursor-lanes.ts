@@ -528,16 +528,32 @@ async function paired(
   const sides = [await openStepper(db, variant, batch), await openPgqStepper(db)];
   const ms = [0, 0];
   const going = [true, true];
+  // Garbage collections, to see whose steps they fell in.
+  const gcs: { start: number; end: number }[] = [];
+  const observer = new PerformanceObserver((list) => {
+    for (const e of list.getEntries())
+      gcs.push({ start: e.startTime, end: e.startTime + e.duration });
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  const steps: { side: number; start: number; end: number }[] = [];
   try {
     while (going[0] || going[1]) {
       const i = !going[1] || (going[0] && ms[0]! <= ms[1]!) ? 0 : 1;
       const started = performance.now();
       going[i] = await sides[i]!.step();
-      ms[i]! += performance.now() - started;
+      const ended = performance.now();
+      ms[i]! += ended - started;
+      steps.push({ side: i, start: started, end: ended });
     }
   } finally {
     for (const side of sides) await side.close();
+    await sleep(50);
+    observer.disconnect();
   }
+  const gcIn = [0, 0];
+  for (const gc of gcs)
+    for (const step of steps)
+      gcIn[step.side]! += Math.max(0, Math.min(gc.end, step.end) - Math.max(gc.start, step.start));
   if (sides[0]!.done.messages !== count || sides[1]!.done.messages !== count)
     throw new Error(
       `paired: ${sides[0]!.done.messages} and ${sides[1]!.done.messages} of ${count}`,
@@ -546,6 +562,10 @@ async function paired(
     proto: (count / ms[0]!) * 1000,
     pgq: (count / ms[1]!) * 1000,
     pgqBatches: sides[1]!.done.batches,
+    // Every collection in PgQ's steps charged to the prototype instead (its rows make most of
+    // the garbage): the ratio's lower bound.
+    gcChargedRatio: (ms[1]! - gcIn[1]!) / (ms[0]! + gcIn[1]!),
+    gcMs: gcIn.map((x) => round(x, 1)),
   };
 }
 
@@ -621,10 +641,15 @@ async function heldSnapshot(db: BenchDatabase, history: number, count: number, r
       Variant,
       number[]
     >;
+    const gcCharged = Object.fromEntries(VARIANTS.map((v) => [v, [] as number[]])) as Record<
+      Variant,
+      number[]
+    >;
     for (let r = 0; r < rounds; r++)
       for (const variant of VARIANTS) {
         const pair = await paired(db, count, variant, true);
         pairs[variant].push(pair.proto / pair.pgq);
+        gcCharged[variant].push(pair.gcChargedRatio);
       }
     const held = await holder.query<{ xmin: string | null }>(
       `SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
@@ -645,7 +670,11 @@ async function heldSnapshot(db: BenchDatabase, history: number, count: number, r
       pairedVsPgq: Object.fromEntries(
         VARIANTS.map((v) => [
           v,
-          { median: round(median(pairs[v])), all: pairs[v].map((x) => round(x)) },
+          {
+            median: round(median(pairs[v])),
+            all: pairs[v].map((x) => round(x)),
+            gcChargedToPrototype: round(median(gcCharged[v])),
+          },
         ]),
       ),
       history,
@@ -823,10 +852,20 @@ try {
     Variant,
     number[]
   >;
+  const gcCharged = Object.fromEntries(VARIANTS.map((v) => [v, [] as number[]])) as Record<
+    Variant,
+    number[]
+  >;
+  const gcMs = Object.fromEntries(VARIANTS.map((v) => [v, [] as number[][]])) as Record<
+    Variant,
+    number[][]
+  >;
   for (let r = 0; r < rounds; r++) {
     for (const variant of VARIANTS) {
       const pair = await paired(db, count, variant);
       pairs[variant].push(pair.proto / pair.pgq);
+      gcCharged[variant].push(pair.gcChargedRatio);
+      gcMs[variant].push(pair.gcMs);
     }
     log(
       `paired round ${r + 1}: ${VARIANTS.map((v) => `${v} ${round(pairs[v].at(-1)!)}`).join(', ')}`,
@@ -870,6 +909,9 @@ try {
         v,
         { median: round(median(pairs[v])), all: pairs[v].map((x) => round(x)) },
       ]),
+    ),
+    pairedGcChargedToPrototype: Object.fromEntries(
+      VARIANTS.map((v) => [v, { median: round(median(gcCharged[v])), gcMsInSteps: gcMs[v] }]),
     ),
     largerBatchesPairedVsPgq: larger,
     roundTripsPerDrain: calls,
