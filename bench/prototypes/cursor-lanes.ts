@@ -71,8 +71,8 @@
  *   GC charged 22:06Z/22:10Z    0.75 / 0.66  0.92 / 0.74  0.96 / 0.73  0.98 / 0.99  1.06 / 1.20
  *   GC charged 22:17Z           0.75         0.76         0.85         0.84         0.90
  *   held rows: old, oldHorizon2, oneCall, multiLane; each 21:52Z 21:58Z 22:10Z 22:17Z, medians
- *   held, separate.77 .95 1.18 1.01 | 1.15 1.06 1.22 1.02 | 1.07 .92 1.20 .90 | 1.09 1.05 1.33 .92
- *   held, paired 1.36 1.24 1.48 1.16 | 1.53 1.4 1.7 1.63 | 1.56 1.57 2.04 1.49 | 1.56 1.79 2.03 1.55
+ *   held separate .77 .95 1.18 1.01 | 1.15 1.06 1.22 1.02 | 1.07 .92 1.20 .90 | 1.09 1.05 1.33 .92
+ *   held paired 1.36 1.24 1.48 1.16 | 1.53 1.4 1.7 1.63 | 1.56 1.57 2.04 1.49 | 1.56 1.79 2.03 1.55
  *   (held multiLaneAsync: 0.96 0.96 1.39 1.22 separate. Held GC charged, 22:10Z / 22:17Z: old 1.43
  *   / 1.09, oneCall 1.71 / 1.27, multiLane 1.75 / 1.32.) msg/s medians at 21:52Z: old 255,531,
  *   oldHorizon2 270,953, oneCall 291,445, multiLane 289,831, PgQ 270,088 (best 337,677), ours
