@@ -83,7 +83,7 @@ export async function createQueue(db: BenchDatabase): Promise<string> {
  * `count` events in transactions of {@link BATCH} (one statement each, as seedPending writes our
  * backlog), each followed by a tick: one batch per transaction.
  */
-async function insertEvents(db: BenchDatabase, count: number): Promise<void> {
+export async function insertEvents(db: BenchDatabase, count: number): Promise<void> {
   const client = await db.pool.connect();
   try {
     for (let done = 0; done < count; done += BATCH) {
