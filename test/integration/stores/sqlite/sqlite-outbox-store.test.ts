@@ -12,6 +12,7 @@ import {
   SqliteOutboxStore,
   type SqliteDatabase,
 } from '../../../../src/stores/sqlite/index.js';
+import { runsPayOff } from '../../../../src/stores/sqlite/sqlite-outbox-store.js';
 import { sqliteDriver } from '../../../helpers/libsql.js';
 import type { OutboxMessage } from '../../../../src/core/message.js';
 
@@ -272,5 +273,52 @@ describe('SqliteOutboxStore', () => {
       'order-1:4',
       'order-2:2',
     ]);
+  });
+
+  it('claims heads only while the heads alone fill the batch, and takes runs again when there is room', async () => {
+    // 12 aggregates of 3 messages, batch 10: 12 heads fill a batch, no run could have a share.
+    write(Array.from({ length: 12 }, (_, a) => chain(`busy-${a}`, 3)).flat());
+    const seen = instrument(db);
+    const store = new SqliteOutboxStore(db);
+    const claims: { statement: string; aggregates: number; messages: number }[] = [];
+    for (let i = 1; ; i++) {
+      seen.ran = [];
+      const messages = await store.claim({ owner: `b#${i}`, batchSize: 10, leaseMs: 30_000 });
+      if (messages.length === 0) break;
+      claims.push({
+        statement: seen.ran.includes(claimSql) ? 'runs' : 'heads',
+        aggregates: new Set(messages.map((m) => m.aggregateId)).size,
+        messages: messages.length,
+      });
+      await store.settle(
+        `b#${i}`,
+        messages.map((m) => ({ rowId: m.rowId, kind: 'published' as const })),
+        { deadLettersBlock: true },
+      );
+    }
+    // Every message once, each aggregate's in order (the settle makes the next one the head).
+    expect(dispatched()).toBe(36);
+    expect(claims).toEqual([
+      // Runs first; the 12 heads fill the batch of 10 and leave no run a share.
+      { statement: 'runs', aggregates: 10, messages: 10 },
+      // So heads only, while the heads alone fill it…
+      { statement: 'heads', aggregates: 10, messages: 10 },
+      { statement: 'heads', aggregates: 10, messages: 10 },
+      // …until a claim finds 2 heads, which leave 8 of the batch: a share for each…
+      { statement: 'heads', aggregates: 2, messages: 2 },
+      // Runs again: the two last aggregates' two remaining messages each, in one claim.
+      { statement: 'runs', aggregates: 2, messages: 4 },
+    ]);
+  });
+});
+
+describe('runsPayOff', () => {
+  it('takes runs while they took something or would have a share, heads only otherwise', () => {
+    expect(runsPayOff(200, 150, 0, 0)).toBe(false); // nothing ordered
+    expect(runsPayOff(200, 200, 150, 3)).toBe(true); // runs took 3
+    expect(runsPayOff(200, 200, 200, 0)).toBe(false); // 200 heads fill the batch
+    expect(runsPayOff(200, 120, 100, 0)).toBe(false); // 80 left for 100 heads: share 0
+    expect(runsPayOff(200, 100, 100, 0)).toBe(true); // 100 left for 100 heads: share 1
+    expect(runsPayOff(10, 2, 2, 0)).toBe(true);
   });
 });
