@@ -14,7 +14,7 @@ import {
   type D1Db,
   type QueueSendRequest,
 } from '../../src/cloudflare/index.js';
-import { claimSql } from '../../src/sql/sqlite/claim.js';
+import { claimHeadsSql, claimSql } from '../../src/sql/sqlite/claim.js';
 import type { OutgoingMessage, PublishOutcome, Publisher } from '../../src/publishers/publisher.js';
 import { httpD1 } from './helpers/http-d1.js';
 import { bundleExampleWorker } from './helpers/worker-bundle.js';
@@ -282,6 +282,79 @@ describe('a claim reads rows in proportion to its batch, not the backlog', () =>
     );
     expect(new Set(run.claimed.map((r) => r.aggregateId))).toEqual(new Set(['blocked:retry']));
     expect(run.rowsRead).toBeLessThan(15 * 200);
+  }, 60_000);
+
+  it('claims heads only while the heads alone fill the batch, and takes runs again when there is room', async () => {
+    const t0 = 3_100_000_000_000;
+    // 12 aggregates of 3 messages, batch 10: 12 heads fill a batch and leave no run a share.
+    for (let a = 0; a < 12; a++) await write(`busy:${a}`, 3);
+    await db.batch(
+      Array.from({ length: 12 }, (_, a) =>
+        db
+          .prepare('UPDATE outbox SET ready = 1 WHERE aggregate_id = ? AND sequence = 1')
+          .bind(`busy:${a}`),
+      ),
+    );
+    const sent: string[] = [];
+    const recorded: D1Db = {
+      prepare: (sql) => {
+        sent.push(sql);
+        return db.prepare(sql);
+      },
+      batch: (statements) => db.batch(statements),
+    };
+    const store = new D1OutboxStore(recorded, () => t0);
+    const claims: { statement: string; messages: number; rowsRead?: number }[] = [];
+    for (let i = 1; ; i++) {
+      sent.length = 0;
+      const messages = await store.claim({ owner: `d#${i}`, batchSize: 10, leaseMs: 60_000 });
+      if (messages.length === 0) break;
+      const statement = sent.includes(claimSql)
+        ? 'runs'
+        : sent.includes(claimHeadsSql)
+          ? 'heads'
+          : '?';
+      claims.push({ statement, messages: messages.length });
+      await store.settle(
+        `d#${i}`,
+        messages.map((m) => ({ rowId: m.rowId, kind: 'published' as const })),
+      );
+    }
+    expect(claims).toEqual([
+      { statement: 'runs', messages: 10 },
+      { statement: 'heads', messages: 10 },
+      { statement: 'heads', messages: 10 },
+      { statement: 'heads', messages: 2 },
+      { statement: 'runs', messages: 4 },
+    ]);
+    const left = await db
+      .prepare('SELECT count(*) AS n FROM outbox WHERE dispatched_at IS NULL')
+      .first<{ n: number }>();
+    expect(Number(left?.n)).toBe(0);
+    // What heads only saves on D1's bill: the same 200 heads read with each statement.
+    const rowsRead = async (sql: string, prefix: string) => {
+      for (let i = 0; i < 200; i += 100)
+        await db.batch(
+          Array.from({ length: 100 }, (_, k) =>
+            enqueue(
+              db,
+              { topic: 't', aggregateId: `${prefix}:${i + k}`, payload: 1 },
+              { now: () => t0 },
+            ),
+          ).flat(),
+        );
+      const result = await db.prepare(sql).bind(prefix, t0, 60_000, 200).all<{ rowId: number }>();
+      expect(result.results).toHaveLength(200);
+      await new D1OutboxStore(db, () => t0).settle(
+        prefix,
+        result.results.map((r) => ({ rowId: String(r.rowId), kind: 'published' as const })),
+      );
+      return Number(result.meta?.rows_read);
+    };
+    const withRuns = await rowsRead(claimSql, 'with-runs');
+    const headsOnly = await rowsRead(claimHeadsSql, 'heads-only');
+    console.log(`[D1 claim] 200 heads: ${withRuns} rows read with runs, ${headsOnly} heads only`);
+    expect(headsOnly).toBeLessThan(withRuns);
   }, 60_000);
 });
 

@@ -16,6 +16,7 @@ import {
   settleSql,
 } from '../../sql/sqlite/settle.js';
 import { numbered, prepared, type SqliteDatabase } from './sqlite-database.js';
+import { runsPayOff } from './runs-pay-off.js';
 import { SqliteWriteQueue, type DispatchSynchronous } from './sqlite-write-queue.js';
 
 /**
@@ -211,31 +212,4 @@ function attempt<T>(fn: () => T): Promise<T> {
   } catch (error) {
     return Promise.reject(error instanceof Error ? error : new Error(String(error)));
   }
-}
-
-/**
- * Whether the next claim should take runs behind its ordered heads (`claimSql`), from what the
- * last claim returned: `claimed` rows, `ordered` of them ordered, `runMembers` of those behind a
- * head of the same claim. The runs' CTEs are a fifth of an unordered claim's CPU and a sixth of
- * an ordered one's; they take something only when the batch left after the heads gives each
- * ordered head a share (`(batch - heads) / orderedHeads >= 1`, claim.ts). So: runs while they
- * took something or would have room; heads only (`claimHeadsSql`: the same heads, the same head
- * check) while there is no ordered message, or while the heads alone leave no share. Either way
- * the next claim finds out again, so a hot aggregate waits at most one claim for its runs.
- * Measured (20,000 ordered messages, batch 200, five drains each): on 500 aggregates, where the
- * heads fill every batch, 190–210 ms with runs every claim, 158–187 heads only; on 50 and on one
- * aggregate the runs are the batch (heads only: 227–249 and 1,487–1,585 ms against 162–171 and
- * 182–190), and this keeps them.
- */
-export function runsPayOff(
-  batchSize: number,
-  claimed: number,
-  ordered: number,
-  runMembers: number,
-): boolean {
-  if (ordered === 0) return false;
-  if (runMembers > 0) return true;
-  const heads = claimed - runMembers;
-  const orderedHeads = ordered - runMembers;
-  return batchSize - heads >= orderedHeads;
 }

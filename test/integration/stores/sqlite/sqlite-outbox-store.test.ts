@@ -12,7 +12,6 @@ import {
   SqliteOutboxStore,
   type SqliteDatabase,
 } from '../../../../src/stores/sqlite/index.js';
-import { runsPayOff } from '../../../../src/stores/sqlite/sqlite-outbox-store.js';
 import { sqliteDriver } from '../../../helpers/libsql.js';
 import type { OutboxMessage } from '../../../../src/core/message.js';
 
@@ -309,16 +308,5 @@ describe('SqliteOutboxStore', () => {
       // Runs again: the two last aggregates' two remaining messages each, in one claim.
       { statement: 'runs', aggregates: 2, messages: 4 },
     ]);
-  });
-});
-
-describe('runsPayOff', () => {
-  it('takes runs while they took something or would have a share, heads only otherwise', () => {
-    expect(runsPayOff(200, 150, 0, 0)).toBe(false); // nothing ordered
-    expect(runsPayOff(200, 200, 150, 3)).toBe(true); // runs took 3
-    expect(runsPayOff(200, 200, 200, 0)).toBe(false); // 200 heads fill the batch
-    expect(runsPayOff(200, 120, 100, 0)).toBe(false); // 80 left for 100 heads: share 0
-    expect(runsPayOff(200, 100, 100, 0)).toBe(true); // 100 left for 100 heads: share 1
-    expect(runsPayOff(10, 2, 2, 0)).toBe(true);
   });
 });
