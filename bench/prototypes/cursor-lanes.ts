@@ -27,8 +27,8 @@
  * trips and two flushed commits a batch: read_batch's cl.horizon recorded a new pair on every call
  * (setval takes an xid, so the read committed with a WAL flush), then ADVANCE. Tried, each a
  * variant of the same run:
- * - Idea 3, `oldHorizon2`: cl.horizon2 records a pair only when ids moved past it (a drain with no
- *   writer writes nothing to read). Horizon alone, ms/call autocommitted, over the runs: old
+ * - Idea 3, `oldHorizon2`: cl.horizon(false) records a pair only when ids moved past it (a drain
+ *   with no writer writes nothing to read). Horizon alone, ms/call autocommitted, over the runs: old
  *   0.15–0.90 (a flushed commit; slower under load), new 0.03–0.08, SELECT 1 0.02–0.07, the cheap
  *   xmin test 0.02–0.07, the pg_stat_get_activity probe 0.15–0.28 (it runs only when the cheap
  *   test fails, and never once the horizon has caught up: none of these drains runs it).
@@ -159,8 +159,11 @@ BEGIN
   RETURN v_id;
 END $$;
 
--- The horizon: promote the recorded pair when no older xid runs, record the next one.
-CREATE FUNCTION cl.horizon() RETURNS bigint LANGUAGE plpgsql AS $$
+-- The horizon: promote the recorded pair when no older xid runs, record the next one. Idea 3,
+-- p_every_call false: a new pair is recorded only when ids moved past the recorded one, so a call
+-- with nothing new to make safe writes nothing (setval assigns an xid: each write makes the read
+-- a synchronously committed transaction); true is the first prototype's, recording every time.
+CREATE FUNCTION cl.horizon(p_every_call boolean) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
   v_pair_id bigint := coalesce(pg_sequence_last_value('cl.pair_id'), 0);
   v_pair_xid bigint := coalesce(pg_sequence_last_value('cl.pair_xid'), 0);
@@ -181,8 +184,10 @@ BEGIN
   END IF;
   IF v_pair_xid = 0 OR v_safe >= v_pair_id THEN
     v_next := coalesce(pg_sequence_last_value('cl.ids'), 0);
-    PERFORM setval('cl.pair_xid', pg_current_xact_id()::text::bigint, true);
-    PERFORM setval('cl.pair_id', v_next, true);
+    IF p_every_call OR v_pair_xid = 0 OR v_next > v_pair_id THEN
+      PERFORM setval('cl.pair_xid', pg_current_xact_id()::text::bigint, true);
+      PERFORM setval('cl.pair_id', v_next, true);
+    END IF;
   END IF;
   RETURN v_safe;
 END $$;
@@ -194,7 +199,7 @@ RETURNS TABLE (id bigint, message_id uuid, aggregate_id text, topic text, payloa
 LANGUAGE plpgsql AS $$
 DECLARE
   v_cursor bigint;
-  v_safe bigint := cl.horizon();
+  v_safe bigint := cl.horizon(true);
   v_parked text[];
 BEGIN
   SELECT l.cursor INTO v_cursor FROM cl.lane l
@@ -215,36 +220,6 @@ BEGIN
   WHERE m.lane = p_lane AND m.id > v_cursor AND m.id <= v_safe
     AND (v_parked IS NULL OR NOT m.aggregate_id = ANY (v_parked))
   ORDER BY m.id LIMIT p_batch;
-END $$;
-
--- Idea 3: cl.horizon, but a new pair is recorded only when ids moved past the recorded one, so a
--- call with nothing new to make safe writes nothing (setval assigns an xid: each write makes the
--- read a synchronously committed transaction).
-CREATE FUNCTION cl.horizon2() RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-  v_pair_id bigint := coalesce(pg_sequence_last_value('cl.pair_id'), 0);
-  v_pair_xid bigint := coalesce(pg_sequence_last_value('cl.pair_xid'), 0);
-  v_safe bigint := coalesce(pg_sequence_last_value('cl.safe'), 0);
-  v_next bigint;
-BEGIN
-  IF v_pair_xid > 0 AND v_pair_id > v_safe
-     AND (pg_snapshot_xmin(pg_current_snapshot())::text::bigint >= v_pair_xid
-          OR NOT EXISTS (
-            SELECT 1 FROM pg_stat_get_activity(NULL) a
-            WHERE a.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-              AND a.backend_xid IS NOT NULL AND a.pid <> pg_backend_pid()
-              AND age(a.backend_xid) > age(xid(v_pair_xid::text::xid8)))) THEN
-    v_safe := v_pair_id;
-    PERFORM setval('cl.safe', v_safe, true);
-  END IF;
-  IF v_pair_xid = 0 OR v_safe >= v_pair_id THEN
-    v_next := coalesce(pg_sequence_last_value('cl.ids'), 0);
-    IF v_pair_xid = 0 OR v_next > v_pair_id THEN
-      PERFORM setval('cl.pair_xid', pg_current_xact_id()::text::bigint, true);
-      PERFORM setval('cl.pair_id', v_next, true);
-    END IF;
-  END IF;
-  RETURN v_safe;
 END $$;
 
 -- Ideas 1 and 2: ONE call per batch. It commits the previous batch's cursor moves (fenced by the
@@ -292,7 +267,7 @@ BEGIN
       PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
   END IF;
-  v_safe := cl.horizon2();
+  v_safe := cl.horizon(false);
   SELECT array_agg(DISTINCT p.aggregate_id) INTO v_parked FROM cl.parked p
   WHERE p.lane IN (SELECT l.lane FROM cl.lane l WHERE l.owner = p_owner);
   FOR v_lane IN
@@ -343,7 +318,7 @@ const READ_BATCH2 = (() => {
   const from = SCHEMA.indexOf('CREATE FUNCTION cl.read_batch(');
   return SCHEMA.slice(from, SCHEMA.indexOf('END $$;', from) + 'END $$;'.length)
     .replace('cl.read_batch(', 'cl.read_batch2(')
-    .replace('cl.horizon()', 'cl.horizon2()');
+    .replace('cl.horizon(true)', 'cl.horizon(false)');
 })();
 
 async function setUp(db: BenchDatabase): Promise<void> {
@@ -366,7 +341,7 @@ const publishNothing = async (rows: readonly unknown[]) => rows.map(() => 'publi
 
 /**
  * How a consumer goes round: `old` is read_batch then ADVANCE per lane (two round trips a batch);
- * `oldHorizon2` the same with cl.horizon2 (idea 3 alone);
+ * `oldHorizon2` the same with cl.horizon(false) (idea 3 alone);
  * `oneCall` is cl.next_batch on one lane at a time (idea 1); `multiLane` is cl.next_batch filling
  * its batch across the lanes it owns (ideas 1 and 2); `multiLaneAsync` the same with its
  * cursor-only commits not waiting for the WAL flush (opt-in, as the product's asyncSettle).
@@ -823,8 +798,8 @@ async function enqueueTimes(db: BenchDatabase, transactions: number) {
 async function horizonCosts(db: BenchDatabase, blocks: number) {
   const calls = {
     roundTrip: 'SELECT 1',
-    horizonOld: 'SELECT cl.horizon()',
-    horizonNew: 'SELECT cl.horizon2()',
+    horizonOld: 'SELECT cl.horizon(true)',
+    horizonNew: 'SELECT cl.horizon(false)',
     cheapTest: 'SELECT pg_snapshot_xmin(pg_current_snapshot())',
     activityProbe: `SELECT NOT EXISTS (
       SELECT 1 FROM pg_stat_get_activity(NULL) a

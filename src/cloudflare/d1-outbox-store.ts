@@ -8,7 +8,7 @@ import type {
 } from '../dispatcher/outbox-store.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
 import { claimHeadsSql, claimSql, nextDueSql } from '../sql/sqlite/claim.js';
-import { runsPayOff } from '../stores/sqlite/runs-pay-off.js';
+import { runsPayOffAfter } from '../stores/sqlite/runs-pay-off.js';
 import type { D1Db, D1Statement } from './d1-types.js';
 import { markNextReadySql, releaseSql, settleParameters, settleSql } from '../sql/sqlite/settle.js';
 
@@ -59,15 +59,7 @@ export class D1OutboxStore implements OutboxStore {
     const rows = [...results].sort(
       (a, b) => a.availableAt - b.availableAt || Number(a.rowId) - Number(b.rowId),
     );
-    const ordered = rows.filter((row) => Number(row.ordered) !== 0);
-    const orderedAggregates = new Set(ordered.map((row) => row.aggregateId)).size;
-    this.#runs = runsPayOff(
-      request.batchSize,
-      rows.length,
-      ordered.length,
-      ordered.length - orderedAggregates,
-    );
-    return rows.map((row) => ({
+    const messages = rows.map((row): OutgoingMessage => ({
       id: row.id,
       rowId: String(row.rowId),
       topic: row.topic,
@@ -79,6 +71,8 @@ export class D1OutboxStore implements OutboxStore {
       createdAt: new Date(Number(row.createdAt)),
       attempts: Number(row.attempts),
     }));
+    this.#runs = runsPayOffAfter(request.batchSize, messages);
+    return messages;
   }
 
   /**

@@ -32,3 +32,18 @@ export function runsPayOff(
   const orderedHeads = ordered - runMembers;
   return batchSize - heads >= orderedHeads;
 }
+
+/** {@link runsPayOff} from the messages a claim returned (`ordered: false` marks unordered ones). */
+export function runsPayOffAfter(
+  batchSize: number,
+  claimed: readonly { aggregateId: string; ordered?: boolean }[],
+): boolean {
+  let ordered = 0;
+  const aggregates = new Set<string>();
+  for (const message of claimed)
+    if (message.ordered !== false) {
+      ordered++;
+      aggregates.add(message.aggregateId);
+    }
+  return runsPayOff(batchSize, claimed.length, ordered, ordered - aggregates.size);
+}

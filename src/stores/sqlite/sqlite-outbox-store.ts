@@ -16,7 +16,7 @@ import {
   settleSql,
 } from '../../sql/sqlite/settle.js';
 import { numbered, prepared, type SqliteDatabase } from './sqlite-database.js';
-import { runsPayOff } from './runs-pay-off.js';
+import { runsPayOffAfter } from './runs-pay-off.js';
 import { SqliteWriteQueue, type DispatchSynchronous } from './sqlite-write-queue.js';
 
 /**
@@ -99,7 +99,6 @@ export class SqliteOutboxStore implements OutboxStore {
       // Claims whose settle failed are never removed; forgetting them all is safe.
       if (this.#orderedRows.size > 10_000) this.#orderedRows.clear();
       const ordered = new Set<string>();
-      const orderedAggregates = new Set<string>();
       const messages = results.map((row): OutgoingMessage => {
         const message: OutgoingMessage = {
           id: row[1],
@@ -113,19 +112,11 @@ export class SqliteOutboxStore implements OutboxStore {
           attempts: Number(row[9]),
         };
         if (Number(row[5]) === 0) message.ordered = false;
-        else {
-          ordered.add(message.rowId);
-          orderedAggregates.add(message.aggregateId);
-        }
+        else ordered.add(message.rowId);
         return message;
       });
       this.#orderedRows.set(request.owner, ordered);
-      this.#runs = runsPayOff(
-        request.batchSize,
-        results.length,
-        ordered.size,
-        ordered.size - orderedAggregates.size,
-      );
+      this.#runs = runsPayOffAfter(request.batchSize, messages);
       return messages;
     });
   }
