@@ -89,6 +89,7 @@ export {
   type DispatcherStats,
   type DrainResult,
 } from './dispatcher/dispatcher.js';
+export { createLaneDispatcher, type LaneDispatcherOptions } from './lanes/lane-dispatcher.js';
 export {
   resolveDispatcherOptions,
   type ClaimShapeOption,

@@ -21,6 +21,7 @@ import { advisorySettleGuard } from './020-advisory-settle-guard.js';
 import { batchedLog } from './021-batched-log.js';
 import { callApprovals } from './022-call-approvals.js';
 import { claimFillfactor } from './023-claim-fillfactor.js';
+import { lanes } from './024-lanes.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -48,6 +49,7 @@ export const MIGRATIONS: readonly Migration[] = [
   batchedLog,
   callApprovals,
   claimFillfactor,
+  lanes,
 ];
 
 /** The schema version this build of agent-outbox expects. */

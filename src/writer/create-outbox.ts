@@ -14,6 +14,7 @@ import {
 import { approvalLink, type ApprovalLinkOptions } from '../core/approval-links.js';
 import { insertApprovalRequestsSql } from '../sql/approval-requests.js';
 import { insertMessagesSql } from '../sql/insert-messages.js';
+import { insertLaneMessagesSql } from '../sql/lanes.js';
 import { AUTOCOMMIT_OPT_IN, isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
 import { preparable } from '../store/statement-name.js';
 import { insertKeyed, resolveDedupeWindowMs } from './keyed-insert.js';
@@ -63,6 +64,14 @@ export interface OutboxOptions {
    * @example createOutbox({ dedupeWindowMs: 24 * 60 * 60 * 1000 }) // one day
    */
   dedupeWindowMs?: number;
+  /**
+   * Which engine's tables to write (issue 43): `'claims'` (default) writes `outbox`, published by
+   * `createDispatcher`; `'lanes'` writes `outbox_lane_messages` (migration 024), published by
+   * `createLaneDispatcher`: nothing is written per message when it is published. The lanes
+   * engine does not yet take `dedupeKey`, `requiresApproval`, `shadow`, `delayMs` or
+   * `availableAt` (refused with a validation error, nothing written) nor `approvalRequests`.
+   */
+  engine?: 'claims' | 'lanes';
 }
 
 /** Per-call options of {@link OutboxWriter.enqueue}. */
@@ -132,7 +141,20 @@ export interface OutboxWriter {
  */
 export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
   const schemaName = options.schema ?? DEFAULT_SCHEMA;
-  const sql = preparable(insertMessagesSql(quoteIdentifier(schemaName)));
+  const engine = options.engine ?? 'claims';
+  if (engine !== 'claims' && engine !== 'lanes')
+    throw new OutboxValidationError(
+      'engine',
+      `must be 'claims' or 'lanes', got ${JSON.stringify(engine)}`,
+    );
+  if (engine === 'lanes' && options.approvalRequests !== undefined)
+    throw new OutboxValidationError(
+      'approvalRequests',
+      "is not available on the lanes engine yet: use engine 'claims' for held messages",
+    );
+  const sql = preparable(
+    (engine === 'lanes' ? insertLaneMessagesSql : insertMessagesSql)(quoteIdentifier(schemaName)),
+  );
   const limits: ValidationLimits = resolveLimits({
     maxPayloadBytes: options.maxPayloadBytes,
     maxHeadersBytes: options.maxHeadersBytes,
@@ -195,6 +217,7 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
     reject: boolean,
   ): Promise<EnqueuedMessage[]> {
     const valid = validateMessages(messages, limits);
+    if (engine === 'lanes') valid.forEach(refuseOnLanes);
     const json = (message: ValidMessage, index: number) =>
       rowJson(message, messages[index] as OutboxMessage, traceHeaders, defaultSchemaVersion);
     // Messages using the columns of migration 013 take the longer statement; the others the usual.
@@ -279,6 +302,19 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
       return one;
     }) as OutboxWriter['enqueue'],
   };
+}
+
+/** What the lanes engine does not take yet (issue 43): refused before anything is written. */
+function refuseOnLanes(message: ValidMessage, index: number): void {
+  const field = (name: string) => `messages[${index}].${name}`;
+  const why =
+    "is not available on the lanes engine yet (createOutbox({ engine: 'lanes' })): use engine 'claims' for it";
+  if (message.dedupeKey !== undefined) throw new OutboxValidationError(field('dedupeKey'), why);
+  if (message.approval !== undefined)
+    throw new OutboxValidationError(field('requiresApproval'), why);
+  if (message.shadow) throw new OutboxValidationError(field('shadow'), why);
+  if (message.availableAt !== undefined) throw new OutboxValidationError(field('availableAt'), why);
+  if (message.delayMs !== 0) throw new OutboxValidationError(field('delayMs'), why);
 }
 
 /** The writer's `approvalRequests` option, checked once, or undefined. */

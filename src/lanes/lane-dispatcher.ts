@@ -1,0 +1,483 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { backoffDelayMs } from '../core/backoff.js';
+import { OutboxValidationError } from '../core/errors.js';
+import { quoteIdentifier } from '../core/identifier.js';
+import type { JsonValue } from '../core/message.js';
+import { emptyStats, statsSince, type DispatcherStats } from '../dispatcher/dispatcher-stats.js';
+import type { Dispatcher, DispatcherState, DrainResult } from '../dispatcher/dispatcher.js';
+import { TypedEmitter, type DispatcherEventMap } from '../dispatcher/events.js';
+import { IdleTracker } from '../dispatcher/idle-tracker.js';
+import { resolveDispatcherOptions, type ResolvedDispatcherOptions } from '../dispatcher/options.js';
+import { publishInOrder, type MessageFate } from '../dispatcher/ordered-publish.js';
+import { WakeUps } from '../dispatcher/wake-ups.js';
+import type { WakeSource } from '../dispatcher/wake-source.js';
+import { LANE_COUNT } from '../migrations/024-lanes.js';
+import type { OutgoingMessage, Publisher } from '../publishers/publisher.js';
+import { laneDueSql, laneLeaveSql } from '../sql/lanes.js';
+import { isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
+import type { BackoffOptions } from '../core/backoff.js';
+import type { DeadLetterPolicy } from '../dispatcher/options.js';
+
+/** Options of {@link createLaneDispatcher}. */
+export interface LaneDispatcherOptions {
+  /** Where the lanes live: a pool (each batch is one autocommitted call; poolers work). */
+  executor: SqlExecutor;
+  publisher: Publisher;
+  /** Schema holding the outbox tables. Default `public`. */
+  schema?: string;
+  /** Identifies this dispatcher as the owner of its lanes. Default `<host>:<pid>:<random>`. */
+  id?: string;
+  /** Messages read and published per batch. Default 500. */
+  batchSize?: number;
+  /**
+   * How long this dispatcher owns its lanes without renewing, in ms. Default 30 000. A dispatcher
+   * killed without a stop leaves its lanes for this long; another then takes them over.
+   */
+  leaseMs?: number;
+  /** How long to wait after a batch found nothing, in ms. Default 200. */
+  pollIntervalMs?: number;
+  /** Attempts after which a failing message is dead-lettered. Default 10. */
+  maxAttempts?: number;
+  backoff?: Partial<BackoffOptions>;
+  /**
+   * `hold` (default): a dead-lettered ordered message keeps its aggregate parked until it is
+   * replayed; `skip`: the aggregate goes on with its next message.
+   */
+  deadLetterPolicy?: DeadLetterPolicy;
+  /** At most this many lanes, whatever the share. Default: all of them (16). */
+  maxLanes?: number;
+  /** Wakes the dispatcher before the poll interval (a hint; polling stays the guarantee). */
+  wakeSource?: WakeSource;
+}
+
+/** One row of `outbox_lane_next` or of the parked path (bigints as text). */
+interface LaneRow {
+  lane: number;
+  id: string;
+  message_id: string | null;
+  aggregate_id: string;
+  sequence: string;
+  ordered: boolean;
+  topic: string;
+  payload: JsonValue;
+  headers: Record<string, string> | null;
+  created_at: Date;
+  attempts?: number;
+}
+
+/** What the last batch did, committed by the next call (`outbox_lane_next`). */
+interface Outcome {
+  lanes: number[];
+  from: string[];
+  to: string[];
+  parkLanes: number[];
+  parkIds: string[];
+  parkKinds: string[];
+  parkErrors: (string | null)[];
+  parkDelays: (number | null)[];
+}
+
+const emptyOutcome = (): Outcome => ({
+  lanes: [],
+  from: [],
+  to: [],
+  parkLanes: [],
+  parkIds: [],
+  parkKinds: [],
+  parkErrors: [],
+  parkDelays: [],
+});
+
+/** A fenced lane (SQLSTATE OBX01 from sql/lanes.ts): another dispatcher owns it now. */
+const isFenced = (error: unknown) => (error as { code?: string } | null)?.code === 'OBX01';
+
+/**
+ * The lanes engine's dispatcher (issue 43; migration 024 and sql/lanes.ts hold the design).
+ *
+ * Lifecycle, as {@link Dispatcher}'s: `created` → `running` (one loop: take its share of the
+ * lanes, then batch after batch) → `stopping` (the batch in flight finishes, its outcome is
+ * committed, the lanes are given back) → `stopped`.
+ *
+ * A batch: `outbox_lane_next` commits the previous batch's cursor moves and parked failures and
+ * returns the next rows of this dispatcher's lanes; they are published as the claim engine does
+ * (each aggregate in order, stopping at its first failure: ordered-publish.ts); what was not
+ * published is parked by the next call. Between batches, when the lanes are not saturated, the
+ * parked path publishes the due heads of parked messages (retries), one per aggregate.
+ * Nothing is written per published message: one cursor move per lane and batch.
+ */
+class LaneDispatcher implements Dispatcher {
+  readonly id: string;
+  #state: DispatcherState = 'created';
+  readonly #options: ResolvedDispatcherOptions;
+  readonly #executor: SqlExecutor;
+  readonly #publisher: Publisher;
+  readonly #schema: string;
+  readonly #maxLanes: number;
+  readonly #events = new TypedEmitter<DispatcherEventMap>();
+  readonly #stats: DispatcherStats = emptyStats();
+  readonly #idle = new IdleTracker(() => this.#events.emit('dispatcher:idle'));
+  readonly #wakeUps: WakeUps;
+  readonly #sql: {
+    next: string;
+    balance: string;
+    due: string;
+    settleParked: string;
+    leave: string;
+  };
+  /** Cursor of each owned lane as last committed (bigint as text). */
+  #cursors = new Map<number, string>();
+  #balanceAt = 0;
+  #parkedAt = 0;
+  #start = 0;
+  #outcome = emptyOutcome();
+  #worker: Promise<void> | undefined;
+
+  constructor(options: LaneDispatcherOptions) {
+    if (!options || !isSqlExecutor(options.executor))
+      throw new OutboxValidationError(
+        'executor',
+        'must be a SqlExecutor on a pool: createLaneDispatcher({ executor: fromPg(pool), ... })',
+      );
+    if (!options.publisher || typeof options.publisher.publish !== 'function')
+      throw new OutboxValidationError('publisher', 'must have a publish(messages) method');
+    this.#options = resolveDispatcherOptions({
+      executor: options.executor,
+      publisher: options.publisher,
+      schema: options.schema,
+      batchSize: options.batchSize ?? 500,
+      leaseMs: options.leaseMs,
+      pollIntervalMs: options.pollIntervalMs ?? 200,
+      maxAttempts: options.maxAttempts,
+      backoff: options.backoff,
+      deadLetterPolicy: options.deadLetterPolicy,
+    });
+    const maxLanes = options.maxLanes ?? LANE_COUNT;
+    if (!Number.isInteger(maxLanes) || maxLanes < 1)
+      throw new OutboxValidationError(
+        'maxLanes',
+        `must be a positive integer, got ${String(maxLanes)}`,
+      );
+    this.#maxLanes = maxLanes;
+    this.#executor = options.executor;
+    this.#publisher = options.publisher;
+    this.#schema = quoteIdentifier(this.#options.schema);
+    this.id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+    this.#wakeUps = new WakeUps(options.wakeSource, this.#events);
+    const s = this.#schema;
+    this.#sql = {
+      next: `SELECT * FROM ${s}.outbox_lane_next($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+      balance: `SELECT lane, cursor::text AS cursor FROM ${s}.outbox_lane_balance($1, $2, $3)`,
+      due: laneDueSql(s),
+      settleParked: `SELECT ${s}.outbox_lane_settle_parked($1, $2, $3, $4, $5, $6, $7)`,
+      leave: laneLeaveSql(s),
+    };
+  }
+
+  get state(): DispatcherState {
+    return this.#state;
+  }
+
+  on: Dispatcher['on'] = (event, listener) => this.#events.on(event, listener);
+
+  stats(): DispatcherStats {
+    return { ...this.#stats };
+  }
+
+  start(): void {
+    if (this.#state !== 'created')
+      throw new Error(`dispatcher is ${this.#state}; create a new one to start again`);
+    this.#state = 'running';
+    this.#events.emit('dispatcher:start', { owner: this.id });
+    this.#wakeUps.start();
+    this.#worker = this.#run();
+  }
+
+  async stop(): Promise<void> {
+    if (this.#state === 'stopped') return;
+    if (this.#state === 'created') {
+      this.#state = 'stopped';
+      return;
+    }
+    if (this.#state === 'running') this.#state = 'stopping';
+    this.#wakeUps.wake();
+    await this.#worker;
+    await this.#wakeUps.stop();
+    if ((this.#state as DispatcherState) !== 'stopped') {
+      this.#state = 'stopped';
+      this.#events.emit('dispatcher:stop', { owner: this.id });
+    }
+  }
+
+  wake(): void {
+    this.#wakeUps.wake();
+  }
+
+  onIdle(): Promise<void> {
+    return this.#idle.whenIdle();
+  }
+
+  async drain(): Promise<DrainResult> {
+    if (this.#state !== 'created')
+      throw new Error(`drain() runs on a dispatcher that was not started (state: ${this.#state})`);
+    const before = this.stats();
+    let failed = false;
+    const off = this.on('dispatcher:publish:outcome', ({ outcome }) => {
+      if (outcome.status !== 'published') failed = true;
+    });
+    try {
+      this.#balanceAt = 0;
+      while (await this.#cycle(true)) {
+        /* batches until one finds nothing */
+      }
+    } finally {
+      off();
+      await this.#leave();
+    }
+    return { ...statsSince(before, this.stats()), failed };
+  }
+
+  async #run(): Promise<void> {
+    let failures = 0;
+    while (this.#state === 'running') {
+      let busy: boolean;
+      try {
+        busy = await this.#cycle(false);
+        failures = 0;
+      } catch (error) {
+        failures++;
+        const retryInMs = Math.min(
+          30_000,
+          this.#options.pollIntervalMs * 2 ** Math.min(failures, 8),
+        );
+        this.#stats.claimFailures++;
+        if (isFenced(error)) this.#stats.fenced++;
+        this.#events.emit('dispatcher:claim:failure', {
+          error: error instanceof Error ? error : new Error(String(error)),
+          retryInMs,
+        });
+        // What the failed call carried is lost with it: lanes are taken again from the cursors
+        // as committed (a published message whose cursor move was lost is published again).
+        this.#outcome = emptyOutcome();
+        this.#balanceAt = 0;
+        await this.#wakeUps.sleep(retryInMs);
+        continue;
+      }
+      if (!busy && this.#state === 'running')
+        await this.#wakeUps.sleep(this.#options.pollIntervalMs);
+    }
+    await this.#leave();
+  }
+
+  /** Commits what is pending, then gives the lanes back (best effort: else their leases expire). */
+  async #leave(): Promise<void> {
+    try {
+      if (this.#outcome.lanes.length > 0 || this.#outcome.parkIds.length > 0) await this.#next(0);
+      await this.#executor.query(this.#sql.leave, [this.id]);
+    } catch (error) {
+      this.#events.emit('dispatcher:settle:failure', {
+        owner: this.id,
+        error: error instanceof Error ? error : new Error(String(error)),
+        messages: this.#outcome.parkIds.length,
+      });
+    }
+    this.#cursors.clear();
+    this.#balanceAt = 0;
+  }
+
+  /** One batch (and the parked path when due). True when it did anything. */
+  async #cycle(draining: boolean): Promise<boolean> {
+    this.#idle.begin();
+    try {
+      if (Date.now() >= this.#balanceAt) await this.#balance();
+      if (this.#cursors.size === 0) {
+        this.#idle.noteClaim(true);
+        return false;
+      }
+      const started = Date.now();
+      const rows = await this.#next(this.#options.batchSize);
+      const messages = rows.filter((r) => r.message_id !== null);
+      this.#events.emit('dispatcher:claim:success', {
+        owner: this.id,
+        count: messages.length,
+        durationMs: Date.now() - started,
+      });
+      if (rows.length > 0) await this.#publishBatch(rows, messages);
+      let parked = 0;
+      const saturated = messages.length >= this.#options.batchSize;
+      if (draining || !saturated || Date.now() >= this.#parkedAt) {
+        parked = await this.#publishParked();
+        this.#parkedAt = Date.now() + 1_000;
+      }
+      const busy = rows.length > 0 || parked > 0;
+      this.#idle.noteClaim(!busy);
+      if (!busy && draining && this.#outcome.lanes.length + this.#outcome.parkIds.length > 0) {
+        await this.#next(0);
+        return true;
+      }
+      return busy;
+    } finally {
+      this.#idle.end();
+    }
+  }
+
+  /** Takes this dispatcher's share of the lanes (with nothing pending: see sql/lanes.ts). */
+  async #balance(): Promise<void> {
+    if (this.#outcome.lanes.length > 0 || this.#outcome.parkIds.length > 0) await this.#next(0);
+    const { rows } = await this.#executor.query<{ lane: number; cursor: string }>(
+      this.#sql.balance,
+      [this.id, this.#options.leaseMs, this.#maxLanes],
+    );
+    this.#cursors = new Map(rows.map((r) => [r.lane, r.cursor]));
+    this.#balanceAt = Date.now() + this.#options.leaseMs / 3;
+  }
+
+  /** `outbox_lane_next`: commits the pending outcome, reads up to `batch` rows. */
+  async #next(batch: number): Promise<LaneRow[]> {
+    const o = this.#outcome;
+    const { rows } = await this.#executor.query<LaneRow>(this.#sql.next, [
+      this.id,
+      o.lanes,
+      o.from,
+      o.to,
+      o.parkLanes,
+      o.parkIds,
+      o.parkKinds,
+      o.parkErrors,
+      o.parkDelays,
+      this.#options.deadLetterPolicy === 'hold',
+      batch,
+      this.#start,
+      this.#options.leaseMs,
+    ]);
+    o.lanes.forEach((lane, i) => this.#cursors.set(lane, o.to[i]!));
+    this.#outcome = emptyOutcome();
+    if (rows.length > 0) this.#start = rows[rows.length - 1]!.lane;
+    return rows;
+  }
+
+  /** Publishes a batch; what it did becomes the pending outcome for the next call. */
+  async #publishBatch(rows: readonly LaneRow[], messages: readonly LaneRow[]): Promise<void> {
+    const outgoing = messages.map((r) => toOutgoing(r, 0));
+    const fates = outgoing.length > 0 ? await this.#publish(outgoing) : [];
+    const last = new Map<number, string>();
+    for (const row of rows) last.set(row.lane, row.id);
+    const o = this.#outcome;
+    for (const [lane, to] of last) {
+      o.lanes.push(lane);
+      o.from.push(this.#cursors.get(lane)!);
+      o.to.push(to);
+    }
+    fates.forEach((fate, i) => {
+      const settled = this.#settlementOf(outgoing[i]!, fate);
+      if (settled.kind === 'published') return;
+      o.parkLanes.push(messages[i]!.lane);
+      o.parkIds.push(messages[i]!.id);
+      o.parkKinds.push(settled.kind);
+      o.parkErrors.push(settled.error ?? null);
+      o.parkDelays.push(settled.delayMs ?? null);
+    });
+    this.#stats.batches++;
+    this.#stats.claimed += messages.length;
+  }
+
+  /** Due heads of parked messages: published, then settled at once (rare: failures only). */
+  async #publishParked(): Promise<number> {
+    const { rows } = await this.#executor.query<LaneRow>(this.#sql.due, [
+      this.id,
+      this.#options.batchSize,
+    ]);
+    if (rows.length === 0) return 0;
+    const outgoing = rows.map((r) => toOutgoing(r, r.attempts ?? 0));
+    const fates = await this.#publish(outgoing);
+    const settled = fates.map((fate, i) => this.#settlementOf(outgoing[i]!, fate));
+    await this.#executor.query(this.#sql.settleParked, [
+      this.id,
+      rows.map((r) => r.lane),
+      rows.map((r) => r.id),
+      settled.map((s) => s.kind),
+      settled.map((s) => s.error ?? null),
+      settled.map((s) => s.delayMs ?? null),
+      this.#options.deadLetterPolicy === 'hold',
+    ]);
+    return rows.length;
+  }
+
+  async #publish(messages: OutgoingMessage[]): Promise<MessageFate[]> {
+    return publishInOrder(this.#publisher, messages, {
+      maxAttempts: this.#options.maxAttempts,
+      deadline: Date.now() + this.#options.leaseMs / 2,
+      timeoutError: `publish did not finish within ${this.#options.leaseMs / 2} ms (half the lane lease)`,
+      onOutcomes: (sent, outcomes, durationMs) =>
+        sent.forEach((message, i) =>
+          this.#events.emit('dispatcher:publish:outcome', {
+            message,
+            outcome: outcomes[i]!,
+            durationMs,
+          }),
+        ),
+    });
+  }
+
+  /** What a message's fate means for its row, counted in the stats. */
+  #settlementOf(
+    message: OutgoingMessage,
+    fate: MessageFate,
+  ): { kind: 'published' | 'retry' | 'dead' | 'unsent'; error?: string; delayMs?: number } {
+    if (fate.kind === 'shadow') return { kind: 'published' };
+    if (fate.kind === 'unsent') {
+      this.#stats.released++;
+      return { kind: 'unsent' };
+    }
+    const attempts = message.attempts + 1;
+    let error: string;
+    let delayMs: number | undefined;
+    if (fate.kind === 'exhausted') error = `gave up after ${message.attempts} attempts`;
+    else if (fate.outcome.status === 'published') {
+      this.#stats.published++;
+      return { kind: 'published' };
+    } else {
+      error = fate.outcome.error;
+      if (fate.outcome.status === 'retryable' && attempts < this.#options.maxAttempts)
+        delayMs = fate.outcome.retryAfterMs ?? backoffDelayMs(attempts, this.#options.backoff);
+    }
+    if (delayMs === undefined) {
+      this.#stats.deadLettered++;
+      this.#events.emit('dispatcher:dead-letter', { message, error });
+      return { kind: 'dead', error };
+    }
+    this.#stats.retried++;
+    return { kind: 'retry', error, delayMs };
+  }
+}
+
+function toOutgoing(row: LaneRow, attempts: number): OutgoingMessage {
+  return {
+    id: row.message_id!,
+    rowId: `${row.lane}:${row.id}`,
+    topic: row.topic,
+    aggregateId: row.aggregate_id,
+    sequence: Number(row.sequence),
+    ordered: row.ordered,
+    payload: row.payload,
+    headers: row.headers ?? {},
+    createdAt: row.created_at,
+    attempts,
+  };
+}
+
+/**
+ * Creates a dispatcher of the lanes engine (migration 024): for messages written with
+ * `createOutbox({ engine: 'lanes' })`.
+ *
+ * @example
+ * ```ts
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * const dispatcher = createLaneDispatcher({ executor: fromPg(pool), publisher });
+ * dispatcher.start();
+ * process.on('SIGTERM', () => dispatcher.stop().then(() => pool.end()));
+ * ```
+ */
+export function createLaneDispatcher(options: LaneDispatcherOptions): Dispatcher {
+  return new LaneDispatcher(options);
+}

@@ -1,0 +1,387 @@
+/**
+ * The lanes engine's SQL (migration 024, issue 43; the tables and why they look so are described
+ * there). The functions are created by the migration; a change to one of them is a new migration
+ * that freezes the old text, as 011/012/018/020 do for the claim engine.
+ *
+ * One round trip a batch: `outbox_lane_next` commits what the previous batch did (cursor moves,
+ * failures parked) and reads the next batch, in one transaction. Measured in the prototype
+ * (bench/prototypes/cursor-lanes.ts): a read and a separate cursor update cost two flushed
+ * commits a batch and 0.91 of PgQ's drain; one call, 1.02–1.05.
+ */
+
+/**
+ * The horizon: the highest id no running transaction can still commit, moved when it is safe.
+ *
+ * A pair (N, X) is recorded: N the id sequence's value, then X an xid taken after it (setval
+ * assigns this transaction its xid). Every id up to N was taken by a transaction whose xid came
+ * before it took the id (the writer locks its aggregate's counter row first), so before X. Once
+ * no transaction with an xid below X runs, every id up to N is final: the horizon moves to N.
+ *
+ * - The test runs right after recording (a new statement, a new snapshot), so a message is
+ *   readable at the first call after its commit when nothing older runs.
+ * - The cheap test is the snapshot's xmin (cluster-wide, so conservative); only when it fails is
+ *   this database's activity probed (a long transaction in another database must not hold us;
+ *   prepared transactions of this database count). A read-only transaction holds nothing: it
+ *   has no xid. That is why a held REPEATABLE READ snapshot does not hold the horizon.
+ * - A pair is recorded only when ids moved past the last one, so a call with nothing new to make
+ *   safe writes nothing (the prototype's idea 3: setval takes an xid, and an xid makes the call a
+ *   flushed commit).
+ */
+export const laneHorizonFunctionSql = (s: string) => `
+CREATE FUNCTION ${s}.outbox_lane_horizon() RETURNS bigint
+LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+  v_safe bigint := coalesce(pg_sequence_last_value('${s}.outbox_lane_horizon'), 0);
+  v_pair_id bigint := coalesce(pg_sequence_last_value('${s}.outbox_lane_horizon_id'), 0);
+  v_pair_xid bigint := coalesce(pg_sequence_last_value('${s}.outbox_lane_horizon_xid'), 0);
+  v_last bigint;
+BEGIN
+  IF v_pair_xid = 0 OR v_safe >= v_pair_id THEN
+    v_last := coalesce(pg_sequence_last_value('${s}.outbox_lane_ids'), 0);
+    IF v_last <= v_safe THEN
+      RETURN v_safe;
+    END IF;
+    -- xid after id: see the comment above.
+    PERFORM setval('${s}.outbox_lane_horizon_id', v_last, true);
+    v_pair_xid := pg_current_xact_id()::text::bigint;
+    PERFORM setval('${s}.outbox_lane_horizon_xid', v_pair_xid, true);
+    v_pair_id := v_last;
+  END IF;
+  IF pg_snapshot_xmin(pg_current_snapshot())::text::bigint >= v_pair_xid
+     OR NOT EXISTS (
+       SELECT 1 FROM pg_stat_get_activity(NULL) a
+       WHERE a.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+         AND a.backend_xid IS NOT NULL AND a.pid <> pg_backend_pid()
+         AND age(a.backend_xid) > age(xid(v_pair_xid::text::xid8)))
+     AND NOT EXISTS (
+       SELECT 1 FROM pg_prepared_xacts p
+       WHERE p.database = current_database()
+         AND age(p.transaction) > age(xid(v_pair_xid::text::xid8))) THEN
+    PERFORM setval('${s}.outbox_lane_horizon', v_pair_id, true);
+    RETURN v_pair_id;
+  END IF;
+  RETURN v_safe;
+END $$`;
+
+/**
+ * Makes the first blocking parked message of each given aggregate its head (due no earlier than
+ * now), so that exactly one message per parked ordered aggregate is ever due: after its head was
+ * published, or dead-lettered under `skip`, or when a batch parked a failure and what followed it.
+ */
+export const lanePromoteFunctionSql = (s: string) => `
+CREATE FUNCTION ${s}.outbox_lane_promote(p_lanes smallint[], p_aggregates text[]) RETURNS void
+LANGUAGE sql SET jit = off AS $$
+  UPDATE ${s}.outbox_lane_parked p
+  SET head = true, available_at = greatest(p.available_at, now())
+  FROM (
+    SELECT DISTINCT ON (b.lane, b.aggregate_id) b.lane, b.id
+    FROM ${s}.outbox_lane_parked b
+    JOIN unnest(p_lanes, p_aggregates) AS a (lane, aggregate_id)
+      ON b.lane = a.lane AND b.aggregate_id = a.aggregate_id
+    WHERE b.blocks
+    ORDER BY b.lane, b.aggregate_id, b.id
+  ) first
+  WHERE p.lane = first.lane AND p.id = first.id AND NOT p.head
+$$`;
+
+/**
+ * One batch: commits the previous batch's outcome, then reads the next.
+ *
+ * 1. Cursor moves, fenced: each lane moves from the cursor the caller read it at (`p_from`) to
+ *    `p_to`, only while `p_owner` holds its lease. A lane lost to another owner or moved by anyone
+ *    else raises, and nothing of the call is committed (the caller lost the lanes: it stops
+ *    publishing them; the new owner reads from the old cursor, so at worst a message is published
+ *    again, with the same message id). The lease is renewed when less than 2/3 of it is left.
+ * 2. What the batch did not publish is parked: `p_park_kind` 'retry' (failed: attempts + 1, error,
+ *    due after `p_park_delay_ms`), 'dead' (failed for good), 'unsent' (never handed to the
+ *    publisher: due now, no attempt). An ordered one blocks its aggregate (`blocks`), and
+ *    `outbox_lane_promote` picks each aggregate's head.
+ * 3. The horizon, then up to `p_batch` rows from the caller's lanes after their cursors, lane by
+ *    lane from `p_start` until the batch is full. When an ordered aggregate of a lane is parked,
+ *    its later messages are parked behind it as they are read; each such lane also returns a
+ *    MARKER row (message_id NULL, id = how far the lane was read) so the caller moves the cursor
+ *    past what was parked too. At most 4 × p_batch rows of a lane are examined a call, so a deep
+ *    parked aggregate costs each call a bounded amount (G7).
+ */
+export const laneNextFunctionSql = (s: string) => `
+CREATE FUNCTION ${s}.outbox_lane_next(
+  p_owner text, p_lanes smallint[], p_from bigint[], p_to bigint[],
+  p_park_lanes smallint[], p_park_ids bigint[], p_park_kinds text[], p_park_errors text[],
+  p_park_delay_ms float8[], p_dead_blocks boolean,
+  p_batch integer, p_start smallint, p_lease_ms integer)
+RETURNS TABLE (lane smallint, id bigint, message_id uuid, aggregate_id text, sequence bigint,
+               ordered boolean, topic text, payload jsonb, headers jsonb, created_at timestamptz)
+LANGUAGE plpgsql SET jit = off AS $$
+#variable_conflict use_column
+DECLARE
+  v_moved integer;
+  v_safe bigint;
+  v_lane record;
+  v_left integer := p_batch;
+  v_n integer;
+  v_any_blocked boolean;
+  v_row record;
+  v_seen integer;
+  v_upto bigint;
+BEGIN
+  IF cardinality(p_lanes) > 0 THEN
+    UPDATE ${s}.outbox_lanes l SET cursor = a.to_id, lease_expires_at = CASE
+        WHEN l.lease_expires_at < now() + (p_lease_ms * 2 / 3) * interval '1 millisecond'
+        THEN now() + p_lease_ms * interval '1 millisecond' ELSE l.lease_expires_at END
+    FROM unnest(p_lanes, p_from, p_to) AS a (lane_no, from_id, to_id)
+    WHERE l.lane = a.lane_no AND l.owner = p_owner AND l.cursor = a.from_id
+      AND l.lease_expires_at > now();
+    GET DIAGNOSTICS v_moved = ROW_COUNT;
+    IF v_moved <> cardinality(p_lanes) THEN
+      RAISE EXCEPTION 'agent-outbox: lanes % are no longer owned by % at the cursors it read them from', p_lanes, p_owner
+        USING ERRCODE = 'OBX01';
+    END IF;
+  END IF;
+  IF cardinality(p_park_ids) > 0 THEN
+    INSERT INTO ${s}.outbox_lane_parked AS p
+      (lane, id, aggregate_id, ordered, head, blocks, attempts, last_error, available_at, dead_at)
+    SELECT f.lane, f.id, m.aggregate_id, m.ordered, NOT m.ordered,
+           m.ordered AND (f.kind <> 'dead' OR p_dead_blocks),
+           CASE WHEN f.kind = 'unsent' THEN 0 ELSE 1 END,
+           f.error,
+           now() + coalesce(f.delay_ms, 0) * interval '1 millisecond',
+           CASE WHEN f.kind = 'dead' THEN now() END
+    FROM unnest(p_park_lanes, p_park_ids, p_park_kinds, p_park_errors, p_park_delay_ms)
+           AS f (lane, id, kind, error, delay_ms)
+    JOIN ${s}.outbox_lane_messages m ON m.lane = f.lane AND m.id = f.id
+    ORDER BY f.lane, f.id
+    ON CONFLICT DO NOTHING;
+    -- An unordered dead letter is no head either (head means "due once available").
+    UPDATE ${s}.outbox_lane_parked p SET head = false
+    FROM unnest(p_park_lanes, p_park_ids, p_park_kinds) AS f (lane, id, kind)
+    WHERE p.lane = f.lane AND p.id = f.id AND f.kind = 'dead' AND NOT p.ordered;
+    PERFORM ${s}.outbox_lane_promote(array_agg(m.lane), array_agg(m.aggregate_id))
+    FROM (SELECT DISTINCT m.lane, m.aggregate_id
+          FROM unnest(p_park_lanes, p_park_ids) AS f (lane, id)
+          JOIN ${s}.outbox_lane_messages m ON m.lane = f.lane AND m.id = f.id
+          WHERE m.ordered) m;
+  END IF;
+  IF p_batch <= 0 THEN
+    RETURN;
+  END IF;
+  v_safe := ${s}.outbox_lane_horizon();
+  SELECT EXISTS (
+    SELECT 1 FROM ${s}.outbox_lane_parked p
+    WHERE p.blocks AND p.lane IN (SELECT l.lane FROM ${s}.outbox_lanes l WHERE l.owner = p_owner))
+  INTO v_any_blocked;
+  FOR v_lane IN
+    SELECT l.lane AS no, l.cursor AS after FROM ${s}.outbox_lanes l
+    WHERE l.owner = p_owner AND l.lease_expires_at > now() AND l.cursor < v_safe
+    ORDER BY l.lane < p_start, l.lane
+  LOOP
+    EXIT WHEN v_left <= 0;
+    IF NOT v_any_blocked OR NOT EXISTS (
+         SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = v_lane.no AND p.blocks) THEN
+      RETURN QUERY
+      SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
+             m.payload, m.headers, m.created_at
+      FROM ${s}.outbox_lane_messages m
+      WHERE m.lane = v_lane.no AND m.id > v_lane.after AND m.id <= v_safe
+      ORDER BY m.id LIMIT v_left;
+      GET DIAGNOSTICS v_n = ROW_COUNT;
+      v_left := v_left - v_n;
+    ELSE
+      -- A lane with a parked aggregate: row by row, parking that aggregate's later messages.
+      v_seen := 0;
+      v_upto := NULL;
+      FOR v_row IN
+        SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
+               m.payload, m.headers, m.created_at,
+               m.ordered AND EXISTS (
+                 SELECT 1 FROM ${s}.outbox_lane_parked p
+                 WHERE p.lane = m.lane AND p.aggregate_id = m.aggregate_id AND p.blocks) AS behind
+        FROM ${s}.outbox_lane_messages m
+        WHERE m.lane = v_lane.no AND m.id > v_lane.after AND m.id <= v_safe
+        ORDER BY m.id LIMIT 4 * p_batch
+      LOOP
+        EXIT WHEN v_left <= 0;
+        v_seen := v_seen + 1;
+        v_upto := v_row.id;
+        IF v_row.behind THEN
+          INSERT INTO ${s}.outbox_lane_parked (lane, id, aggregate_id, ordered, head, blocks)
+          VALUES (v_row.lane, v_row.id, v_row.aggregate_id, true, false, true)
+          ON CONFLICT DO NOTHING;
+        ELSE
+          lane := v_row.lane; id := v_row.id; message_id := v_row.message_id;
+          aggregate_id := v_row.aggregate_id; sequence := v_row.sequence;
+          ordered := v_row.ordered; topic := v_row.topic; payload := v_row.payload;
+          headers := v_row.headers; created_at := v_row.created_at;
+          RETURN NEXT;
+          v_left := v_left - 1;
+        END IF;
+      END LOOP;
+      IF v_upto IS NOT NULL THEN
+        lane := v_lane.no; id := v_upto; message_id := NULL; aggregate_id := NULL;
+        sequence := NULL; ordered := NULL; topic := NULL; payload := NULL; headers := NULL;
+        created_at := NULL;
+        RETURN NEXT;
+      END IF;
+    END IF;
+  END LOOP;
+END $$`;
+
+/**
+ * A dispatcher's share of the lanes: registers `p_owner` as alive, then takes free or expired
+ * lanes up to its share (the lanes over the live dispatchers, rounded up) or gives back what it
+ * holds over it, highest lanes first. Returns the lanes it owns now, with their cursors. Called
+ * only when the caller has no batch in flight, so a lane given back has nothing unsettled.
+ */
+export const laneBalanceFunctionSql = (s: string) => `
+CREATE FUNCTION ${s}.outbox_lane_balance(p_owner text, p_lease_ms integer, p_max_lanes integer)
+RETURNS TABLE (lane smallint, cursor bigint)
+LANGUAGE plpgsql SET jit = off AS $$
+#variable_conflict use_column
+DECLARE
+  v_lanes integer;
+  v_alive integer;
+  v_share integer;
+  v_owned integer;
+BEGIN
+  INSERT INTO ${s}.outbox_lane_owners AS o (owner, seen_until)
+  VALUES (p_owner, now() + p_lease_ms * interval '1 millisecond')
+  ON CONFLICT (owner) DO UPDATE SET seen_until = excluded.seen_until;
+  DELETE FROM ${s}.outbox_lane_owners o WHERE o.seen_until < now() - interval '1 minute';
+  SELECT count(*) INTO v_lanes FROM ${s}.outbox_lanes;
+  SELECT count(*) INTO v_alive FROM ${s}.outbox_lane_owners o WHERE o.seen_until > now();
+  v_share := least(p_max_lanes, (v_lanes + v_alive - 1) / greatest(v_alive, 1));
+  UPDATE ${s}.outbox_lanes l SET lease_expires_at = now() + p_lease_ms * interval '1 millisecond'
+  WHERE l.owner = p_owner AND l.lease_expires_at > now();
+  SELECT count(*) INTO v_owned FROM ${s}.outbox_lanes l
+  WHERE l.owner = p_owner AND l.lease_expires_at > now();
+  IF v_owned > v_share THEN
+    UPDATE ${s}.outbox_lanes l SET owner = NULL, lease_expires_at = NULL
+    WHERE l.lane IN (SELECT g.lane FROM ${s}.outbox_lanes g WHERE g.owner = p_owner
+                     ORDER BY g.lane DESC LIMIT v_owned - v_share);
+  ELSIF v_owned < v_share THEN
+    UPDATE ${s}.outbox_lanes l SET owner = p_owner,
+           lease_expires_at = now() + p_lease_ms * interval '1 millisecond'
+    WHERE l.lane IN (SELECT g.lane FROM ${s}.outbox_lanes g
+                     WHERE g.owner IS NULL OR g.lease_expires_at <= now()
+                     ORDER BY g.lane LIMIT v_share - v_owned
+                     FOR UPDATE SKIP LOCKED);
+  END IF;
+  RETURN QUERY SELECT l.lane, l.cursor FROM ${s}.outbox_lanes l
+  WHERE l.owner = p_owner AND l.lease_expires_at > now() ORDER BY l.lane;
+END $$`;
+
+/**
+ * The parked path's outcome, fenced by the lanes' ownership (raises as `outbox_lane_next` does):
+ * 'published' leaves the table and its aggregate's next parked message becomes head; 'retry'
+ * counts the attempt and waits `p_delay_ms`; 'dead' dead-letters it (under `skip`, p_dead_blocks
+ * false, it stops blocking and the next becomes head); 'unsent' stays as it is, due.
+ */
+export const laneSettleParkedFunctionSql = (s: string) => `
+CREATE FUNCTION ${s}.outbox_lane_settle_parked(
+  p_owner text, p_lanes smallint[], p_ids bigint[], p_kinds text[], p_errors text[],
+  p_delay_ms float8[], p_dead_blocks boolean)
+RETURNS void
+LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+  v_promote record;
+BEGIN
+  IF EXISTS (
+    SELECT 1 FROM unnest(p_lanes) AS a (lane_no)
+    WHERE NOT EXISTS (
+      SELECT 1 FROM ${s}.outbox_lanes l
+      WHERE l.lane = a.lane_no AND l.owner = p_owner AND l.lease_expires_at > now())) THEN
+    RAISE EXCEPTION 'agent-outbox: lanes % are no longer owned by %', p_lanes, p_owner
+      USING ERRCODE = 'OBX01';
+  END IF;
+  SELECT array_agg(p.lane) AS lanes, array_agg(p.aggregate_id) AS aggregates INTO v_promote
+  FROM ${s}.outbox_lane_parked p
+  JOIN unnest(p_lanes, p_ids, p_kinds) AS f (lane, id, kind) ON p.lane = f.lane AND p.id = f.id
+  WHERE p.ordered AND (f.kind = 'published' OR (f.kind = 'dead' AND NOT p_dead_blocks));
+  DELETE FROM ${s}.outbox_lane_parked p
+  USING unnest(p_lanes, p_ids, p_kinds) AS f (lane, id, kind)
+  WHERE p.lane = f.lane AND p.id = f.id AND f.kind = 'published';
+  UPDATE ${s}.outbox_lane_parked p
+  SET attempts = p.attempts + 1,
+      last_error = f.error,
+      available_at = now() + coalesce(f.delay_ms, 0) * interval '1 millisecond',
+      dead_at = CASE WHEN f.kind = 'dead' THEN now() END,
+      head = CASE WHEN f.kind = 'dead' AND NOT (p.ordered AND p_dead_blocks) THEN false
+                  ELSE p.head END,
+      blocks = CASE WHEN f.kind = 'dead' AND NOT p_dead_blocks THEN false ELSE p.blocks END
+  FROM unnest(p_lanes, p_ids, p_kinds, p_errors, p_delay_ms) AS f (lane, id, kind, error, delay_ms)
+  WHERE p.lane = f.lane AND p.id = f.id AND f.kind IN ('retry', 'dead');
+  IF v_promote.lanes IS NOT NULL THEN
+    PERFORM ${s}.outbox_lane_promote(v_promote.lanes, v_promote.aggregates);
+  END IF;
+END $$`;
+
+/** Every function of migration 024, in creation order. */
+export const laneFunctionsSql = (s: string) => [
+  laneHorizonFunctionSql(s),
+  lanePromoteFunctionSql(s),
+  laneNextFunctionSql(s),
+  laneBalanceFunctionSql(s),
+  laneSettleParkedFunctionSql(s),
+];
+
+/**
+ * The parked path's read: due heads of the caller's lanes with their messages, oldest due first.
+ * Bounded by the batch through `outbox_lane_parked_due_idx` (heads only: the messages behind a
+ * head are not in it).
+ */
+export const laneDueSql = (s: string) => `
+SELECT p.lane, p.id, p.attempts, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
+       m.payload, m.headers, m.created_at
+FROM ${s}.outbox_lanes l
+CROSS JOIN LATERAL (
+  SELECT q.lane, q.id, q.attempts, q.available_at FROM ${s}.outbox_lane_parked q
+  WHERE q.lane = l.lane AND q.head AND q.dead_at IS NULL AND q.available_at <= now()
+  ORDER BY q.available_at LIMIT $2
+) p
+JOIN ${s}.outbox_lane_messages m ON m.lane = p.lane AND m.id = p.id
+WHERE l.owner = $1 AND l.lease_expires_at > now()
+ORDER BY p.available_at
+LIMIT $2`;
+
+/** Gives back every lane `$1` owns and forgets it (a graceful stop: others take them at once). */
+export const laneLeaveSql = (s: string) => `
+WITH gone AS (DELETE FROM ${s}.outbox_lane_owners WHERE owner = $1)
+UPDATE ${s}.outbox_lanes SET owner = NULL, lease_expires_at = NULL WHERE owner = $1`;
+
+/**
+ * The writer's INSERT (createOutbox({ engine: 'lanes' })): one statement for the batch. Each
+ * aggregate's counter row is upserted once (by how many messages it gets, in aggregate order: one
+ * lock order for every writer, as insert-messages.ts), and a message's id is taken in the outer
+ * SELECT, which needs its aggregate's counted row: so after that row is locked (see migration
+ * 024: id order is then commit order within an aggregate, and the transaction has its xid).
+ * No trigger and one index on the hot row: the enqueue the issue asks to make leaner.
+ */
+export const insertLaneMessagesSql = (s: string) => `
+WITH input AS (
+  SELECT m.value AS v, m.position,
+         row_number() OVER (PARTITION BY m.value->>'a' ORDER BY m.position) AS nth,
+         count(*) OVER (PARTITION BY m.value->>'a') AS n
+  FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS m(value, position)
+), counted AS (
+  INSERT INTO ${s}.outbox_aggregates AS a (aggregate_id, last_sequence)
+  SELECT i.v->>'a', max(i.n) FROM input i GROUP BY i.v->>'a' ORDER BY i.v->>'a'
+  ON CONFLICT (aggregate_id) DO UPDATE SET last_sequence = a.last_sequence + excluded.last_sequence
+  RETURNING a.aggregate_id, a.last_sequence
+)
+INSERT INTO ${s}.outbox_lane_messages
+  (lane, id, aggregate_id, sequence, ordered, topic, payload, headers)
+SELECT ${s}.outbox_lane_of(i.v->>'a'),
+       nextval('${s}.outbox_lane_ids'),
+       i.v->>'a',
+       c.last_sequence - i.n + i.nth,
+       coalesce((i.v->>'o')::boolean, NOT EXISTS (
+         SELECT 1 FROM ${s}.outbox_unordered_topics u WHERE (i.v->>'t') LIKE u.pattern)),
+       i.v->>'t',
+       i.v->'p',
+       coalesce(i.v->'h', '{}'::jsonb)
+FROM input i JOIN counted c ON c.aggregate_id = i.v->>'a'
+ORDER BY i.position
+RETURNING id::text AS id,
+          message_id::text AS "messageId",
+          sequence::text AS sequence,
+          topic,
+          aggregate_id AS "aggregateId"`;

@@ -1,0 +1,225 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { OutboxValidationError } from '../../../src/core/errors.js';
+import type { OutboxMessage } from '../../../src/core/message.js';
+import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
+import type { OutgoingMessage } from '../../../src/publishers/publisher.js';
+import { InMemoryPublisher } from '../../../src/publishers/memory/in-memory-publisher.js';
+import { fromPg } from '../../../src/store/from-pg.js';
+import { createOutbox } from '../../../src/writer/create-outbox.js';
+import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+
+const outbox = createOutbox({ engine: 'lanes' });
+let db: TestDatabase;
+
+beforeEach(async () => {
+  db = await createTestDatabase();
+});
+afterEach(async () => {
+  await db.drop();
+});
+
+async function write(messages: readonly OutboxMessage[]): Promise<void> {
+  const client = await db.pool.connect();
+  try {
+    await client.query('BEGIN');
+    await outbox.enqueue(fromPg(client), messages);
+    await client.query('COMMIT');
+  } finally {
+    client.release();
+  }
+}
+
+const mail = (aggregateId: string, n: number): OutboxMessage => ({
+  topic: 'mail.send',
+  aggregateId,
+  payload: { n },
+});
+
+/** Sequences published per aggregate, in publish order. */
+function byAggregate(published: readonly OutgoingMessage[]): Map<string, number[]> {
+  const seen = new Map<string, number[]>();
+  for (const m of published)
+    seen.set(m.aggregateId, [...(seen.get(m.aggregateId) ?? []), m.sequence]);
+  return seen;
+}
+
+const count = async (sql: string) => Number((await db.pool.query<{ n: string }>(sql)).rows[0]!.n);
+
+describe('lanes engine: writer and dispatcher', () => {
+  it('publishes every message once, each aggregate in sequence order, and writes no message row', async () => {
+    for (let t = 0; t < 10; t++)
+      await write(Array.from({ length: 30 }, (_, i) => mail(`order-${i % 7}`, t * 30 + i)));
+    const publisher = new InMemoryPublisher();
+    const result = await createLaneDispatcher({ executor: fromPg(db.pool), publisher }).drain();
+    expect(result.published).toBe(300);
+    expect(new Set(publisher.published.map((m) => m.id)).size).toBe(300);
+    for (const [, sequences] of byAggregate(publisher.published))
+      expect(sequences).toEqual(sequences.map((_, i) => i + 1));
+    // Nothing written per message: the message rows were never updated, nothing was parked,
+    // and each lane's cursor stands at its last message.
+    const { rows } = await db.pool.query<{ n_tup_upd: string; n_tup_del: string }>(
+      `SELECT n_tup_upd, n_tup_del FROM pg_stat_xact_user_tables WHERE relname = 'outbox_lane_messages'`,
+    );
+    expect(rows.every((r) => Number(r.n_tup_upd) + Number(r.n_tup_del) === 0)).toBe(true);
+    expect(await count('SELECT count(*) AS n FROM outbox_lane_parked')).toBe(0);
+    expect(
+      await count(`SELECT count(*) AS n FROM outbox_lanes l
+                   WHERE l.cursor <> coalesce((SELECT max(id) FROM outbox_lane_messages m
+                                               WHERE m.lane = l.lane), 0)`),
+    ).toBe(0);
+    // Given back at the end of the drain.
+    expect(await count('SELECT count(*) AS n FROM outbox_lanes WHERE owner IS NOT NULL')).toBe(0);
+  });
+
+  it('parks a failing aggregate, in order, while every other aggregate flows; retries publish it in order', async () => {
+    await write([mail('a', 1), mail('b', 1), mail('a', 2)]);
+    let failA = true;
+    const publisher = new InMemoryPublisher({
+      inject: (m) =>
+        failA && m.aggregateId === 'a' && m.sequence === 1
+          ? { status: 'retryable', error: 'broker said no' }
+          : undefined,
+    });
+    const dispatcher = createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher,
+      backoff: { baseMs: 0, maxMs: 0, jitterMs: 0 },
+      maxAttempts: 50,
+    });
+    // The first batch: b goes, a's head fails, a:2 is not sent.
+    const first = await createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher,
+      backoff: { baseMs: 60_000, maxMs: 60_000, jitterMs: 0 },
+    }).drain();
+    expect(first.published).toBe(1);
+    expect(publisher.published.map((m) => `${m.aggregateId}:${m.sequence}`)).toEqual(['b:1']);
+    const parked = await db.pool.query<{
+      aggregate_id: string;
+      head: boolean;
+      attempts: number;
+      last_error: string | null;
+    }>('SELECT aggregate_id, head, attempts, last_error FROM outbox_lane_parked ORDER BY id');
+    expect(parked.rows).toEqual([
+      { aggregate_id: 'a', head: true, attempts: 1, last_error: 'broker said no' },
+      { aggregate_id: 'a', head: false, attempts: 0, last_error: null },
+    ]);
+    // Later messages of a park behind it as the cursor reaches them; b's go on.
+    await write([mail('a', 3), mail('b', 2)]);
+    await db.pool.query(`UPDATE outbox_lane_parked SET available_at = now() + interval '1 hour'`);
+    await dispatcher.drain();
+    expect(publisher.published.map((m) => `${m.aggregateId}:${m.sequence}`)).toEqual([
+      'b:1',
+      'b:2',
+    ]);
+    expect(
+      await count(`SELECT count(*) AS n FROM outbox_lane_parked WHERE aggregate_id = 'a'`),
+    ).toBe(3);
+    // Due again, and the broker is back: a's three in order, the table empty.
+    failA = false;
+    await db.pool.query(`UPDATE outbox_lane_parked SET available_at = now()`);
+    const again = createLaneDispatcher({ executor: fromPg(db.pool), publisher });
+    await again.drain();
+    expect(byAggregate(publisher.published).get('a')).toEqual([1, 2, 3]);
+    expect(await count('SELECT count(*) AS n FROM outbox_lane_parked')).toBe(0);
+    // New messages of a flow through the cursor again.
+    await write([mail('a', 4)]);
+    await again.drain().catch(() => undefined);
+    await createLaneDispatcher({ executor: fromPg(db.pool), publisher }).drain();
+    expect(byAggregate(publisher.published).get('a')).toEqual([1, 2, 3, 4]);
+  });
+
+  it('dead-letters after maxAttempts: under hold the aggregate stays parked, under skip it goes on', async () => {
+    for (const policy of ['hold', 'skip'] as const) {
+      const aggregate = `poison-${policy}`;
+      await write([mail(aggregate, 1), mail(aggregate, 2)]);
+      const publisher = new InMemoryPublisher({
+        inject: (m) =>
+          m.aggregateId === aggregate && m.sequence === 1
+            ? { status: 'retryable', error: 'always down' }
+            : undefined,
+      });
+      const result = await createLaneDispatcher({
+        executor: fromPg(db.pool),
+        publisher,
+        maxAttempts: 3,
+        deadLetterPolicy: policy,
+        backoff: { baseMs: 0, maxMs: 0, jitterMs: 0 },
+      }).drain();
+      expect(result.deadLettered).toBe(1);
+      const dead = await db.pool.query<{ attempts: number; last_error: string }>(
+        `SELECT p.attempts, p.last_error FROM outbox_lane_parked p
+         WHERE p.aggregate_id = $1 AND p.dead_at IS NOT NULL`,
+        [aggregate],
+      );
+      expect(dead.rows).toEqual([{ attempts: 3, last_error: 'always down' }]);
+      const second = publisher.published.filter((m) => m.sequence === 2).length;
+      expect(second).toBe(policy === 'hold' ? 0 : 1);
+    }
+  });
+
+  it('shares the lanes between dispatchers running together, and each message is published once', async () => {
+    for (let t = 0; t < 20; t++)
+      await write(Array.from({ length: 50 }, (_, i) => mail(`agg-${i}`, t * 50 + i)));
+    const publisher = new InMemoryPublisher();
+    const dispatchers = [0, 1].map((i) =>
+      createLaneDispatcher({
+        id: `d${i}`,
+        executor: fromPg(db.pool),
+        publisher,
+        batchSize: 50,
+        pollIntervalMs: 20,
+        // Each takes its share at its next balance, every third of the lease.
+        leaseMs: 1_500,
+      }),
+    );
+    dispatchers.forEach((d) => d.start());
+    const shares = () =>
+      db.pool.query<{ owner: string; lanes: string }>(
+        'SELECT owner, count(*) AS lanes FROM outbox_lanes WHERE owner IS NOT NULL GROUP BY owner ORDER BY owner',
+      );
+    let owners = await shares();
+    for (
+      let i = 0;
+      i < 200 && (publisher.published.length < 1_000 || owners.rows.length < 2);
+      i++
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      owners = await shares();
+    }
+    await Promise.all(dispatchers.map((d) => d.stop()));
+    expect(publisher.published).toHaveLength(1_000);
+    expect(new Set(publisher.published.map((m) => m.id)).size).toBe(1_000);
+    expect(owners.rows.map((r) => [r.owner, Number(r.lanes)])).toEqual([
+      ['d0', 8],
+      ['d1', 8],
+    ]);
+    for (const [, sequences] of byAggregate(publisher.published))
+      expect(sequences).toEqual(sequences.map((_, i) => i + 1));
+  });
+
+  it('refuses what the lanes engine does not take yet, and writes nothing', async () => {
+    for (const extra of [
+      { dedupeKey: 'k' },
+      { requiresApproval: true },
+      { shadow: true },
+      { delayMs: 1000 },
+    ]) {
+      const client = await db.pool.connect();
+      try {
+        await client.query('BEGIN');
+        await expect(
+          outbox.enqueue(fromPg(client), [mail('x', 1), { ...mail('x', 2), ...extra }]),
+        ).rejects.toThrow(OutboxValidationError);
+        await client.query('ROLLBACK');
+      } finally {
+        client.release();
+      }
+    }
+    expect(await count('SELECT count(*) AS n FROM outbox_lane_messages')).toBe(0);
+    expect(() => createOutbox({ engine: 'lanes', approvalRequests: { topic: 't' } })).toThrow(
+      /not available on the lanes engine/,
+    );
+    expect(() => createOutbox({ engine: 'queues' as never })).toThrow(/'claims' or 'lanes'/);
+  });
+});
