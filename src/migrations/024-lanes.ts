@@ -61,6 +61,7 @@ CREATE TABLE ${s}.outbox_lane_messages (
 CREATE TABLE ${s}.outbox_lanes (
   lane             smallint    PRIMARY KEY,
   cursor           bigint      NOT NULL DEFAULT 0,
+  pruned_to        bigint      NOT NULL DEFAULT 0,
   owner            text,
   lease_expires_at timestamptz
 ) WITH (fillfactor = 20)`,

@@ -8,6 +8,7 @@ import {
 } from '../sql/retention.js';
 import { countExpiredDedupeKeysSql } from '../sql/dedupe.js';
 import { pruneRingSql } from '../sql/dispatched-log.js';
+import { countLanePrunableSql, lanePruneSql } from '../sql/lanes.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
 /** Default outbox retention: dispatched rows older than 30 days (SPEC §4.9). */
@@ -119,14 +120,30 @@ export async function pruneOutbox(
     options.onBatch?.({ removed, batches, lastBatch: n });
     if (n < batchSize) break;
   }
+  // The lanes engine's consumed messages (migration 024), deleted: `archive` does not cover them
+  // yet, so an archiving prune leaves them (docs/lanes.md).
+  while (!archive && batches < maxBatches && !options.shouldStop?.()) {
+    const { rows } = await executor.query<{ n: string | number }>(lanePruneSql(schema), [
+      olderThanMs,
+      batchSize,
+    ]);
+    const n = Number(rows[0]?.n ?? 0);
+    if (n === 0) break;
+    batches += 1;
+    removed += n;
+    options.onBatch?.({ removed, batches, lastBatch: n });
+  }
   return { removed, batches, archived: archive };
 }
 
 /** What a prune would remove now (dry run). */
 export interface PrunePreview {
-  /** Dispatched outbox rows older than the cut-off. */
+  /**
+   * Dispatched outbox rows older than the cut-off, and the lanes engine's consumed messages
+   * written before it (migration 024).
+   */
   outboxRows: number;
-  /** `dispatched_at` of the oldest of them, or null. */
+  /** `dispatched_at` of the oldest of them (a lane message's `created_at`), or null. */
   oldestDispatchedAt: Date | null;
   /** Done ledger rows older than the ledger cut-off (when asked for). */
   ledgerRows?: number;
@@ -152,12 +169,17 @@ export async function previewPrune(
     [olderThanMs, false, true],
   );
   const keys = await executor.query<{ n: number }>(countExpiredDedupeKeysSql(schema));
-  const oldest = [rows[0]?.oldest, ring.rows[0]?.oldest]
+  const lanes = await executor.query<{ n: string; oldest: Date | string | null }>(
+    countLanePrunableSql(schema),
+    [olderThanMs],
+  );
+  const oldest = [rows[0]?.oldest, ring.rows[0]?.oldest, lanes.rows[0]?.oldest]
     .filter((d): d is Date | string => d !== null && d !== undefined)
     .map((d) => new Date(d))
     .sort((a, b) => a.getTime() - b.getTime())[0];
   const preview: PrunePreview = {
-    outboxRows: Number(rows[0]?.n ?? 0) + Number(ring.rows[0]?.n ?? 0),
+    outboxRows:
+      Number(rows[0]?.n ?? 0) + Number(ring.rows[0]?.n ?? 0) + Number(lanes.rows[0]?.n ?? 0),
     oldestDispatchedAt: oldest ?? null,
     dedupeKeys: Number(keys.rows[0]?.n ?? 0),
   };

@@ -312,6 +312,53 @@ BEGIN
   IF v_promote.lanes IS NOT NULL THEN
     PERFORM ${s}.outbox_lane_promote(v_promote.lanes, v_promote.aggregates);
   END IF;
+  -- Retention passed these while they were parked (outbox_lane_prune keeps parked rows): they go
+  -- now that they are published.
+  DELETE FROM ${s}.outbox_lane_messages m
+  USING unnest(p_lanes, p_ids, p_kinds) AS f (lane, id, kind), ${s}.outbox_lanes l
+  WHERE f.kind = 'published' AND m.lane = f.lane AND m.id = f.id
+    AND l.lane = f.lane AND f.id <= l.pruned_to;
+END $$`;
+
+/**
+ * Retention: deletes consumed messages (at or below their lane's cursor) older than
+ * `p_older_than_ms`, at most `p_limit` per lane a call, and returns how many. Each lane keeps how
+ * far it was pruned (`pruned_to`) and starts after it, so a prune never walks again what earlier
+ * ones deleted: under a held snapshot those dead entries stay, and a walk from the start of each
+ * lane would grow with history. Parked messages stay (they are still to be published; the parked
+ * path deletes them once published, `outbox_lane_settle_parked`). Age is read on the first
+ * `p_limit` rows after `pruned_to`, which are in id order, near enough to age order: a row a
+ * little younger than the cut-off among older ones goes with them (it was consumed already).
+ */
+export const lanePruneFunctionSql = (s: string) => `
+CREATE FUNCTION ${s}.outbox_lane_prune(p_older_than_ms float8, p_limit integer) RETURNS bigint
+LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+  v_lane record;
+  v_to bigint;
+  v_n bigint;
+  v_total bigint := 0;
+BEGIN
+  FOR v_lane IN
+    SELECT l.lane AS no, l.cursor, l.pruned_to FROM ${s}.outbox_lanes l
+    WHERE l.cursor > l.pruned_to ORDER BY l.lane
+  LOOP
+    SELECT max(w.id) INTO v_to FROM (
+      SELECT m.id, m.created_at FROM ${s}.outbox_lane_messages m
+      WHERE m.lane = v_lane.no AND m.id > v_lane.pruned_to AND m.id <= v_lane.cursor
+      ORDER BY m.id LIMIT p_limit) w
+    WHERE w.created_at < now() - p_older_than_ms * interval '1 millisecond';
+    CONTINUE WHEN v_to IS NULL;
+    DELETE FROM ${s}.outbox_lane_messages m
+    WHERE m.lane = v_lane.no AND m.id > v_lane.pruned_to AND m.id <= v_to
+      AND NOT EXISTS (
+        SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = m.lane AND p.id = m.id);
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    v_total := v_total + v_n;
+    UPDATE ${s}.outbox_lanes l SET pruned_to = v_to
+    WHERE l.lane = v_lane.no AND l.pruned_to < v_to;
+  END LOOP;
+  RETURN v_total;
 END $$`;
 
 /** Every function of migration 024, in creation order. */
@@ -321,6 +368,7 @@ export const laneFunctionsSql = (s: string) => [
   laneNextFunctionSql(s),
   laneBalanceFunctionSql(s),
   laneSettleParkedFunctionSql(s),
+  lanePruneFunctionSql(s),
 ];
 
 /**
@@ -385,3 +433,18 @@ RETURNING id::text AS id,
           sequence::text AS sequence,
           topic,
           aggregate_id AS "aggregateId"`;
+
+/** One retention call of {@link lanePruneFunctionSql}: $1 age in ms, $2 rows per lane. */
+export const lanePruneSql = (s: string) => `SELECT ${s}.outbox_lane_prune($1, $2) AS n`;
+
+/**
+ * What {@link lanePruneFunctionSql} would delete now (the dry run of `outbox prune`): consumed,
+ * not yet pruned, older than $1 ms, not parked. Reads the consumed-and-unpruned range only.
+ */
+export const countLanePrunableSql = (s: string) => `
+SELECT count(*)::bigint AS n, min(m.created_at) AS oldest
+FROM ${s}.outbox_lanes l
+JOIN ${s}.outbox_lane_messages m
+  ON m.lane = l.lane AND m.id > l.pruned_to AND m.id <= l.cursor
+WHERE m.created_at < now() - $1 * interval '1 millisecond'
+  AND NOT EXISTS (SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = m.lane AND p.id = m.id)`;

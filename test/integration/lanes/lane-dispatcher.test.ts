@@ -223,3 +223,43 @@ describe('lanes engine: writer and dispatcher', () => {
     expect(() => createOutbox({ engine: 'queues' as never })).toThrow(/'claims' or 'lanes'/);
   });
 });
+
+describe('lanes engine: retention', () => {
+  it('deletes consumed messages past the age, keeps parked ones until they are published', async () => {
+    await write(Array.from({ length: 40 }, (_, i) => mail(`r-${i % 4}`, i)));
+    let down = true;
+    const publisher = new InMemoryPublisher({
+      inject: (m) =>
+        down && m.aggregateId === 'r-0' && m.sequence === 1
+          ? { status: 'retryable', error: 'down' }
+          : undefined,
+    });
+    const options = {
+      executor: fromPg(db.pool),
+      publisher,
+      backoff: { baseMs: 0, maxMs: 0, jitterMs: 0 },
+    };
+    await createLaneDispatcher({
+      ...options,
+      backoff: { baseMs: 3_600_000, maxMs: 3_600_000, jitterMs: 0 },
+    }).drain();
+    expect(publisher.published).toHaveLength(30);
+    // r-0's ten are parked (its head failed); everything is "old" an hour from now.
+    await db.pool.query(`UPDATE outbox_lane_messages SET created_at = now() - interval '2 hours'`);
+    const { previewPrune, pruneOutbox } = await import('../../../src/retention/prune-outbox.js');
+    expect((await previewPrune(fromPg(db.pool), { olderThanMs: 3_600_000 })).outboxRows).toBe(30);
+    const pruned = await pruneOutbox(fromPg(db.pool), { olderThanMs: 3_600_000 });
+    expect(pruned.removed).toBe(30);
+    expect(await count('SELECT count(*) AS n FROM outbox_lane_messages')).toBe(10);
+    expect((await pruneOutbox(fromPg(db.pool), { olderThanMs: 3_600_000 })).removed).toBe(0);
+    // The parked ten are published in order, and leave the table as they go.
+    down = false;
+    await db.pool.query(`UPDATE outbox_lane_parked SET available_at = now()`);
+    await createLaneDispatcher(options).drain();
+    expect(byAggregate(publisher.published).get('r-0')).toEqual(
+      Array.from({ length: 10 }, (_, i) => i + 1),
+    );
+    expect(await count('SELECT count(*) AS n FROM outbox_lane_messages')).toBe(0);
+    expect(await count('SELECT count(*) AS n FROM outbox_lane_parked')).toBe(0);
+  });
+});

@@ -1,0 +1,118 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
+import { fromPg } from '../../../src/store/from-pg.js';
+import { createOutbox } from '../../../src/writer/create-outbox.js';
+import type { TestDatabase } from '../../helpers/database.js';
+import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
+import { blocksOf, noopPublisher, useHeldSnapshotDatabase } from '../../helpers/held-snapshot.js';
+
+/**
+ * G7 on the lanes engine (issue 43): what one `outbox_lane_next` call reads is bounded by its
+ * batch — not by the history consumed before it, under a REPEATABLE READ snapshot held open the
+ * whole time (it keeps every dead row version from vacuum), and not by a parked aggregate's deep
+ * backlog. Counted with EXPLAIN (ANALYZE, BUFFERS) of every statement inside the call
+ * (auto_explain, test/helpers/explain.ts), at two depths of history, so growth fails the test.
+ */
+const held = useHeldSnapshotDatabase();
+let db: TestDatabase;
+beforeAll(() => {
+  db = held.current();
+});
+
+const outbox = createOutbox({ engine: 'lanes' });
+const BATCH = 500;
+
+/** `count` messages in transactions of 500, spread over `aggregates` aggregates. */
+async function write(count: number, aggregates: number, prefix = 'agg'): Promise<void> {
+  for (let done = 0; done < count; done += 500) {
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await outbox.enqueue(
+        fromPg(client),
+        Array.from({ length: Math.min(500, count - done) }, (_, i) => ({
+          topic: 'mail.send',
+          aggregateId: `${prefix}-${(done + i) % aggregates}`,
+          payload: { n: done + i },
+        })),
+      );
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+  }
+}
+
+const drain = () =>
+  createLaneDispatcher({ executor: fromPg(db.pool), publisher: noopPublisher }).drain();
+
+/** One `outbox_lane_next` call of a batch for an owner of every lane, explained; rolled back. */
+async function explainedNext(): Promise<{ plan: PlanNode; returned: number }> {
+  const client = await db.pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query(`SELECT * FROM outbox_lane_balance('explained', 60000, 16)`);
+    const call = `SELECT * FROM outbox_lane_next('explained', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', true, ${BATCH}, 0::smallint, 60000)`;
+    const plan = await explainAnalyze(client, call);
+    const { rows } = await client.query(call);
+    return {
+      plan,
+      returned: rows.filter((r: { message_id: string | null }) => r.message_id).length,
+    };
+  } finally {
+    await client.query('ROLLBACK');
+    client.release();
+  }
+}
+
+describe('lanes engine: a batch reads what it returns (G7)', () => {
+  it('reads the same beside 2,000 and 22,000 messages consumed under a held snapshot', async () => {
+    await write(2_000, 300);
+    await drain();
+    await write(BATCH, 300);
+    const shallow = await explainedNext();
+    await drain();
+    await write(20_000, 300);
+    await drain();
+    await write(BATCH, 300);
+    const deep = await explainedNext();
+    expect(shallow.returned).toBe(BATCH);
+    expect(deep.returned).toBe(BATCH);
+    const rows = (p: PlanNode) => rowsRead(p, 'outbox_lane_messages');
+    console.log(
+      `[lanes bound] buffers ${blocksOf(shallow.plan)} -> ${blocksOf(deep.plan)}, message rows read ${rows(shallow.plan)} -> ${rows(deep.plan)}`,
+    );
+    // Only the batch's rows: the lanes start at their cursors (dead versions are below them).
+    expect(rows(deep.plan)).toBeLessThanOrEqual(BATCH);
+    // Growth from 20,000 more consumed (40 batches, ~16 lane-row versions each kept by the
+    // snapshot) stays within a few pages, not the thousands a walk of the history would read.
+    expect(blocksOf(deep.plan)).toBeLessThan(blocksOf(shallow.plan) + 60);
+  }, 180_000);
+
+  it('reads at most 4 × batch rows of a lane with a parked aggregate whatever waits behind it', async () => {
+    await drain();
+    // One aggregate fails and parks; 5,000 of its messages wait in its lane.
+    const poison = 'poison-0';
+    await write(1, 1, 'poison');
+    await createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher: {
+        publish: async (m) => m.map(() => ({ status: 'retryable' as const, error: 'down' })),
+      },
+      backoff: { baseMs: 3_600_000, maxMs: 3_600_000, jitterMs: 0 },
+    }).drain();
+    const parked = await db.pool.query(
+      `SELECT count(*)::int AS n FROM outbox_lane_parked WHERE aggregate_id = $1`,
+      [poison],
+    );
+    expect(parked.rows[0].n).toBe(1);
+    await write(5_000, 1, 'poison');
+    const { plan } = await explainedNext();
+    const read = rowsRead(plan, 'outbox_lane_messages');
+    console.log(
+      `[lanes bound] parked aggregate with 5,000 behind: ${read} message rows read, ${blocksOf(plan)} buffers`,
+    );
+    expect(read).toBeLessThanOrEqual(4 * BATCH + 2 * BATCH);
+    expect(read).toBeGreaterThan(0);
+  }, 180_000);
+});
