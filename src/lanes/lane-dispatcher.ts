@@ -263,6 +263,9 @@ class LaneDispatcher implements Dispatcher {
         await this.#wakeUps.sleep(retryInMs);
         continue;
       }
+      // An idle dispatcher arms the wake source (producers NOTIFY while a waiter row lives) and
+      // looks once more before it sleeps: what committed before arming is found by that look.
+      if (await this.#wakeUps.afterClaim(busy ? 1 : 0)) continue;
       if (!busy && this.#state === 'running')
         await this.#wakeUps.sleep(this.#options.pollIntervalMs);
     }

@@ -1,3 +1,5 @@
+import { notifyChannel } from './notify.js';
+
 /**
  * The lanes engine's SQL (migration 024, issue 43; the tables and why they look so are described
  * there). The functions are created by the migration; a change to one of them is a new migration
@@ -407,7 +409,13 @@ export const insertLaneMessagesSql = (s: string) => `
 WITH input AS (
   SELECT m.value AS v, m.position,
          row_number() OVER (PARTITION BY m.value->>'a' ORDER BY m.position) AS nth,
-         count(*) OVER (PARTITION BY m.value->>'a') AS n
+         count(*) OVER (PARTITION BY m.value->>'a') AS n,
+         -- The LISTEN wake-up (migration 005's waiters, src/dispatcher/wake/listen-notify.ts):
+         -- NOTIFY only while a dispatcher waits, sent at COMMIT. Uncorrelated, so evaluated once
+         -- per statement; in this CTE, which is read twice and so computed whole, rather than a
+         -- trigger: the claim engine's per-row deferred trigger is part of its enqueue cost.
+         (SELECT count(pg_notify('${notifyChannel(s.replace(/^"|"$/g, ''))}', ''))
+          FROM ${s}.outbox_waiters w WHERE w.expires_at > clock_timestamp()) AS woke
   FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS m(value, position)
 ), counted AS (
   INSERT INTO ${s}.outbox_aggregates AS a (aggregate_id, last_sequence)

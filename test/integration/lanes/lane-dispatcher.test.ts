@@ -263,3 +263,46 @@ describe('lanes engine: retention', () => {
     expect(await count('SELECT count(*) AS n FROM outbox_lane_parked')).toBe(0);
   });
 });
+
+describe('lanes engine: LISTEN wake-ups', () => {
+  it('publishes a message written while it sleeps on a 60 s poll, woken by the writer', async () => {
+    const { createListenNotifyWakeSource } =
+      await import('../../../src/dispatcher/wake/listen-notify.js');
+    const pg = (await import('pg')).default;
+    const publisher = new InMemoryPublisher();
+    const dispatcher = createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher,
+      pollIntervalMs: 60_000,
+      wakeSource: createListenNotifyWakeSource({
+        connect: async () => {
+          const client = new pg.Client({ connectionString: db.url });
+          await client.connect();
+          return client;
+        },
+        heartbeatMs: 500,
+        waiterTtlMs: 5_000,
+      }),
+    });
+    dispatcher.start();
+    try {
+      // Idle and armed: a waiter row lives.
+      for (
+        let i = 0;
+        i < 100 && (await count('SELECT count(*) AS n FROM outbox_waiters')) === 0;
+        i++
+      )
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      await dispatcher.onIdle();
+      const started = Date.now();
+      await write([mail('woken', 1)]);
+      while (publisher.published.length === 0 && Date.now() - started < 10_000)
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      // Far under the 60 s poll: only the NOTIFY can have woken it.
+      expect(publisher.published.map((m) => m.aggregateId)).toEqual(['woken']);
+      expect(Date.now() - started).toBeLessThan(10_000);
+    } finally {
+      await dispatcher.stop();
+    }
+  });
+});
