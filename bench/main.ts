@@ -87,6 +87,8 @@ const latencyModes = {
     latency(d, 'notify_sync_claim', 1_000, size.latencySeconds),
   graphile_worker: (d: BenchDatabase) => graphileLatency(d, 1_000, size.latencySeconds),
   raw_claim: (d: BenchDatabase) => rawClaimLatency(d, 1_000, size.latencySeconds),
+  // Issue 43: the lanes engine (migration 024) woken by the same LISTEN/NOTIFY.
+  lanes: (d: BenchDatabase) => latency(d, 'lanes', 1_000, size.latencySeconds),
 };
 
 const fresh = onFreshDatabase;

@@ -4,13 +4,21 @@ import { createCdcDispatcher } from '../../src/cdc/index.js';
 import { ensureSlot } from '../../src/cdc/slot.js';
 import { openWalStream, type WalStream } from '../../src/cdc/wal-stream.js';
 import { createListenNotifyWakeSource } from '../../src/dispatcher/wake/listen-notify.js';
-import { createDispatcher, createOutbox, fromPg, type Publisher } from '../../src/index.js';
+import {
+  createDispatcher,
+  createLaneDispatcher,
+  createOutbox,
+  fromPg,
+  type Publisher,
+} from '../../src/index.js';
 import type { BenchDatabase } from '../lib/database.js';
 import { quiesce, resetOutbox } from '../lib/database.js';
 import { log, percentiles, sleep, type Percentiles } from '../lib/measure.js';
 import { instrumentNotify } from './latency-breakdown.js';
 
 const outbox = createOutbox();
+/** The lanes engine's writer (migration 024, issue 43): `lanes` mode. */
+const laneOutbox = createOutbox({ engine: 'lanes' });
 const PRODUCERS = 4;
 
 /**
@@ -142,7 +150,14 @@ export async function waitFor(condition: () => boolean, timeoutMs = 60_000): Pro
  * `cdc_sync_claim` likewise for the CDC dispatcher (it takes `asyncClaim` since 2026-12-05).
  */
 export type LatencyMode =
-  'polling' | 'notify' | 'notify_sync_claim' | 'cdc' | 'cdc_sync_claim' | 'raw_notify' | 'raw_cdc';
+  | 'polling'
+  | 'notify'
+  | 'notify_sync_claim'
+  | 'cdc'
+  | 'cdc_sync_claim'
+  | 'raw_notify'
+  | 'raw_cdc'
+  | 'lanes';
 
 /** commit → publish percentiles for one mode at a steady rate. */
 export async function latency(
@@ -157,7 +172,7 @@ export async function latency(
   const receivedAt = new Map<string, number>();
   const enqueue = async (client: pg.Client) => {
     // A lone message per send, committing by itself, as the peers' producers send theirs.
-    const [m] = await outbox.enqueue(
+    const [m] = await (mode === 'lanes' ? laneOutbox : outbox).enqueue(
       fromPg(client),
       [{ topic: 'payment.charge', aggregateId: randomUUID(), payload: { at: Date.now() } }],
       { allowAutocommit: true },
@@ -229,6 +244,20 @@ export async function latency(
       times,
     );
     stop = () => stream.close();
+  } else if (mode === 'lanes') {
+    // The lanes engine: LISTEN wake-ups as `notify`, one call a batch (no claim, no settle per
+    // message), its cursor-only commits not waiting for the flush as notify's claims and settles.
+    const dispatcher = createLaneDispatcher({
+      executor,
+      publisher: timingPublisher(receivedAt),
+      asyncCommit: true, // as notify's asyncClaim and asyncSettle
+      pollIntervalMs: 5_000, // the fallback only
+      wakeSource: createListenNotifyWakeSource({ connect: () => db.client() }),
+    });
+    dispatcher.start();
+    await sleep(300);
+    await steadyLoad(db, perSecond, seconds, enqueue, times);
+    stop = () => dispatcher.stop();
   } else if (mode === 'cdc' || mode === 'cdc_sync_claim') {
     if (mode === 'cdc') await afterClaimGuard(db);
     const cdc = createCdcDispatcher({

@@ -49,6 +49,13 @@ export interface LaneDispatcherOptions {
   maxLanes?: number;
   /** Wakes the dispatcher before the poll interval (a hint; polling stays the guarantee). */
   wakeSource?: WakeSource;
+  /**
+   * Commit a batch's cursor moves without waiting for the WAL flush (as `asyncSettle` does for
+   * the claim engine): lower latency; a database crash can lose the last moves, and their
+   * messages are then published again, in order, with the same message ids. Calls that park a
+   * failure or renew a lease still wait. Default false.
+   */
+  asyncCommit?: boolean;
 }
 
 /** One row of `outbox_lane_next` or of the parked path (bigints as text). */
@@ -57,7 +64,7 @@ interface LaneRow {
   id: string;
   message_id: string | null;
   aggregate_id: string;
-  sequence: string;
+  sequence: string | null;
   ordered: boolean;
   topic: string;
   payload: JsonValue;
@@ -114,6 +121,7 @@ class LaneDispatcher implements Dispatcher {
   readonly #publisher: Publisher;
   readonly #schema: string;
   readonly #maxLanes: number;
+  readonly #asyncCommit: boolean;
   readonly #events = new TypedEmitter<DispatcherEventMap>();
   readonly #stats: DispatcherStats = emptyStats();
   readonly #idle = new IdleTracker(() => this.#events.emit('dispatcher:idle'));
@@ -127,6 +135,13 @@ class LaneDispatcher implements Dispatcher {
   };
   /** Cursor of each owned lane as last committed (bigint as text). */
   #cursors = new Map<number, string>();
+  /**
+   * Rows published or parked above their lane's cursor (the cursor waits for the horizon): a
+   * later read returns them again, and they are skipped. Dropped as the cursor passes them.
+   */
+  #handled = new Map<number, Set<string>>();
+  /** The horizon (sql/lanes.ts `outbox_lane_horizon`): safe id and the pending pair. */
+  #horizon = { safe: '0', pairId: '0', pairXid: '0' };
   #balanceAt = 0;
   #parkedAt = 0;
   #start = 0;
@@ -159,6 +174,12 @@ class LaneDispatcher implements Dispatcher {
         `must be a positive integer, got ${String(maxLanes)}`,
       );
     this.#maxLanes = maxLanes;
+    if (options.asyncCommit !== undefined && typeof options.asyncCommit !== 'boolean')
+      throw new OutboxValidationError(
+        'asyncCommit',
+        `must be true or false, got ${JSON.stringify(options.asyncCommit)}`,
+      );
+    this.#asyncCommit = options.asyncCommit ?? false;
     this.#executor = options.executor;
     this.#publisher = options.publisher;
     this.#schema = quoteIdentifier(this.#options.schema);
@@ -166,7 +187,7 @@ class LaneDispatcher implements Dispatcher {
     this.#wakeUps = new WakeUps(options.wakeSource, this.#events);
     const s = this.#schema;
     this.#sql = {
-      next: `SELECT * FROM ${s}.outbox_lane_next($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+      next: `SELECT * FROM ${s}.outbox_lane_next($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
       balance: `SELECT lane, cursor::text AS cursor FROM ${s}.outbox_lane_balance($1, $2, $3)`,
       due: laneDueSql(s),
       settleParked: `SELECT ${s}.outbox_lane_settle_parked($1, $2, $3, $4, $5, $6, $7)`,
@@ -259,6 +280,7 @@ class LaneDispatcher implements Dispatcher {
         // What the failed call carried is lost with it: lanes are taken again from the cursors
         // as committed (a published message whose cursor move was lost is published again).
         this.#outcome = emptyOutcome();
+        this.#handled.clear();
         this.#balanceAt = 0;
         await this.#wakeUps.sleep(retryInMs);
         continue;
@@ -299,20 +321,22 @@ class LaneDispatcher implements Dispatcher {
       }
       const started = Date.now();
       const rows = await this.#next(this.#options.batchSize);
-      const messages = rows.filter((r) => r.message_id !== null);
+      const messages = rows.filter(
+        (r) => r.message_id !== null && !this.#handled.get(r.lane)?.has(r.id),
+      );
       this.#events.emit('dispatcher:claim:success', {
         owner: this.id,
         count: messages.length,
         durationMs: Date.now() - started,
       });
-      if (rows.length > 0) await this.#publishBatch(rows, messages);
+      const moved = await this.#publishBatch(rows, messages);
       let parked = 0;
       const saturated = messages.length >= this.#options.batchSize;
       if (draining || !saturated || Date.now() >= this.#parkedAt) {
         parked = await this.#publishParked();
         this.#parkedAt = Date.now() + 1_000;
       }
-      const busy = rows.length > 0 || parked > 0;
+      const busy = messages.length > 0 || moved || parked > 0;
       this.#idle.noteClaim(!busy);
       if (!busy && draining && this.#outcome.lanes.length + this.#outcome.parkIds.length > 0) {
         await this.#next(0);
@@ -332,6 +356,9 @@ class LaneDispatcher implements Dispatcher {
       [this.id, this.#options.leaseMs, this.#maxLanes],
     );
     this.#cursors = new Map(rows.map((r) => [r.lane, r.cursor]));
+    // A lane given back or taken over: what was remembered above its cursor no longer holds.
+    for (const lane of this.#handled.keys())
+      if (!this.#cursors.has(lane)) this.#handled.delete(lane);
     this.#balanceAt = Date.now() + this.#options.leaseMs / 3;
   }
 
@@ -352,25 +379,35 @@ class LaneDispatcher implements Dispatcher {
       batch,
       this.#start,
       this.#options.leaseMs,
+      this.#horizon.safe,
+      this.#horizon.pairId,
+      this.#horizon.pairXid,
+      this.#asyncCommit,
     ]);
     o.lanes.forEach((lane, i) => this.#cursors.set(lane, o.to[i]!));
     this.#outcome = emptyOutcome();
+    const [first] = rows;
+    if (first && first.lane === -1) {
+      this.#horizon = {
+        safe: first.id,
+        pairId: first.sequence ?? '0',
+        pairXid: (first.payload as string | null) ?? '0',
+      };
+      rows.shift();
+    }
     if (rows.length > 0) this.#start = rows[rows.length - 1]!.lane;
     return rows;
   }
 
-  /** Publishes a batch; what it did becomes the pending outcome for the next call. */
-  async #publishBatch(rows: readonly LaneRow[], messages: readonly LaneRow[]): Promise<void> {
+  /**
+   * Publishes a batch; what it did becomes the pending outcome for the next call. Each lane's
+   * cursor moves as far as it was examined, but not past the horizon; what was handled above it
+   * is remembered. True when a cursor moves.
+   */
+  async #publishBatch(rows: readonly LaneRow[], messages: readonly LaneRow[]): Promise<boolean> {
     const outgoing = messages.map((r) => toOutgoing(r, 0));
     const fates = outgoing.length > 0 ? await this.#publish(outgoing) : [];
-    const last = new Map<number, string>();
-    for (const row of rows) last.set(row.lane, row.id);
     const o = this.#outcome;
-    for (const [lane, to] of last) {
-      o.lanes.push(lane);
-      o.from.push(this.#cursors.get(lane)!);
-      o.to.push(to);
-    }
     fates.forEach((fate, i) => {
       const settled = this.#settlementOf(outgoing[i]!, fate);
       if (settled.kind === 'published') return;
@@ -380,8 +417,36 @@ class LaneDispatcher implements Dispatcher {
       o.parkErrors.push(settled.error ?? null);
       o.parkDelays.push(settled.delayMs ?? null);
     });
-    this.#stats.batches++;
-    this.#stats.claimed += messages.length;
+    for (const m of messages) {
+      let handled = this.#handled.get(m.lane);
+      if (!handled) this.#handled.set(m.lane, (handled = new Set()));
+      handled.add(m.id);
+    }
+    // How far each lane was examined: its marker, else its last row (the batch filled on it).
+    const examined = new Map<number, bigint>();
+    for (const row of rows) {
+      const id = BigInt(row.id);
+      if (!(examined.get(row.lane)! >= id)) examined.set(row.lane, id);
+    }
+    const safe = BigInt(this.#horizon.safe);
+    let moved = false;
+    for (const [lane, upto] of examined) {
+      const from = this.#cursors.get(lane);
+      if (from === undefined) continue;
+      const to = upto < safe ? upto : safe;
+      if (to <= BigInt(from)) continue;
+      o.lanes.push(lane);
+      o.from.push(from);
+      o.to.push(to.toString());
+      moved = true;
+      const handled = this.#handled.get(lane);
+      if (handled) for (const id of handled) if (BigInt(id) <= to) handled.delete(id);
+    }
+    if (messages.length > 0) {
+      this.#stats.batches++;
+      this.#stats.claimed += messages.length;
+    }
+    return moved;
   }
 
   /** Due heads of parked messages: published, then settled at once (rare: failures only). */
@@ -394,6 +459,15 @@ class LaneDispatcher implements Dispatcher {
     const outgoing = rows.map((r) => toOutgoing(r, r.attempts ?? 0));
     const fates = await this.#publish(outgoing);
     const settled = fates.map((fate, i) => this.#settlementOf(outgoing[i]!, fate));
+    // A parked row above its lane's cursor (the cursor waits for the horizon) is read again by
+    // the cursor once it leaves the parked table: remembered, so it is not published twice.
+    rows.forEach((row) => {
+      const cursor = this.#cursors.get(row.lane);
+      if (cursor === undefined || BigInt(row.id) <= BigInt(cursor)) return;
+      let handled = this.#handled.get(row.lane);
+      if (!handled) this.#handled.set(row.lane, (handled = new Set()));
+      handled.add(row.id);
+    });
     await this.#executor.query(this.#sql.settleParked, [
       this.id,
       rows.map((r) => r.lane),

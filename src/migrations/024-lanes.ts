@@ -25,11 +25,10 @@ export const LANE_COUNT = 16;
  *   (which also gives its transaction an xid): writers of one aggregate serialise on that row, so
  *   id order is commit order within an aggregate, and `sequence` (from `outbox_aggregates`, shared
  *   with the claim engine) numbers an aggregate's messages densely in that order.
- * - The horizon: a reader reads no id above `outbox_lane_horizon`, the highest id no running
- *   transaction can still commit. It moves in two steps as sql/lane.ts's floor does (a pair: the id
- *   sequence's value, then an xid taken after it; once no xid below that xid runs, every id up to
- *   the pair's id is final). Sequences, not a table: setval writes no tuple version for a held
- *   snapshot to keep.
+ * - The horizon: a cursor never passes the highest id no running transaction can still commit
+ *   (sql/lanes.ts `outbox_lane_horizon`; each dispatcher keeps its own, nothing is written for
+ *   it). What is visible above it may be published already: an aggregate's ids are in its commit
+ *   order, so a visible row's predecessors are visible too.
  *
  * Why it is immune to a held snapshot: the reader starts each lane at its cursor through the
  * primary key, and nothing below a cursor is ever read again; the only rows that churn are the 16
@@ -40,9 +39,6 @@ export const lanes: Migration = {
   name: 'lanes',
   up: (s) => [
     `CREATE SEQUENCE ${s}.outbox_lane_ids AS bigint`,
-    `CREATE SEQUENCE ${s}.outbox_lane_horizon AS bigint MINVALUE 0 START 0`,
-    `CREATE SEQUENCE ${s}.outbox_lane_horizon_id AS bigint MINVALUE 0 START 0`,
-    `CREATE SEQUENCE ${s}.outbox_lane_horizon_xid AS bigint MINVALUE 0 START 0`,
     `
 CREATE TABLE ${s}.outbox_lane_messages (
   lane         smallint    NOT NULL,

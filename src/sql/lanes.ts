@@ -12,57 +12,82 @@ import { notifyChannel } from './notify.js';
  */
 
 /**
- * The horizon: the highest id no running transaction can still commit, moved when it is safe.
+ * The horizon: the highest id no running transaction can still commit. Rows above it may be read
+ * and published (what is visible is committed, and an aggregate's ids are in its commit order),
+ * but a lane's cursor never passes it: an id below it that is not visible yet may still commit.
  *
- * A pair (N, X) is recorded: N the id sequence's value, then X an xid taken after it (setval
- * assigns this transaction its xid). Every id up to N was taken by a transaction whose xid came
- * before it took the id (the writer locks its aggregate's counter row first), so before X. Once
- * no transaction with an xid below X runs, every id up to N is final: the horizon moves to N.
+ * A pair (N, X) is taken: N the id sequence's value, then X the next xid to be assigned, read
+ * after it. Every id up to N was taken by a transaction that had its xid before it took the id
+ * (the writer locks its aggregate's counter row first), so below X. Once no transaction with an
+ * xid below X runs, every id up to N is final.
  *
- * - The test runs right after recording (a new statement, a new snapshot), so a message is
- *   readable at the first call after its commit when nothing older runs.
+ * X is NOT a snapshot's xmax: since PostgreSQL 14 that is the latest COMPLETED xid + 1, and xids
+ * assigned above it to transactions still running are in no snapshot's list (the first version
+ * used it and lost messages under concurrent writers: test/integration/lanes/). Nor the call's
+ * own xid (the prototype's): assigning one makes every call a flushed commit. It is the value
+ * `age()` counts from: the transaction's first `age()` call fixes the next xid
+ * (GetStableLatestTransactionId), so that call comes after N is read, in a transaction that has
+ * no xid yet (checked), and X = xmax + age(xmax), widened to 64 bits from a snapshot's epoch.
+ *
+ * The pair lives in the caller (each dispatcher keeps its own, passes it in and gets it back), not
+ * in the database: recording it there (setval, the prototype) assigned every call an xid and so a
+ * flushed commit, most of a wake-up's latency. A dispatcher that restarts starts from its lanes'
+ * cursors, which are always at or below a horizon that was safe.
+ *
+ * - The test after the pair is taken runs on a fresh snapshot too, so a message is final at the
+ *   first call after its commit when nothing older runs.
  * - The cheap test is the snapshot's xmin (cluster-wide, so conservative); only when it fails is
  *   this database's activity probed (a long transaction in another database must not hold us;
- *   prepared transactions of this database count). A read-only transaction holds nothing: it
- *   has no xid. That is why a held REPEATABLE READ snapshot does not hold the horizon.
- * - A pair is recorded only when ids moved past the last one, so a call with nothing new to make
- *   safe writes nothing (the prototype's idea 3: setval takes an xid, and an xid makes the call a
- *   flushed commit).
+ *   prepared transactions of this database count). A read-only transaction holds nothing: it has
+ *   no xid. That is why a held REPEATABLE READ snapshot does not hold the horizon; a long WRITE
+ *   transaction of this database does (docs/lanes.md).
+ * - Only under READ COMMITTED is a statement's snapshot taken when it starts; the function
+ *   refuses to run under another isolation level rather than trust an older snapshot.
  */
 export const laneHorizonFunctionSql = (s: string) => `
-CREATE FUNCTION ${s}.outbox_lane_horizon() RETURNS bigint
+CREATE FUNCTION ${s}.outbox_lane_horizon(p_safe bigint, p_pair_id bigint, p_pair_xid bigint,
+  OUT safe bigint, OUT pair_id bigint, OUT pair_xid bigint)
 LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
-  v_safe bigint := coalesce(pg_sequence_last_value('${s}.outbox_lane_horizon'), 0);
-  v_pair_id bigint := coalesce(pg_sequence_last_value('${s}.outbox_lane_horizon_id'), 0);
-  v_pair_xid bigint := coalesce(pg_sequence_last_value('${s}.outbox_lane_horizon_xid'), 0);
   v_last bigint;
+  v_xmin bigint;
 BEGIN
-  IF v_pair_xid = 0 OR v_safe >= v_pair_id THEN
-    v_last := coalesce(pg_sequence_last_value('${s}.outbox_lane_ids'), 0);
-    IF v_last <= v_safe THEN
-      RETURN v_safe;
-    END IF;
-    -- xid after id: see the comment above.
-    PERFORM setval('${s}.outbox_lane_horizon_id', v_last, true);
-    v_pair_xid := pg_current_xact_id()::text::bigint;
-    PERFORM setval('${s}.outbox_lane_horizon_xid', v_pair_xid, true);
-    v_pair_id := v_last;
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'agent-outbox: the lanes dispatcher needs READ COMMITTED, this session runs %',
+      current_setting('transaction_isolation')
+      USING HINT = 'Unset default_transaction_isolation for the dispatcher''s role or database.';
   END IF;
-  IF pg_snapshot_xmin(pg_current_snapshot())::text::bigint >= v_pair_xid
+  IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
+    RAISE EXCEPTION 'agent-outbox: outbox_lane_horizon must run before its transaction writes anything';
+  END IF;
+  safe := p_safe;
+  pair_id := p_pair_id;
+  pair_xid := p_pair_xid;
+  IF pair_xid = 0 THEN
+    v_last := coalesce(pg_sequence_last_value('${s}.outbox_lane_ids'), 0);
+    IF v_last <= safe THEN
+      RETURN;
+    END IF;
+    pair_id := v_last;
+    -- The next xid, read after v_last: the transaction's first age() (see the comment above).
+    EXECUTE 'SELECT x::text::bigint + age(xid(x)) FROM pg_snapshot_xmax(pg_current_snapshot()) x'
+      INTO pair_xid;
+  END IF;
+  EXECUTE 'SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint' INTO v_xmin;
+  IF v_xmin >= pair_xid
      OR NOT EXISTS (
        SELECT 1 FROM pg_stat_get_activity(NULL) a
        WHERE a.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
          AND a.backend_xid IS NOT NULL AND a.pid <> pg_backend_pid()
-         AND age(a.backend_xid) > age(xid(v_pair_xid::text::xid8)))
+         AND age(a.backend_xid) > age(xid(pair_xid::text::xid8)))
      AND NOT EXISTS (
        SELECT 1 FROM pg_prepared_xacts p
        WHERE p.database = current_database()
-         AND age(p.transaction) > age(xid(v_pair_xid::text::xid8))) THEN
-    PERFORM setval('${s}.outbox_lane_horizon', v_pair_id, true);
-    RETURN v_pair_id;
+         AND age(p.transaction) > age(xid(pair_xid::text::xid8))) THEN
+    safe := greatest(safe, pair_id);
+    pair_id := 0;
+    pair_xid := 0;
   END IF;
-  RETURN v_safe;
 END $$`;
 
 /**
@@ -89,35 +114,48 @@ $$`;
 /**
  * One batch: commits the previous batch's outcome, then reads the next.
  *
- * 1. Cursor moves, fenced: each lane moves from the cursor the caller read it at (`p_from`) to
+ * 1. The horizon (`outbox_lane_horizon`, from the caller's pair), first: before this call writes
+ *    anything, so its own xid does not fail the cheap test.
+ * 2. Cursor moves, fenced: each lane moves from the cursor the caller read it at (`p_from`) to
  *    `p_to`, only while `p_owner` holds its lease. A lane lost to another owner or moved by anyone
  *    else raises, and nothing of the call is committed (the caller lost the lanes: it stops
  *    publishing them; the new owner reads from the old cursor, so at worst a message is published
  *    again, with the same message id). The lease is renewed when less than 2/3 of it is left.
- * 2. What the batch did not publish is parked: `p_park_kind` 'retry' (failed: attempts + 1, error,
+ * 3. What the batch did not publish is parked: `p_park_kind` 'retry' (failed: attempts + 1, error,
  *    due after `p_park_delay_ms`), 'dead' (failed for good), 'unsent' (never handed to the
  *    publisher: due now, no attempt). An ordered one blocks its aggregate (`blocks`), and
  *    `outbox_lane_promote` picks each aggregate's head.
- * 3. The horizon, then up to `p_batch` rows from the caller's lanes after their cursors, lane by
- *    lane from `p_start` until the batch is full. When an ordered aggregate of a lane is parked,
- *    its later messages are parked behind it as they are read; each such lane also returns a
- *    MARKER row (message_id NULL, id = how far the lane was read) so the caller moves the cursor
- *    past what was parked too. At most 4 × p_batch rows of a lane are examined a call, so a deep
- *    parked aggregate costs each call a bounded amount (G7).
+ * 4. Up to `p_batch` rows from the caller's lanes after their cursors, lane by lane from `p_start`
+ *    until the batch is full — visible rows, above the horizon too (the caller remembers what it
+ *    handled above a cursor, and the cursor waits for the horizon). When an ordered aggregate of
+ *    a lane is parked, its later messages are parked behind it as they are read. At most
+ *    4 × p_batch rows of a lane are examined a call, so a deep parked aggregate costs each call a
+ *    bounded amount (G7).
+ *
+ * Besides messages it returns MARKER rows (message_id NULL): first one with lane -1 carrying the
+ * horizon (id = safe, sequence = the pair's id, payload = the pair's xid as text); then one per
+ * lane that had rows and was not filled by them, id = how far the lane was examined, or
+ * 9223372036854775807 when it ran out of rows (its cursor may then go as far as the horizon). A
+ * lane with nothing after its cursor returns nothing and stays: moving it over other lanes' ids
+ * would be a write (a lane-row version a held snapshot keeps) that buys nothing.
  */
 export const laneNextFunctionSql = (s: string) => `
 CREATE FUNCTION ${s}.outbox_lane_next(
   p_owner text, p_lanes smallint[], p_from bigint[], p_to bigint[],
   p_park_lanes smallint[], p_park_ids bigint[], p_park_kinds text[], p_park_errors text[],
   p_park_delay_ms float8[], p_dead_blocks boolean,
-  p_batch integer, p_start smallint, p_lease_ms integer)
+  p_batch integer, p_start smallint, p_lease_ms integer,
+  p_safe bigint, p_pair_id bigint, p_pair_xid bigint, p_async boolean)
 RETURNS TABLE (lane smallint, id bigint, message_id uuid, aggregate_id text, sequence bigint,
                ordered boolean, topic text, payload jsonb, headers jsonb, created_at timestamptz)
-LANGUAGE plpgsql SET jit = off AS $$
+-- Every read here walks a lane's primary key from its cursor, in id order, and stops at its
+-- LIMIT. Measured: for a lane with a deep parked aggregate the planner chose a bitmap scan of
+-- the whole lane and a sort (5,000 rows read for a batch); the settings keep it to the walk.
+LANGUAGE plpgsql SET jit = off SET enable_bitmapscan = off SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
   v_moved integer;
-  v_safe bigint;
+  v_horizon record;
   v_lane record;
   v_left integer := p_batch;
   v_n integer;
@@ -125,8 +163,21 @@ DECLARE
   v_row record;
   v_seen integer;
   v_upto bigint;
+  v_end constant bigint := 9223372036854775807;
 BEGIN
+  IF p_batch > 0 THEN
+    SELECT * INTO v_horizon FROM ${s}.outbox_lane_horizon(p_safe, p_pair_id, p_pair_xid);
+  END IF;
   IF cardinality(p_lanes) > 0 THEN
+    -- p_async (opt-in, as the claim engine's asyncSettle): a call that only moves cursors commits
+    -- without waiting for the WAL flush. Lost in a crash, the moves only make messages published
+    -- again, in order (what survives of the WAL is a prefix). A call that parks a failure or
+    -- renews a lease always waits: a failure is not forgotten, a lease is not lost.
+    IF p_async AND cardinality(p_park_ids) = 0 AND NOT EXISTS (
+         SELECT 1 FROM ${s}.outbox_lanes l WHERE l.lane = ANY (p_lanes)
+           AND l.lease_expires_at < now() + (p_lease_ms * 2 / 3) * interval '1 millisecond') THEN
+      PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
     UPDATE ${s}.outbox_lanes l SET cursor = a.to_id, lease_expires_at = CASE
         WHEN l.lease_expires_at < now() + (p_lease_ms * 2 / 3) * interval '1 millisecond'
         THEN now() + p_lease_ms * interval '1 millisecond' ELSE l.lease_expires_at END
@@ -166,14 +217,17 @@ BEGIN
   IF p_batch <= 0 THEN
     RETURN;
   END IF;
-  v_safe := ${s}.outbox_lane_horizon();
+  lane := -1; id := v_horizon.safe; sequence := v_horizon.pair_id;
+  payload := to_jsonb(v_horizon.pair_xid::text);
+  RETURN NEXT;
+  lane := NULL; id := NULL; sequence := NULL; payload := NULL;
   SELECT EXISTS (
     SELECT 1 FROM ${s}.outbox_lane_parked p
     WHERE p.blocks AND p.lane IN (SELECT l.lane FROM ${s}.outbox_lanes l WHERE l.owner = p_owner))
   INTO v_any_blocked;
   FOR v_lane IN
     SELECT l.lane AS no, l.cursor AS after FROM ${s}.outbox_lanes l
-    WHERE l.owner = p_owner AND l.lease_expires_at > now() AND l.cursor < v_safe
+    WHERE l.owner = p_owner AND l.lease_expires_at > now()
     ORDER BY l.lane < p_start, l.lane
   LOOP
     EXIT WHEN v_left <= 0;
@@ -183,9 +237,10 @@ BEGIN
       SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
              m.payload, m.headers, m.created_at
       FROM ${s}.outbox_lane_messages m
-      WHERE m.lane = v_lane.no AND m.id > v_lane.after AND m.id <= v_safe
+      WHERE m.lane = v_lane.no AND m.id > v_lane.after
       ORDER BY m.id LIMIT v_left;
       GET DIAGNOSTICS v_n = ROW_COUNT;
+      v_upto := CASE WHEN v_n > 0 AND v_n < v_left THEN v_end END;
       v_left := v_left - v_n;
     ELSE
       -- A lane with a parked aggregate: row by row, parking that aggregate's later messages.
@@ -198,7 +253,7 @@ BEGIN
                  SELECT 1 FROM ${s}.outbox_lane_parked p
                  WHERE p.lane = m.lane AND p.aggregate_id = m.aggregate_id AND p.blocks) AS behind
         FROM ${s}.outbox_lane_messages m
-        WHERE m.lane = v_lane.no AND m.id > v_lane.after AND m.id <= v_safe
+        WHERE m.lane = v_lane.no AND m.id > v_lane.after
         ORDER BY m.id LIMIT 4 * p_batch
       LOOP
         EXIT WHEN v_left <= 0;
@@ -217,12 +272,16 @@ BEGIN
           v_left := v_left - 1;
         END IF;
       END LOOP;
-      IF v_upto IS NOT NULL THEN
-        lane := v_lane.no; id := v_upto; message_id := NULL; aggregate_id := NULL;
-        sequence := NULL; ordered := NULL; topic := NULL; payload := NULL; headers := NULL;
-        created_at := NULL;
-        RETURN NEXT;
+      -- Ran out of rows (not of batch, nor of the 4 x batch it may examine): all of it seen.
+      IF v_seen > 0 AND v_left > 0 AND v_seen < 4 * p_batch THEN
+        v_upto := v_end;
       END IF;
+    END IF;
+    IF v_upto IS NOT NULL THEN
+      lane := v_lane.no; id := v_upto; message_id := NULL; aggregate_id := NULL;
+      sequence := NULL; ordered := NULL; topic := NULL; payload := NULL; headers := NULL;
+      created_at := NULL;
+      RETURN NEXT;
     END IF;
   END LOOP;
 END $$`;

@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
+import { laneLeaveSql } from '../../../src/sql/lanes.js';
 import { fromPg } from '../../../src/store/from-pg.js';
 import { createOutbox } from '../../../src/writer/create-outbox.js';
 import type { TestDatabase } from '../../helpers/database.js';
@@ -48,12 +49,16 @@ const drain = () =>
 
 /** One `outbox_lane_next` call of a batch for an owner of every lane, explained; rolled back. */
 async function explainedNext(): Promise<{ plan: PlanNode; returned: number }> {
+  // The lanes taken first, committed (the call's horizon must run before its transaction
+  // writes), and given back after.
+  await db.pool.query(`SELECT * FROM outbox_lane_balance('explained', 60000, 16)`);
   const client = await db.pool.connect();
   try {
     await client.query('BEGIN');
-    await client.query(`SELECT * FROM outbox_lane_balance('explained', 60000, 16)`);
-    const call = `SELECT * FROM outbox_lane_next('explained', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', true, ${BATCH}, 0::smallint, 60000)`;
+    const call = `SELECT * FROM outbox_lane_next('explained', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', true, ${BATCH}, 0::smallint, 60000, 0, 0, 0, false)`;
     const plan = await explainAnalyze(client, call);
+    await client.query('ROLLBACK');
+    await client.query('BEGIN');
     const { rows } = await client.query(call);
     return {
       plan,
@@ -62,6 +67,7 @@ async function explainedNext(): Promise<{ plan: PlanNode; returned: number }> {
   } finally {
     await client.query('ROLLBACK');
     client.release();
+    await db.pool.query(laneLeaveSql('public'), ['explained']);
   }
 }
 
@@ -79,14 +85,25 @@ describe('lanes engine: a batch reads what it returns (G7)', () => {
     expect(shallow.returned).toBe(BATCH);
     expect(deep.returned).toBe(BATCH);
     const rows = (p: PlanNode) => rowsRead(p, 'outbox_lane_messages');
+    // Buffers of the outbox's tables (the horizon's activity probe, when a transaction elsewhere
+    // fails its cheap test, reads catalogs: not history, and it varies with the machine).
+    const outboxBlocks = (p: PlanNode): number =>
+      (p['Relation Name']?.startsWith('outbox') && !p.Plans?.length ? blocksOf(p) : 0) +
+      (p.Plans ?? []).reduce((sum, n) => sum + outboxBlocks(n), 0);
+    const lanesBlocks = (p: PlanNode): number =>
+      (p['Relation Name'] === 'outbox_lanes' ? blocksOf(p) : 0) +
+      (p.Plans ?? []).reduce((sum, n) => sum + lanesBlocks(n), 0);
     console.log(
-      `[lanes bound] buffers ${blocksOf(shallow.plan)} -> ${blocksOf(deep.plan)}, message rows read ${rows(shallow.plan)} -> ${rows(deep.plan)}`,
+      `[lanes bound] outbox buffers ${outboxBlocks(shallow.plan)} -> ${outboxBlocks(deep.plan)} (outbox_lanes ${lanesBlocks(shallow.plan)} -> ${lanesBlocks(deep.plan)}), all ${blocksOf(shallow.plan)} -> ${blocksOf(deep.plan)}, message rows read ${rows(shallow.plan)} -> ${rows(deep.plan)}`,
     );
     // Only the batch's rows: the lanes start at their cursors (dead versions are below them).
     expect(rows(deep.plan)).toBeLessThanOrEqual(BATCH);
-    // Growth from 20,000 more consumed (40 batches, ~16 lane-row versions each kept by the
-    // snapshot) stays within a few pages, not the thousands a walk of the history would read.
-    expect(blocksOf(deep.plan)).toBeLessThan(blocksOf(shallow.plan) + 60);
+    // What does grow is per BATCH, not per message: each batch moves up to 16 lane rows, and the
+    // snapshot keeps every old version, which the reads of outbox_lanes scan (measured: 3 -> 47
+    // pages after 40 more batches; docs/lanes.md). Bounded here at 2 pages a batch consumed; a
+    // walk of the history the claim engine once did would read thousands.
+    const batches = 20_000 / BATCH;
+    expect(outboxBlocks(deep.plan) - outboxBlocks(shallow.plan)).toBeLessThan(2 * batches);
   }, 180_000);
 
   it('reads at most 4 × batch rows of a lane with a parked aggregate whatever waits behind it', async () => {
@@ -109,6 +126,7 @@ describe('lanes engine: a batch reads what it returns (G7)', () => {
     await write(5_000, 1, 'poison');
     const { plan } = await explainedNext();
     const read = rowsRead(plan, 'outbox_lane_messages');
+    if (process.env.LANES_DEBUG) console.log(JSON.stringify(plan, null, 1));
     console.log(
       `[lanes bound] parked aggregate with 5,000 behind: ${read} message rows read, ${blocksOf(plan)} buffers`,
     );
