@@ -306,3 +306,46 @@ describe('lanes engine: LISTEN wake-ups', () => {
     }
   });
 });
+
+describe('lanes engine: writers running while the dispatcher reads', () => {
+  it('publishes every message of four concurrent writers: no cursor passes an id still being committed', async () => {
+    const pg = (await import('pg')).default;
+    const seen = new Set<string>();
+    const dispatcher = createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher: {
+        publish: async (messages) => {
+          messages.forEach((m) => seen.add(m.id));
+          return messages.map(() => ({ status: 'published' as const }));
+        },
+      },
+      pollIntervalMs: 2,
+    });
+    dispatcher.start();
+    const written: string[] = [];
+    const until = Date.now() + 2_500;
+    await Promise.all(
+      Array.from({ length: 4 }, async (_, w) => {
+        const client = new pg.Client({ connectionString: db.url });
+        await client.connect();
+        try {
+          for (let i = 0; Date.now() < until; i++) {
+            await client.query('BEGIN');
+            const [m] = await outbox.enqueue(fromPg(client), [mail(`w${w}-${i % 20}`, i)]);
+            // Hold the transaction open a moment after the id was taken.
+            if (i % 3 === 0) await new Promise((resolve) => setTimeout(resolve, 2));
+            await client.query('COMMIT');
+            written.push(m!.messageId);
+          }
+        } finally {
+          await client.end();
+        }
+      }),
+    );
+    for (let i = 0; i < 200 && written.some((id) => !seen.has(id)); i++)
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    await dispatcher.stop();
+    expect(written.length).toBeGreaterThan(200);
+    expect(written.filter((id) => !seen.has(id))).toEqual([]);
+  });
+});
