@@ -1,10 +1,16 @@
 import type pg from 'pg';
-import { createDispatcher, createOutbox, fromPg } from '../../src/index.js';
+import {
+  createDispatcher,
+  createLaneDispatcher,
+  createOutbox,
+  fromPg,
+  type OutboxMessage,
+} from '../../src/index.js';
 import type { BenchDatabase } from '../lib/database.js';
 import { log, median, round, timed } from '../lib/measure.js';
 import { rate } from './dispatch.js';
 import { noopPublisher, orderMessages } from './enqueue.js';
-import { lsn, walBytes, walPerMessage } from './wal-per-message.js';
+import { lsn, walBytes, walPerMessage, walRecords } from './wal-per-message.js';
 
 /**
  * Issue 43: PgQ 3.5 (skytools, Debian `postgresql-15-pgq3`) beside our dispatcher, on the same
@@ -24,20 +30,34 @@ import { lsn, walBytes, walPerMessage } from './wal-per-message.js';
  * (consumers of one name do not share a queue's batches), and a batch is only as fresh as the
  * last tick (latency ≥ the tick period).
  *
+ * Our side of every key is the LANES engine (migration 024: `createOutbox({ engine: 'lanes' })`
+ * writing `outbox_lane_messages`, `createLaneDispatcher` with batches of 500). The claim engine
+ * (`createOutbox()` + `createDispatcher`) is measured in the same run as before and kept in each
+ * key's `details` under `claims`, so the two engines and PgQ are read in one run. What the lanes
+ * engine does not do yet (its writer refuses them): dedupe keys, approvals, shadow messages,
+ * delays (`delayMs`, `availableAt`); and its dispatcher has no tenants' fair share, rate limits,
+ * destination limits nor retention: the lanes figures are for a path that does less than the
+ * claim engine's.
+ *
  * Keys:
- * - `dispatch_vs_pgq`: the lower of our unordered and ordered (500 aggregates) drains of `count`
- *   messages (no-op publisher, batch 500, one loop) over PgQ's drain of `count` events. Best of
- *   `rounds` alternated runs each.
- * - `held_snapshot_vs_pgq`: the same after `heldHistory` messages and `heldHistory` events were
- *   processed under a REPEATABLE READ snapshot held on another connection of the same database
- *   (ours by the dispatcher that keeps running, as `outbox dispatch` would; no TRUNCATE, which
- *   would remove the dead rows the case is about).
+ * - `dispatch_vs_pgq`: the lower of our unordered (`ordered: false`, one aggregate a message) and
+ *   ordered (`payment.charge`, 500 aggregates) drains of `count` lane messages (written by the
+ *   lanes writer in transactions of 500, then VACUUM ANALYZE and a CHECKPOINT as PgQ's drain
+ *   gets; timed around `createLaneDispatcher(...).drain()`, no-op publisher, batch 500, one loop)
+ *   over PgQ's drain of `count` events. Best of `rounds` alternated runs each. The claim engine's
+ *   drains (dispatch.ts's `rate`, batch 500) in `details.claims`.
+ * - `held_snapshot_vs_pgq`: the same after `heldHistory` messages (on each engine) and
+ *   `heldHistory` events were processed under a REPEATABLE READ snapshot held on another
+ *   connection of the same database (ours by one dispatcher per engine that keeps running, as
+ *   `outbox dispatch` would; no TRUNCATE, which would remove the dead rows the case is about).
  * - `enqueue_vs_pgq`: the business transaction (an order row and two messages, one round trip
- *   for them) with our writer over the same with two `pgq.insert_event` calls in one statement:
- *   ratio of times (median blocks of 100, interleaved with the bare transaction).
- * - `dispatch_wal_per_message_ratio`: the WAL our dispatch (claim + settle, batch 500) writes per
- *   message over the WAL its enqueue wrote (wal-per-message.ts, one message per transaction).
- *   PgQ's figures in bytes per event beside it in `details`.
+ *   for them) with the lanes writer over the same with two `pgq.insert_event` calls in one
+ *   statement: ratio of times (median blocks of 100, interleaved with the bare transaction and
+ *   the claim engine's writer).
+ * - `dispatch_wal_per_message_ratio`: the WAL the lanes dispatcher writes per message (batch 500)
+ *   over the WAL the lanes writer wrote for it (one message per transaction, ordered topic, one
+ *   aggregate each), on a database of its own. The claim engine's (wal-per-message.ts, claim +
+ *   settle) and PgQ's bytes per event beside it in `details`.
  */
 
 /** The queue of every PgQ case (and of bench/prototypes/cursor-lanes.ts). */
@@ -163,29 +183,116 @@ export async function pgqRate(
   return { ...drained, perSecond: (count / drained.ms) * 1000 };
 }
 
+/** The lanes engine's writer (migration 024). */
+const laneOutbox = createOutbox({ engine: 'lanes' });
+
+/**
+ * `count` messages through the lanes writer, in transactions of {@link BATCH} messages (one
+ * enqueue call each), as PgQ's events are inserted. Ordered: `payment.charge` on 500 aggregates;
+ * unordered: `mail.send` with `ordered: false`, one aggregate a message. Aggregate names start at
+ * a stamp, so that drains that keep what is there (under the held snapshot) add new aggregates.
+ */
+async function writeLaneMessages(db: BenchDatabase, count: number, ordered: boolean) {
+  const stamp = Date.now() % 1_000_000_000;
+  const client = await db.pool.connect();
+  try {
+    for (let done = 0; done < count; done += BATCH) {
+      const messages: OutboxMessage[] = Array.from(
+        { length: Math.min(BATCH, count - done) },
+        (_, i) => {
+          const g = done + i + 1;
+          return ordered
+            ? {
+                topic: 'payment.charge',
+                aggregateId: `agg-${stamp + (g % 500)}`,
+                payload: { n: g },
+              }
+            : {
+                topic: 'mail.send',
+                aggregateId: `agg-${stamp + g}`,
+                payload: { n: g },
+                ordered: false,
+              };
+        },
+      );
+      await client.query('BEGIN');
+      await laneOutbox.enqueue(fromPg(client), messages);
+      await client.query('COMMIT');
+    }
+  } finally {
+    client.release();
+  }
+}
+
+const laneDispatcher = (db: BenchDatabase) =>
+  createLaneDispatcher({ executor: fromPg(db.pool), publisher: noopPublisher, batchSize: BATCH });
+
+/**
+ * Messages/s of one lanes drain of `count` new messages: written, VACUUM ANALYZE (as seedPending
+ * does for the claim engine), a CHECKPOINT (as PgQ's drain gets), then `dispatcher.drain()` timed.
+ * `reset` empties the messages first (the cursors go on: ids keep growing); under the held
+ * snapshot nothing is emptied.
+ */
+async function laneRate(
+  db: BenchDatabase,
+  dispatcher: ReturnType<typeof laneDispatcher>,
+  count: number,
+  ordered: boolean,
+  reset: boolean,
+): Promise<number> {
+  if (reset) await db.pool.query('TRUNCATE outbox_lane_messages, outbox_lane_parked');
+  await writeLaneMessages(db, count, ordered);
+  await db.pool.query('VACUUM ANALYZE outbox_lane_messages');
+  await db.pool.query('CHECKPOINT');
+  let published = 0;
+  const ms = await timed(async () => {
+    published = (await dispatcher.drain()).published;
+  });
+  if (published !== count) throw new Error(`bench: lanes drained ${published} of ${count}`);
+  return (count / ms) * 1000;
+}
+
 /** `dispatch_vs_pgq`: alternated drains, best of `rounds` each. */
 export async function dispatchVsPgq(db: BenchDatabase, size: PgqSize) {
   const version = await createQueue(db);
-  const best = { unordered: 0, ordered: 0, pgq: 0 };
+  const best = { unordered: 0, ordered: 0, pgq: 0, claimsUnordered: 0, claimsOrdered: 0 };
   let last: PgqDrain | undefined;
   for (let r = 0; r < size.rounds; r++) {
-    best.unordered = Math.max(best.unordered, await rate(db, 'ours', size.count, false, BATCH));
+    const lanes = laneDispatcher(db);
+    best.unordered = Math.max(best.unordered, await laneRate(db, lanes, size.count, false, true));
     const pgq = await pgqRate(db, size.count);
     last = pgq;
     best.pgq = Math.max(best.pgq, pgq.perSecond);
-    best.ordered = Math.max(best.ordered, await rate(db, 'ours', size.count, true, BATCH));
+    best.ordered = Math.max(best.ordered, await laneRate(db, lanes, size.count, true, true));
+    best.claimsUnordered = Math.max(
+      best.claimsUnordered,
+      await rate(db, 'ours', size.count, false, BATCH),
+    );
+    best.claimsOrdered = Math.max(
+      best.claimsOrdered,
+      await rate(db, 'ours', size.count, true, BATCH),
+    );
   }
   const ours = Math.min(best.unordered, best.ordered);
+  const claims = Math.min(best.claimsUnordered, best.claimsOrdered);
   log(
-    `PgQ ${version}: ${Math.round(best.pgq)} events/s; ours ${Math.round(best.unordered)} unordered, ${Math.round(best.ordered)} ordered msg/s (batch ${BATCH})`,
+    `PgQ ${version}: ${Math.round(best.pgq)} events/s; lanes ${Math.round(best.unordered)} unordered, ${Math.round(best.ordered)} ordered msg/s; claims ${Math.round(best.claimsUnordered)} / ${Math.round(best.claimsOrdered)} (batch ${BATCH})`,
   );
   return {
     ratio: round(ours / best.pgq),
+    engine: 'lanes',
     pgqVersion: version,
     perSecond: {
       oursUnordered: Math.round(best.unordered),
       oursOrdered: Math.round(best.ordered),
       pgq: Math.round(best.pgq),
+    },
+    claims: {
+      ratio: round(claims / best.pgq),
+      perSecond: {
+        unordered: Math.round(best.claimsUnordered),
+        ordered: Math.round(best.claimsOrdered),
+      },
     },
     pgqBatches: last && { batches: last.batches, largest: last.largestBatch },
     count: size.count,
@@ -208,19 +315,23 @@ async function insertPending(db: BenchDatabase, count: number, ordered: boolean)
   );
 }
 
-/** `held_snapshot_vs_pgq`: both sides' history, then alternated drains, under one held snapshot. */
+/**
+ * `held_snapshot_vs_pgq`: each side's history (lanes, claims, PgQ), then alternated drains, under
+ * one held snapshot.
+ */
 export async function heldSnapshotVsPgq(db: BenchDatabase, size: PgqSize) {
   await createQueue(db);
   const holder = await db.client();
-  // The running dispatcher, as in held-snapshot.ts; it declares mail.* unordered before its
-  // first claim, so declare it before any message is written.
+  // The running dispatchers, as in held-snapshot.ts; the claim engine's declares mail.*
+  // unordered before its first claim, so declare it before any message is written.
   const dispatcher = createDispatcher({
     executor: fromPg(db.pool),
     publisher: noopPublisher,
     batchSize: BATCH,
     unorderedTopics: ['mail.*'],
   });
-  const ourDrain = async (count: number, ordered: boolean) => {
+  const lanes = laneDispatcher(db);
+  const claimsDrain = async (count: number, ordered: boolean) => {
     await insertPending(db, count, ordered);
     let published = 0;
     const ms = await timed(async () => {
@@ -231,37 +342,55 @@ export async function heldSnapshotVsPgq(db: BenchDatabase, size: PgqSize) {
   };
   try {
     await dispatcher.drain();
+    await lanes.drain();
     await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
     await holder.query('SELECT count(*) FROM outbox');
-    // The history: half ordered, half unordered, in chunks of 50,000; the same number of events.
+    // The history: half ordered, half unordered, in chunks of 50,000, on each engine; the same
+    // number of events.
     const chunk = 50_000;
     for (let done = 0, i = 0; done < size.heldHistory; done += chunk, i++)
-      await ourDrain(Math.min(chunk, size.heldHistory - done), i % 2 === 0);
+      await laneRate(db, lanes, Math.min(chunk, size.heldHistory - done), i % 2 === 0, false);
+    for (let done = 0, i = 0; done < size.heldHistory; done += chunk, i++)
+      await claimsDrain(Math.min(chunk, size.heldHistory - done), i % 2 === 0);
     for (let done = 0; done < size.heldHistory; done += chunk) {
       await insertEvents(db, Math.min(chunk, size.heldHistory - done));
       await drainPgq(db);
     }
     log(`held snapshot vs PgQ: ${size.heldHistory.toLocaleString('en-US')} processed on each side`);
-    const best = { unordered: 0, ordered: 0, pgq: 0 };
+    const best = { unordered: 0, ordered: 0, pgq: 0, claimsUnordered: 0, claimsOrdered: 0 };
     for (let r = 0; r < size.rounds; r++) {
-      best.unordered = Math.max(best.unordered, await ourDrain(size.count, false));
+      best.unordered = Math.max(
+        best.unordered,
+        await laneRate(db, lanes, size.count, false, false),
+      );
       best.pgq = Math.max(best.pgq, (await pgqRate(db, size.count)).perSecond);
-      best.ordered = Math.max(best.ordered, await ourDrain(size.count, true));
+      best.ordered = Math.max(best.ordered, await laneRate(db, lanes, size.count, true, false));
+      best.claimsUnordered = Math.max(best.claimsUnordered, await claimsDrain(size.count, false));
+      best.claimsOrdered = Math.max(best.claimsOrdered, await claimsDrain(size.count, true));
     }
     const stillHeld = await holder.query<{ xmin: string | null }>(
       `SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
     );
     if (!stillHeld.rows[0]?.xmin) throw new Error('bench: the held snapshot was not held');
     const ours = Math.min(best.unordered, best.ordered);
+    const claims = Math.min(best.claimsUnordered, best.claimsOrdered);
     log(
-      `held snapshot vs PgQ: ${Math.round(best.pgq)} events/s; ours ${Math.round(best.unordered)} unordered, ${Math.round(best.ordered)} ordered`,
+      `held snapshot vs PgQ: ${Math.round(best.pgq)} events/s; lanes ${Math.round(best.unordered)} unordered, ${Math.round(best.ordered)} ordered; claims ${Math.round(best.claimsUnordered)} / ${Math.round(best.claimsOrdered)}`,
     );
     return {
       ratio: round(ours / best.pgq),
+      engine: 'lanes',
       perSecond: {
         oursUnordered: Math.round(best.unordered),
         oursOrdered: Math.round(best.ordered),
         pgq: Math.round(best.pgq),
+      },
+      claims: {
+        ratio: round(claims / best.pgq),
+        perSecond: {
+          unordered: Math.round(best.claimsUnordered),
+          ordered: Math.round(best.claimsOrdered),
+        },
       },
       history: size.heldHistory,
       count: size.count,
@@ -275,7 +404,9 @@ export async function heldSnapshotVsPgq(db: BenchDatabase, size: PgqSize) {
 
 const outbox = createOutbox();
 
-type EnqueueSide = 'none' | 'ours' | 'pgq';
+/** The bare transaction, the lanes writer (the key), the claim engine's writer, PgQ. */
+type EnqueueSide = 'none' | 'lanes' | 'claims' | 'pgq';
+const ENQUEUE_SIDES = ['none', 'lanes', 'claims', 'pgq'] as const;
 
 async function businessTransaction(client: pg.Client, side: EnqueueSide): Promise<void> {
   await client.query('BEGIN');
@@ -284,7 +415,8 @@ async function businessTransaction(client: pg.Client, side: EnqueueSide): Promis
     ['customer-42', 99.5],
   );
   const id = order.rows[0]!.id;
-  if (side === 'ours') await outbox.enqueue(fromPg(client), orderMessages(id));
+  if (side === 'lanes') await laneOutbox.enqueue(fromPg(client), orderMessages(id));
+  else if (side === 'claims') await outbox.enqueue(fromPg(client), orderMessages(id));
   else if (side === 'pgq') {
     const [charge, receipt] = orderMessages(id);
     // Both events in one statement: one round trip, as our writer sends both messages in one.
@@ -303,7 +435,7 @@ async function businessTransaction(client: pg.Client, side: EnqueueSide): Promis
   await client.query('COMMIT');
 }
 
-/** `enqueue_vs_pgq`: interleaved blocks of 100 (none, ours, pgq), median block each. */
+/** `enqueue_vs_pgq`: interleaved blocks of 100 (none, lanes, claims, pgq), median block each. */
 export async function enqueueVsPgq(db: BenchDatabase, size: PgqSize) {
   await createQueue(db);
   await db.pool.query(
@@ -312,12 +444,12 @@ export async function enqueueVsPgq(db: BenchDatabase, size: PgqSize) {
   const ticker = setInterval(() => void tick(db.pool).catch(() => undefined), TICK_PERIOD_MS);
   const client = await db.client();
   const block = 100;
-  const blocks: Record<EnqueueSide, number[]> = { none: [], ours: [], pgq: [] };
+  const blocks: Record<EnqueueSide, number[]> = { none: [], lanes: [], claims: [], pgq: [] };
   try {
-    for (let i = 0; i < 150; i++)
-      await businessTransaction(client, (['none', 'ours', 'pgq'] as const)[i % 3]!); // warm-up
+    for (let i = 0; i < 200; i++)
+      await businessTransaction(client, ENQUEUE_SIDES[i % ENQUEUE_SIDES.length]!); // warm-up
     for (let done = 0; done < size.enqueueTx; done += block) {
-      for (const side of ['none', 'ours', 'pgq'] as const) {
+      for (const side of ENQUEUE_SIDES) {
         const started = performance.now();
         for (let i = 0; i < block; i++) await businessTransaction(client, side);
         blocks[side].push(performance.now() - started);
@@ -329,19 +461,86 @@ export async function enqueueVsPgq(db: BenchDatabase, size: PgqSize) {
   }
   const ms = {
     none: median(blocks.none) / block,
-    ours: median(blocks.ours) / block,
+    lanes: median(blocks.lanes) / block,
+    claims: median(blocks.claims) / block,
     pgq: median(blocks.pgq) / block,
   };
   log(
-    `enqueue vs PgQ: ${round(ms.ours, 3)} ms/tx ours, ${round(ms.pgq, 3)} PgQ, ${round(ms.none, 3)} bare`,
+    `enqueue vs PgQ: ${round(ms.lanes, 3)} ms/tx lanes, ${round(ms.claims, 3)} claims, ${round(ms.pgq, 3)} PgQ, ${round(ms.none, 3)} bare`,
   );
   return {
-    ratio: round(ms.ours / ms.pgq),
-    msPerTx: { bare: round(ms.none, 3), ours: round(ms.ours, 3), pgq: round(ms.pgq, 3) },
+    ratio: round(ms.lanes / ms.pgq),
+    engine: 'lanes',
+    msPerTx: { bare: round(ms.none, 3), ours: round(ms.lanes, 3), pgq: round(ms.pgq, 3) },
     // What each adds to the bare transaction, ours over PgQ's.
-    overheadRatio: round((ms.ours - ms.none) / (ms.pgq - ms.none)),
+    overheadRatio: round((ms.lanes - ms.none) / (ms.pgq - ms.none)),
+    claims: {
+      ratio: round(ms.claims / ms.pgq),
+      msPerTx: round(ms.claims, 3),
+      overheadRatio: round((ms.claims - ms.none) / (ms.pgq - ms.none)),
+    },
     blocks: blocks.none.length,
   };
+}
+
+/**
+ * The lanes engine's WAL per message, the shape of wal-per-message.ts: `count` messages through
+ * the lanes writer, one per transaction (ordered topic, one aggregate each), then drained by
+ * `createLaneDispatcher` (batch {@link BATCH}, no-op publisher). Only this database's records.
+ * No retention: the lanes engine has none yet. The CHECKPOINT before the enqueue (as
+ * wal-per-message.ts) makes the drain's first write to the lane rows, the owners table and the
+ * horizon's sequences log their whole pages: a few pages a drain, counted in the key (the ratio
+ * without them beside it).
+ */
+async function laneWal(db: BenchDatabase, count: number) {
+  await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+  const pin = await db.pool.connect();
+  try {
+    await pin.query(`SELECT pg_create_physical_replication_slot($1, true, true)`, [
+      `ao_bench_lane_wal_${process.pid}`,
+    ]);
+    // A drain of nothing first: the first calls of the lane functions in a fresh database prune
+    // the catalog pages the migrations left dead tuples in (pg_attribute, pg_proc: 18 kB of WAL,
+    // 9 B a message at 2,000 in a quick run of 2026-12-06), a one-off of a new database.
+    await laneDispatcher(db).drain();
+    await db.pool.query('CHECKPOINT');
+    const start = await lsn(db);
+    const client = await db.pool.connect();
+    try {
+      for (let i = 0; i < count; i++) {
+        await client.query('BEGIN');
+        await laneOutbox.enqueue(fromPg(client), {
+          topic: 'payment.charge',
+          aggregateId: `wal-${i}`,
+          payload: { orderId: i, total: 99.5 },
+        });
+        await client.query('COMMIT');
+      }
+    } finally {
+      client.release();
+    }
+    const enqueued = await lsn(db);
+    const drained = await laneDispatcher(db).drain();
+    if (drained.published !== count)
+      throw new Error(`bench: lanes drained ${drained.published} of ${count}`);
+    const dispatched = await lsn(db);
+    const enqueue = await walBytes(db, start, enqueued);
+    const dispatch = await walBytes(db, enqueued, dispatched);
+    const perMessage = (w: { bytes: number; fpi: number }) => ({
+      bytes: round(w.bytes / count, 1),
+      fullPageImageBytes: round(w.fpi / count, 1),
+    });
+    return {
+      perMessage: { enqueue: perMessage(enqueue), dispatch: perMessage(dispatch) },
+      records: {
+        enqueue: await walRecords(db, start, enqueued, count),
+        // Totals, not per message (a few records a batch: per message they round to 0).
+        dispatchTotals: await walRecords(db, enqueued, dispatched, 1),
+      },
+    };
+  } finally {
+    pin.release(true);
+  }
 }
 
 /**
@@ -387,37 +586,63 @@ async function pgqWal(db: BenchDatabase, count: number) {
   }
 }
 
-/** `dispatch_wal_per_message_ratio` (ours) and PgQ's bytes per event beside it. */
-export async function dispatchWal(ours: BenchDatabase, pgq: BenchDatabase | null, size: PgqSize) {
+/**
+ * `dispatch_wal_per_message_ratio` (the lanes engine), the claim engine's beside it (on `claimsDb`,
+ * as before) and PgQ's bytes per event.
+ */
+export async function dispatchWal(
+  lanesDb: BenchDatabase,
+  claimsDb: BenchDatabase,
+  pgq: BenchDatabase | null,
+  size: PgqSize,
+) {
+  const lanes = await laneWal(lanesDb, size.walMessages);
   // A checkpoint between the enqueue and the drain (the server is shared: other databases' work
   // requests them all the time) makes the drain's first write to each page log the whole page,
   // which the drain does not cause: the ratio without full-page images is given beside the key.
   // (Measuring again on the same database until none fell inside hung once, in a quick run.)
-  const wal = await walPerMessage(ours, size.walMessages, BATCH);
+  const wal = await walPerMessage(claimsDb, size.walMessages, BATCH);
   if (wal.perMessage.dispatch.fullPageImageBytes > 0)
     log(
-      `WAL per message: a checkpoint fell inside the drain (${wal.perMessage.dispatch.fullPageImageBytes} bytes of full-page images a message): read details.pgq.wal.ratioWithoutFullPageImages`,
+      `WAL per message (claims): a checkpoint fell inside the drain (${wal.perMessage.dispatch.fullPageImageBytes} bytes of full-page images a message): read details.pgq.wal.claims.ratioWithoutFullPageImages`,
     );
   const theirs = pgq ? await pgqWal(pgq, size.walMessages) : null;
-  const dispatch = wal.perMessage.dispatch.bytes;
-  const enqueue = wal.perMessage.enqueue.bytes;
+  const dispatch = lanes.perMessage.dispatch.bytes;
+  const enqueue = lanes.perMessage.enqueue.bytes;
+  const claimsDispatch = wal.perMessage.dispatch.bytes;
+  const claimsEnqueue = wal.perMessage.enqueue.bytes;
   log(
-    `WAL per message: our dispatch ${dispatch} vs enqueue ${enqueue} bytes${theirs ? `; PgQ consume ${theirs.consumeBytes} vs insert ${theirs.enqueueBytes}` : ''}`,
+    `WAL per message: lanes dispatch ${dispatch} vs enqueue ${enqueue} bytes; claims ${claimsDispatch} vs ${claimsEnqueue}${theirs ? `; PgQ consume ${theirs.consumeBytes} vs insert ${theirs.enqueueBytes}` : ''}`,
   );
   return {
-    ratio: round(dispatch / enqueue, 3),
+    ratio: round(dispatch / enqueue, 4),
+    engine: 'lanes',
     // The same without full-page images, which only say when checkpoints happened to fall.
     ratioWithoutFullPageImages: round(
-      (dispatch - wal.perMessage.dispatch.fullPageImageBytes) /
-        (enqueue - wal.perMessage.enqueue.fullPageImageBytes),
-      3,
+      (dispatch - lanes.perMessage.dispatch.fullPageImageBytes) /
+        (enqueue - lanes.perMessage.enqueue.fullPageImageBytes),
+      4,
     ),
     bytesPerMessage: { dispatch, enqueue },
     fullPageImageBytes: {
-      dispatch: wal.perMessage.dispatch.fullPageImageBytes,
-      enqueue: wal.perMessage.enqueue.fullPageImageBytes,
+      dispatch: lanes.perMessage.dispatch.fullPageImageBytes,
+      enqueue: lanes.perMessage.enqueue.fullPageImageBytes,
     },
-    records: wal.records.dispatch,
+    records: lanes.records,
+    claims: {
+      ratio: round(claimsDispatch / claimsEnqueue, 3),
+      ratioWithoutFullPageImages: round(
+        (claimsDispatch - wal.perMessage.dispatch.fullPageImageBytes) /
+          (claimsEnqueue - wal.perMessage.enqueue.fullPageImageBytes),
+        3,
+      ),
+      bytesPerMessage: { dispatch: claimsDispatch, enqueue: claimsEnqueue },
+      fullPageImageBytes: {
+        dispatch: wal.perMessage.dispatch.fullPageImageBytes,
+        enqueue: wal.perMessage.enqueue.fullPageImageBytes,
+      },
+      records: wal.records.dispatch,
+    },
     pgq: theirs,
     count: size.walMessages,
   };
@@ -457,10 +682,12 @@ export async function pgqCases(
   );
   const enqueue = await withPgq('enqueue_vs_pgq', 'pgq_enqueue', (db) => enqueueVsPgq(db, size));
   const wal = wants('dispatch_wal_per_message_ratio')
-    ? await fresh('pgq_wal', (ours) =>
-        skipped
-          ? dispatchWal(ours, null, size)
-          : fresh('pgq_wal_pgq', (theirs) => dispatchWal(ours, theirs, size)),
+    ? await fresh('pgq_wal_lanes', (lanes) =>
+        fresh('pgq_wal', (claims) =>
+          skipped
+            ? dispatchWal(lanes, claims, null, size)
+            : fresh('pgq_wal_pgq', (theirs) => dispatchWal(lanes, claims, theirs, size)),
+        ),
       )
     : null;
   return {
@@ -476,6 +703,7 @@ export async function pgqCases(
         ticker: `the bench: pgq.ticker(queue) after every ${BATCH} events inserted (ticker_max_count ${BATCH}, PgQ's default), so a batch is ${BATCH} events; every ${TICK_PERIOD_MS} ms by a timer during enqueue_vs_pgq`,
         doesNotGuarantee:
           'no per-message retry state (a batch is finished whole; event_retry re-inserts an event into a later batch), no per-aggregate order under retry, one consumer per batch, latency of at least the tick period',
+        ours: `the lanes engine (migration 024): createOutbox({ engine: 'lanes' }) and createLaneDispatcher, batch ${BATCH}, no-op publisher; the claim engine (createOutbox() + createDispatcher) in each key's claims. The lanes engine does not do yet: dedupe keys, approvals, shadow messages, delays (its writer refuses them), tenants' fair share, rate limits, destination limits, retention`,
         dispatch,
         held,
         enqueue,
@@ -496,28 +724,28 @@ export function pgqRows(r: Record<string, unknown>): string[] {
     row(
       'dispatch_vs_pgq',
       d?.dispatch
-        ? `${d.dispatch.perSecond.oursUnordered} unordered / ${d.dispatch.perSecond.oursOrdered} ordered vs ${d.dispatch.perSecond.pgq} events/s PgQ ${d.dispatch.pgqVersion} (${n(d.dispatch.count)}, batches of ${BATCH}, ticked per ${BATCH})`
+        ? `lanes ${d.dispatch.perSecond.oursUnordered} unordered / ${d.dispatch.perSecond.oursOrdered} ordered vs ${d.dispatch.perSecond.pgq} events/s PgQ ${d.dispatch.pgqVersion} (${n(d.dispatch.count)}, batches of ${BATCH}, ticked per ${BATCH}); claims ${d.dispatch.claims.perSecond.unordered} / ${d.dispatch.claims.perSecond.ordered} (${d.dispatch.claims.ratio})`
         : why,
       '>= 1.0 (issue 43)',
     ),
     row(
       'held_snapshot_vs_pgq',
       d?.held
-        ? `${d.held.perSecond.oursUnordered} / ${d.held.perSecond.oursOrdered} vs ${d.held.perSecond.pgq} events/s after ${n(d.held.history)} processed on each side under a held REPEATABLE READ snapshot`
+        ? `lanes ${d.held.perSecond.oursUnordered} / ${d.held.perSecond.oursOrdered} vs ${d.held.perSecond.pgq} events/s after ${n(d.held.history)} processed on each side under a held REPEATABLE READ snapshot; claims ${d.held.claims.perSecond.unordered} / ${d.held.claims.perSecond.ordered} (${d.held.claims.ratio})`
         : why,
       '>= 0.9 (issue 43)',
     ),
     row(
       'enqueue_vs_pgq',
       d?.enqueue
-        ? `${d.enqueue.msPerTx.ours} vs ${d.enqueue.msPerTx.pgq} ms/tx (bare ${d.enqueue.msPerTx.bare}; overhead ${d.enqueue.overheadRatio}x PgQ's)`
+        ? `lanes ${d.enqueue.msPerTx.ours} vs ${d.enqueue.msPerTx.pgq} ms/tx (bare ${d.enqueue.msPerTx.bare}; overhead ${d.enqueue.overheadRatio}x PgQ's); claims ${d.enqueue.claims.msPerTx} (${d.enqueue.claims.ratio})`
         : why,
       '<= 1.2 (issue 43)',
     ),
     row(
       'dispatch_wal_per_message_ratio',
       d?.wal
-        ? `dispatch ${d.wal.bytesPerMessage.dispatch} vs enqueue ${d.wal.bytesPerMessage.enqueue} bytes per message${d.wal.pgq ? `; PgQ consume ${d.wal.pgq.consumeBytes} vs insert ${d.wal.pgq.enqueueBytes} bytes per event` : ''}`
+        ? `lanes dispatch ${d.wal.bytesPerMessage.dispatch} vs enqueue ${d.wal.bytesPerMessage.enqueue} bytes per message; claims ${d.wal.claims.bytesPerMessage.dispatch} vs ${d.wal.claims.bytesPerMessage.enqueue} (${d.wal.claims.ratio})${d.wal.pgq ? `; PgQ consume ${d.wal.pgq.consumeBytes} vs insert ${d.wal.pgq.enqueueBytes} bytes per event` : ''}`
         : 'not run',
       '<= 0.05 (issue 43)',
     ),
