@@ -332,7 +332,9 @@ class LaneDispatcher implements Dispatcher {
       const moved = await this.#publishBatch(rows, messages);
       let parked = 0;
       const saturated = messages.length >= this.#options.batchSize;
-      if (draining || !saturated || Date.now() >= this.#parkedAt) {
+      // Parked heads are looked for when the lanes are not saturated (and at least every
+      // second): a drain of a backlog does not pay a query a batch for a table that is empty.
+      if (!saturated || Date.now() >= this.#parkedAt) {
         parked = await this.#publishParked();
         this.#parkedAt = Date.now() + 1_000;
       }
