@@ -35,9 +35,9 @@ import { lsn, walBytes, walPerMessage, walRecords } from './wal-per-message.js';
  * (`createOutbox()` + `createDispatcher`) is measured in the same run as before and kept in each
  * key's `details` under `claims`, so the two engines and PgQ are read in one run. What the lanes
  * engine does not do yet (its writer refuses them): dedupe keys, approvals, shadow messages,
- * delays (`delayMs`, `availableAt`); and its dispatcher has no tenants' fair share, rate limits,
- * destination limits nor retention: the lanes figures are for a path that does less than the
- * claim engine's.
+ * delays (`delayMs`, `availableAt`); and its dispatcher has no tenants' fair share, rate limits
+ * nor destination limits: the lanes figures are for a path that does less than the claim
+ * engine's. (Retention it has since 2026-12-06: `outbox_lane_prune`, not run in these cases.)
  *
  * Keys:
  * - `dispatch_vs_pgq`: the lower of our unordered (`ordered: false`, one aggregate a message) and
@@ -487,9 +487,9 @@ export async function enqueueVsPgq(db: BenchDatabase, size: PgqSize) {
  * The lanes engine's WAL per message, the shape of wal-per-message.ts: `count` messages through
  * the lanes writer, one per transaction (ordered topic, one aggregate each), then drained by
  * `createLaneDispatcher` (batch {@link BATCH}, no-op publisher). Only this database's records.
- * No retention: the lanes engine has none yet. The CHECKPOINT before the enqueue (as
- * wal-per-message.ts) makes the drain's first write to the lane rows, the owners table and the
- * horizon's sequences log their whole pages: a few pages a drain, counted in the key (the ratio
+ * No retention run (the claim engine's `wal_per_message_ratio` counts its own). The CHECKPOINT
+ * before the enqueue (as wal-per-message.ts) makes the drain's first write to the lane rows and
+ * the owners table log their whole pages: a few pages a drain, counted in the key (the ratio
  * without them beside it).
  */
 async function laneWal(db: BenchDatabase, count: number) {
@@ -703,7 +703,7 @@ export async function pgqCases(
         ticker: `the bench: pgq.ticker(queue) after every ${BATCH} events inserted (ticker_max_count ${BATCH}, PgQ's default), so a batch is ${BATCH} events; every ${TICK_PERIOD_MS} ms by a timer during enqueue_vs_pgq`,
         doesNotGuarantee:
           'no per-message retry state (a batch is finished whole; event_retry re-inserts an event into a later batch), no per-aggregate order under retry, one consumer per batch, latency of at least the tick period',
-        ours: `the lanes engine (migration 024): createOutbox({ engine: 'lanes' }) and createLaneDispatcher, batch ${BATCH}, no-op publisher; the claim engine (createOutbox() + createDispatcher) in each key's claims. The lanes engine does not do yet: dedupe keys, approvals, shadow messages, delays (its writer refuses them), tenants' fair share, rate limits, destination limits, retention`,
+        ours: `the lanes engine (migration 024): createOutbox({ engine: 'lanes' }) and createLaneDispatcher, batch ${BATCH}, no-op publisher; the claim engine (createOutbox() + createDispatcher) in each key's claims. The lanes engine does not do yet: dedupe keys, approvals, shadow messages, delays (its writer refuses them), tenants' fair share, rate limits, destination limits (retention it has, not run here)`,
         dispatch,
         held,
         enqueue,
