@@ -125,7 +125,9 @@ $$`;
  *    due after `p_park_delay_ms`), 'dead' (failed for good), 'unsent' (never handed to the
  *    publisher: due now, no attempt). An ordered one blocks its aggregate (`blocks`), and
  *    `outbox_lane_promote` picks each aggregate's head.
- * 4. Up to `p_batch` rows from the caller's lanes after their cursors, lane by lane from `p_start`
+ * 4. Up to `p_batch` rows from the caller's lanes after their cursors (or after the positions
+ *    it has read them to, `p_read_lanes`/`p_read_after`: a dispatcher moves its cursors in the
+ *    database at most once a second, see lane-dispatcher.ts), lane by lane from `p_start`
  *    until the batch is full — visible rows, above the horizon too (the caller remembers what it
  *    handled above a cursor, and the cursor waits for the horizon). When an ordered aggregate of
  *    a lane is parked, its later messages are parked behind it as they are read. At most
@@ -145,7 +147,8 @@ CREATE FUNCTION ${s}.outbox_lane_next(
   p_park_lanes smallint[], p_park_ids bigint[], p_park_kinds text[], p_park_errors text[],
   p_park_delay_ms float8[], p_dead_blocks boolean,
   p_batch integer, p_start smallint, p_lease_ms integer,
-  p_safe bigint, p_pair_id bigint, p_pair_xid bigint, p_async boolean)
+  p_safe bigint, p_pair_id bigint, p_pair_xid bigint, p_async boolean,
+  p_read_lanes smallint[], p_read_after bigint[])
 RETURNS TABLE (lane smallint, id bigint, message_id uuid, aggregate_id text, sequence bigint,
                ordered boolean, topic text, payload jsonb, headers jsonb, created_at timestamptz)
 -- Every read here walks a lane's primary key from its cursor, in id order, and stops at its
@@ -226,7 +229,8 @@ BEGIN
     WHERE p.blocks AND p.lane IN (SELECT l.lane FROM ${s}.outbox_lanes l WHERE l.owner = p_owner))
   INTO v_any_blocked;
   FOR v_lane IN
-    SELECT l.lane AS no, l.cursor AS after FROM ${s}.outbox_lanes l
+    SELECT l.lane AS no, greatest(l.cursor, r.after) AS after FROM ${s}.outbox_lanes l
+    LEFT JOIN unnest(p_read_lanes, p_read_after) AS r (lane_no, after) ON r.lane_no = l.lane
     WHERE l.owner = p_owner AND l.lease_expires_at > now()
     ORDER BY l.lane < p_start, l.lane
   LOOP

@@ -55,7 +55,7 @@ async function explainedNext(): Promise<{ plan: PlanNode; returned: number }> {
   const client = await db.pool.connect();
   try {
     await client.query('BEGIN');
-    const call = `SELECT * FROM outbox_lane_next('explained', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', true, ${BATCH}, 0::smallint, 60000, 0, 0, 0, false)`;
+    const call = `SELECT * FROM outbox_lane_next('explained', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', true, ${BATCH}, 0::smallint, 60000, 0, 0, 0, false, '{}', '{}')`;
     const plan = await explainAnalyze(client, call);
     await client.query('ROLLBACK');
     await client.query('BEGIN');
