@@ -140,9 +140,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
   if (values.mode === 'cdc' && values.once)
     throw new UsageError('--mode cdc cannot be combined with --once (use poll mode for cron runs)');
   // LISTEN/NOTIFY is on by default for a long-running poll dispatcher; --once never waits.
-  // The lanes writer sends no NOTIFY: the lanes engine polls.
-  const useListen =
-    engine === 'claims' && values.mode === 'poll' && !values['no-listen'] && !values.once;
+  const useListen = values.mode === 'poll' && !values['no-listen'] && !values.once;
   const listenUrl = parseListenUrl(values['listen-url'], useListen);
   const policy = values['dead-letter-policy'];
   if (policy !== 'hold' && policy !== 'skip')
@@ -319,8 +317,14 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
             unorderedTopics: options.unorderedTopics,
             publisher,
             batchSize: values['batch-size'] === undefined ? undefined : options.batchSize,
+            // Its own default (200 ms) when it polls alone; the safety net's when it listens.
             pollIntervalMs:
-              values['poll-interval-ms'] === undefined ? undefined : options.pollIntervalMs,
+              listen || values['poll-interval-ms'] !== undefined
+                ? options.pollIntervalMs
+                : undefined,
+            ...(listen && {
+              wakeSource: listenWakeSource(listenUrl ?? url, connection, values.schema, log),
+            }),
           })
         : values.mode === 'cdc'
           ? await cdcRunner({

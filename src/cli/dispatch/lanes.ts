@@ -2,6 +2,7 @@ import { addUnorderedTopics } from '../../dispatcher/unordered-topics.js';
 import type { BackoffOptions } from '../../core/backoff.js';
 import type { DeadLetterPolicy } from '../../dispatcher/options.js';
 import { createLaneDispatcher } from '../../lanes/lane-dispatcher.js';
+import type { WakeSource } from '../../dispatcher/wake-source.js';
 import type { Publisher } from '../../publishers/publisher.js';
 import type { SqlExecutor } from '../../store/sql-executor.js';
 import { UsageError } from '../usage-error.js';
@@ -18,15 +19,13 @@ export function parseEngineFlag(value: string): Engine {
 }
 
 const CDC = 'the lanes engine has no CDC path: its dispatcher polls the lane cursors';
-const NO_NOTIFY =
-  'the lanes writer sends no NOTIFY: the lanes dispatcher polls (set --poll-interval-ms)';
 const ONE_CALL =
   "the lanes engine commits a batch's cursor moves together with the next read, in one call: there is no separate claim or settle commit";
 const FLEET = 'fleet mode drives claim-engine dispatchers only';
 const METRICS =
   "the metrics and /healthz read the claim engine's table (outbox), not the lanes; use the laneStatus() API or outbox dead list --engine lanes";
-const RETENTION =
-  "retention prunes the claim engine's outbox table; the lanes engine has no retention yet";
+const ARCHIVE =
+  "an archiving prune covers the claim engine's outbox table only and leaves the lanes engine's messages: prune them without --prune-archive";
 const LIMITS =
   'rate limits and route pauses are applied by the claim engine only; the lanes dispatcher does not apply them yet';
 
@@ -38,8 +37,6 @@ const REFUSED_ON_LANES: Record<string, string> = {
   slot: CDC,
   publication: CDC,
   'sweep-interval-ms': CDC,
-  'listen-url': NO_NOTIFY,
-  'fallback-poll-ms': NO_NOTIFY,
   'async-settle': ONE_CALL,
   'async-claim': ONE_CALL,
   concurrency:
@@ -57,10 +54,7 @@ const REFUSED_ON_LANES: Record<string, string> = {
   'metrics-port': METRICS,
   'metrics-host': METRICS,
   'health-stall-ms': METRICS,
-  'prune-older-than': RETENTION,
-  'prune-archive': RETENTION,
-  'prune-ledger-older-than': RETENTION,
-  'prune-interval': RETENTION,
+  'prune-archive': ARCHIVE,
 };
 
 /**
@@ -95,6 +89,8 @@ export interface LaneRunOptions {
   backoff: Partial<BackoffOptions>;
   deadLetterPolicy: DeadLetterPolicy;
   unorderedTopics: readonly string[];
+  /** LISTEN/NOTIFY wake-ups (the lanes writer notifies while a dispatcher waits), when on. */
+  wakeSource?: WakeSource;
 }
 
 /**

@@ -3,6 +3,7 @@ import type { OutboxMessage } from '../../../src/core/message.js';
 import { fromPg } from '../../../src/store/from-pg.js';
 import { createOutbox } from '../../../src/writer/create-outbox.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { startCli } from '../../helpers/cli-process.js';
 import { runCli } from '../../helpers/run-cli.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
 
@@ -61,8 +62,7 @@ describe('outbox dispatch --engine lanes', () => {
       [['--concurrency', '4'], /run more processes/],
       [['--schemas', 'tenant_*'], /fleet mode/],
       [['--metrics-port', '9464'], /metrics/],
-      [['--prune-older-than', '30d'], /no retention yet/],
-      [['--listen-url', NOWHERE], /sends no NOTIFY/],
+      [['--prune-older-than', '30d', '--prune-archive'], /without --prune-archive/],
     ] as const) {
       const result = await runCli([...base, ...publisher, ...flags]);
       expect(result.code, `${flags.join(' ')}: ${result.stderr}`).toBe(2);
@@ -73,7 +73,37 @@ describe('outbox dispatch --engine lanes', () => {
     expect(bogus.stderr).toContain('--engine must be claims or lanes');
   });
 
+  it("runs until stopped, woken by the lanes writer's NOTIFY, with retention in the same process", async () => {
+    // A fallback poll of a minute: only the wake-up can deliver within the poll's timeout.
+    const cli = startCli([
+      'dispatch',
+      '--engine',
+      'lanes',
+      '--database-url',
+      db.url,
+      '--publisher',
+      receiver.url,
+      '--fallback-poll-ms',
+      '60000',
+      '--prune-older-than',
+      '30d',
+    ]);
+    try {
+      await expect.poll(() => cli.output(), { timeout: 20_000 }).toContain('lanes dispatcher');
+      await expect.poll(() => cli.output(), { timeout: 20_000 }).toContain('retention run');
+      const before = receiver.distinct();
+      // Armed when idle: written after the dispatcher found nothing, found by the NOTIFY.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await write([{ topic: 'mail.send', aggregateId: 'woken', payload: {} }]);
+      await expect.poll(() => receiver.distinct(), { timeout: 20_000 }).toBe(before + 1);
+    } finally {
+      cli.child.kill('SIGTERM');
+      expect(await cli.exited, cli.output()).toBe(0);
+    }
+  }, 60_000);
+
   it('drains with --once, lists the dead letter, replays it by message id, and drains in order', async () => {
+    const before = receiver.distinct();
     const written = await write(
       ['1', '2'].flatMap((id) => [
         { topic: 'payment.charge', aggregateId: `order:${id}`, payload: { id } },
@@ -93,7 +123,7 @@ describe('outbox dispatch --engine lanes', () => {
     const first = await runCli([...dispatch, '--max-attempts', '1']);
     expect(first.code, first.stderr).toBe(1); // drained with a failure
     expect(first.stdout + first.stderr).toContain('lanes dispatcher');
-    expect(receiver.distinct()).toBe(2); // order 1; order 2's charge failed, its mail waits
+    expect(receiver.distinct()).toBe(before + 2); // order 1; order 2's charge failed, its mail waits
 
     // The claim engine's list knows nothing of the lanes.
     const claims = await runCli(['dead', 'list', '--json', '--database-url', db.url]);
@@ -142,7 +172,7 @@ describe('outbox dispatch --engine lanes', () => {
     expect(replay.stdout, replay.stderr).toContain('replayed 1 message(s)');
     const again = await runCli(dispatch);
     expect(again.code, again.stderr).toBe(0);
-    expect(receiver.distinct()).toBe(4);
+    expect(receiver.distinct()).toBe(before + 4);
     const order2 = receiver.envelopes
       .filter((e) => e.aggregateId === 'order:2')
       .map((e) => e.topic);
