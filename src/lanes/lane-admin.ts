@@ -96,7 +96,11 @@ export interface LaneState {
   leaseExpiresAt: Date | null;
   /** Whether the lease is live now (by the database's clock): nobody else can take the lane. */
   leased: boolean;
-  /** Messages after the cursor, not parked: read by the next batches of the lane's owner. */
+  /**
+   * Messages after the cursor, not parked: read by the next batches of the lane's owner. While
+   * an older writer's transaction runs, this includes what was published above the cursor
+   * already (the cursor waits for the horizon).
+   */
   backlog: number;
   /** Age of the first message after the cursor, in seconds (0 when none). */
   oldestBacklogAgeSeconds: number;

@@ -60,9 +60,10 @@ RETURNING p.lane || ':' || p.id AS id, m.message_id::text AS "messageId", m.topi
  * - The backlog is counted through the primary key, `id > cursor` within the lane: a range scan
  *   that reads the messages after the cursor and nothing before it, so its cost is the backlog's
  *   (16 short scans), not the table's. A `count(*)` of the table less the consumed would read
- *   every message ever written. It includes messages above the horizon (committed, not yet
- *   readable because an older transaction still runs) and messages that will park behind a
- *   failed aggregate when the cursor reaches them: both wait.
+ *   every message ever written. It includes messages that will park behind a failed aggregate
+ *   when the cursor reaches them, and messages above the horizon: a cursor does not pass an id
+ *   an older transaction may still commit below, so while one runs, what its owner already
+ *   published above the cursor (and remembers in memory) is still counted here.
  * - The oldest backlog message is the first after the cursor, one probe of the same index.
  * - Parked rows are grouped once over `outbox_lane_parked`, which holds failures and what waits
  *   behind them only. Before a batch's outcome is committed (the next call commits it) a parked
