@@ -91,6 +91,14 @@ export {
 } from './dispatcher/dispatcher.js';
 export { createLaneDispatcher, type LaneDispatcherOptions } from './lanes/lane-dispatcher.js';
 export {
+  laneStatus,
+  listLaneDeadLetters,
+  replayLaneDeadLetters,
+  type LaneDeadLetter,
+  type LaneState,
+  type LaneStatus,
+} from './lanes/lane-admin.js';
+export {
   resolveDispatcherOptions,
   type ClaimShapeOption,
   type DeadLetterPolicy,

@@ -116,7 +116,14 @@ export function describeStoreConformance(target: ConformanceTarget, available: b
       expect(await s.pending()).toBe(8);
     });
 
-    it('fences off the settle of a claim whose lease expired and was taken over (G3)', async () => {
+    it('fences off the settle of a claim whose lease expired and was taken over (G3)', async (ctx) => {
+      if (!s.store) {
+        process.stdout.write(
+          `[conformance ${target.name}] claim/settle fencing skipped: this engine is no OutboxStore (it fences by lane lease, not by claim)\n`,
+        );
+        ctx.skip();
+        return;
+      }
       await s.writeOrder('f', [
         { topic: 'work.do', aggregateId: 'f', payload: 1 },
         { topic: 'work.do', aggregateId: 'g', payload: 2 },
@@ -220,7 +227,8 @@ export function describeStoreConformance(target: ConformanceTarget, available: b
         expect(report.concurrentDuplicates).toEqual([]);
         expect(await s.pending()).toBe(0);
         // The victim died holding leases, and their messages were claimed a second time.
-        if (leasedAtKill > 0) expect(await s.maxAttempts()).toBeGreaterThanOrEqual(2);
+        if (leasedAtKill > 0 && s.maxAttempts)
+          expect(await s.maxAttempts()).toBeGreaterThanOrEqual(2);
         process.stdout.write(
           `[conformance ${target.name}] kill -9 with ${leasedAtKill} leased; ${written.length} messages, ${report.duplicates} duplicate deliveries, 0 lost, 0 out of order\n`,
         );

@@ -1,25 +1,31 @@
 import { parseFlags } from '../parse-flags.js';
 import { listDeadLetters, replayDeadLetters } from '../../admin/dead-letters.js';
+import { listLaneDeadLetters, replayLaneDeadLetters } from '../../lanes/lane-admin.js';
+import { parseEngineFlag } from '../dispatch/lanes.js';
 import { connect, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { EXIT, UsageError } from '../usage-error.js';
 
-export const deadHelp = `Usage: outbox dead list [--topic GLOB] [--limit N] [--json] [--database-url URL] [--schema NAME]
+export const deadHelp = `Usage: outbox dead list [--topic GLOB] [--limit N] [--engine claims|lanes] [--json] [--database-url URL] [--schema NAME]
 
 Lists dead-lettered messages (oldest first): messages that stopped retrying after
 --max-attempts or a permanent publish error. Replay them with \`outbox replay\`.
+--engine lanes lists the lanes engine's (ids as <lane>:<id>, with their payloads).
 `;
 
-export const replayHelp = `Usage: outbox replay <id...> | --all-dead [--topic GLOB] [--database-url URL] [--schema NAME]
+export const replayHelp = `Usage: outbox replay <id...> | --all-dead [--topic GLOB] [--engine claims|lanes] [--database-url URL] [--schema NAME]
 
 Makes dead letters pending again: attempts reset to 0, due now, same message id (consumers
-still deduplicate). <id> is a row id or a message id (UUID). Ids that are not dead letters are
-reported and left alone. Exit 1 when nothing matched.
+still deduplicate). <id> is a row id or a message id (UUID); with --engine lanes, a message id
+only. Ids that are not dead letters are reported and left alone. Exit 1 when nothing matched.
 `;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const common = {
   ...COMMON_OPTIONS,
   topic: { type: 'string' },
+  engine: { type: 'string', default: 'claims' },
 } as const;
 
 export async function deadCommand(argv: string[]): Promise<number> {
@@ -40,13 +46,11 @@ export async function deadCommand(argv: string[]): Promise<number> {
     return EXIT.ok;
   }
   validateSchemaFlag(values.schema);
+  const list = parseEngineFlag(values.engine) === 'lanes' ? listLaneDeadLetters : listDeadLetters;
+  const limit = positiveInt('limit', values.limit, 100);
   const db = await connect(resolveDatabaseUrl(values['database-url']));
   try {
-    const dead = await listDeadLetters(db.executor, {
-      schema: values.schema,
-      topic: values.topic,
-      limit: positiveInt('limit', values.limit, 100),
-    });
+    const dead = await list(db.executor, { schema: values.schema, topic: values.topic, limit });
     if (values.json) {
       process.stdout.write(`${JSON.stringify(dead)}\n`);
     } else if (dead.length === 0) {
@@ -80,12 +84,22 @@ export async function replayCommand(argv: string[]): Promise<number> {
     throw new UsageError('give ids or --all-dead, not both');
   if (!values['all-dead'] && positionals.length === 0)
     throw new UsageError('give the ids to replay, or --all-dead');
+  const lanes = parseEngineFlag(values.engine) === 'lanes';
+  const notUuid = positionals.find((id) => !UUID.test(id));
+  if (lanes && notUuid !== undefined)
+    throw new UsageError(`with --engine lanes give message ids (UUID), got "${notUuid}"`);
   const db = await connect(resolveDatabaseUrl(values['database-url']));
   try {
     const selection = values['all-dead']
       ? { allDead: true as const, topic: values.topic }
       : { ids: positionals, topic: values.topic };
-    const replayed = await replayDeadLetters(db.executor, selection, { schema: values.schema });
+    const replayed = lanes
+      ? await replayLaneDeadLetters(db.executor, {
+          schema: values.schema,
+          topic: values.topic,
+          ...(!values['all-dead'] && { messageIds: positionals }),
+        })
+      : await replayDeadLetters(db.executor, selection, { schema: values.schema });
     const found = new Set(replayed.flatMap((r) => [r.id, r.messageId]));
     const missing = positionals.filter((id) => !found.has(id.toLowerCase()));
     if (values.json) {

@@ -52,6 +52,7 @@ import {
   trackPoolConnections,
 } from '../dispatch/pool-shutdown.js';
 import { runFleet, type FleetRun } from '../dispatch/fleet.js';
+import { laneRunner, parseEngineFlag, refuseLaneFlags } from '../dispatch/lanes.js';
 import { checkGlob } from '../../fleet/glob.js';
 import { createLogger, LOG_FORMAT_ENV, resolveLogFormat } from '../log.js';
 import { startTracing } from '../telemetry.js';
@@ -61,10 +62,11 @@ export { dispatchHelp };
 
 export async function dispatchCommand(argv: string[]): Promise<number> {
   refuseSecretOnCommandLine(argv);
-  const { values } = parseFlags({
+  const { values, tokens } = parseFlags({
     args: argv,
     options: {
       ...COMMON_OPTIONS,
+      engine: { type: 'string', default: 'claims' },
       // Repeatable in fleet mode: one URL per server.
       'database-url': { type: 'string', multiple: true },
       databases: { type: 'string' },
@@ -114,12 +116,15 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       'log-format': { type: 'string' },
     },
     strict: true,
+    tokens: true,
   });
   if (values.help) {
     process.stdout.write(dispatchHelp);
     return EXIT.ok;
   }
   validateSchemaFlag(values.schema);
+  const engine = parseEngineFlag(values.engine);
+  if (engine === 'lanes') refuseLaneFlags(tokens);
   const log = createLogger(
     resolveLogFormat(values['log-format'], values.json, process.env[LOG_FORMAT_ENV]),
   );
@@ -301,28 +306,48 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
       if (!listen) options.pollIntervalMs = noListenPollMs;
     }
     const dispatcher: DispatchRunner =
-      values.mode === 'cdc'
-        ? await cdcRunner({
+      engine === 'lanes'
+        ? await laneRunner({
             executor: fromPg(pool),
+            schema: options.schema,
+            leaseMs: options.leaseMs,
+            maxAttempts: options.maxAttempts,
+            backoff: options.backoff,
+            deadLetterPolicy: options.deadLetterPolicy,
+            unorderedTopics: options.unorderedTopics,
             publisher,
-            options,
-            url,
-            connection,
-            slot: values.slot,
-            publication: values.publication,
-            sweepIntervalMs,
-            log,
+            batchSize: values['batch-size'] === undefined ? undefined : options.batchSize,
+            // Its own default (200 ms) when it polls alone; the safety net's when it listens.
+            pollIntervalMs:
+              listen || values['poll-interval-ms'] !== undefined
+                ? options.pollIntervalMs
+                : undefined,
+            ...(listen && {
+              wakeSource: listenWakeSource(listenUrl ?? url, connection, values.schema, log),
+            }),
           })
-        : pollRunner(
-            createDispatcher({
+        : values.mode === 'cdc'
+          ? await cdcRunner({
               executor: fromPg(pool),
               publisher,
-              ...options,
-              ...(listen && {
-                wakeSource: listenWakeSource(listenUrl ?? url, connection, values.schema, log),
+              options,
+              url,
+              connection,
+              slot: values.slot,
+              publication: values.publication,
+              sweepIntervalMs,
+              log,
+            })
+          : pollRunner(
+              createDispatcher({
+                executor: fromPg(pool),
+                publisher,
+                ...options,
+                ...(listen && {
+                  wakeSource: listenWakeSource(listenUrl ?? url, connection, values.schema, log),
+                }),
               }),
-            }),
-          );
+            );
     if (metricsPort !== undefined) {
       // Loaded only when asked for: prom-client is an optional peer dependency.
       const { serveDispatcherMetrics } = await importPeer(
@@ -361,7 +386,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     logDispatcherEvents(dispatcher, log);
     log(
       'info',
-      `${values.mode} dispatcher ${dispatcher.id} on ${redactUrl(url)} → ${values.config ? `routes from ${values.config}` : shownPublisher(values.publisher!)}`,
+      `${engine === 'lanes' ? 'lanes' : values.mode} dispatcher ${dispatcher.id} on ${redactUrl(url)} → ${values.config ? `routes from ${values.config}` : shownPublisher(values.publisher!)}`,
       {
         once: values.once,
         listen,

@@ -9,6 +9,16 @@ Publishes committed outbox messages at least once: claims due messages under a l
 holds the lease. Run as many as you like, on as many hosts: they share the work.
 
 Options:
+  --engine claims|lanes      which engine's messages to publish (default claims): claims
+                             publishes the outbox table (createOutbox()); lanes publishes the
+                             lanes engine's (createOutbox({ engine: 'lanes' })), reading each
+                             lane after its cursor under a lane lease (--lease-ms), writing
+                             per batch. With lanes, one batch in flight; refused with exit 2:
+                             --mode cdc, --slot, --publication, --sweep-interval-ms,
+                             --concurrency, --async-settle, --async-claim, --claim-shape,
+                             --statement-timeout-ms, --rate-limit, --route-pause-*,
+                             --metrics-*, --health-stall-ms, --prune-archive and the fleet
+                             flags. Defaults then: --batch-size 500, --poll-interval-ms 200
   --database-url URL         Postgres connection string (default: $DATABASE_URL)
   --schema NAME              schema of the outbox tables (default: ${DEFAULT_SCHEMA})
   --publisher URL            where to publish: ${PUBLISHER_URL_SCHEMES.map((s) => `${s}://`).join(', ')}

@@ -1,0 +1,114 @@
+import { addUnorderedTopics } from '../../dispatcher/unordered-topics.js';
+import type { BackoffOptions } from '../../core/backoff.js';
+import type { DeadLetterPolicy } from '../../dispatcher/options.js';
+import { createLaneDispatcher } from '../../lanes/lane-dispatcher.js';
+import type { WakeSource } from '../../dispatcher/wake-source.js';
+import type { Publisher } from '../../publishers/publisher.js';
+import type { SqlExecutor } from '../../store/sql-executor.js';
+import { UsageError } from '../usage-error.js';
+import { pollRunner, type DispatchRunner } from './runners.js';
+
+/** The engines `outbox dispatch --engine` runs. */
+export type Engine = 'claims' | 'lanes';
+
+/** Checks `--engine`. */
+export function parseEngineFlag(value: string): Engine {
+  if (value !== 'claims' && value !== 'lanes')
+    throw new UsageError(`--engine must be claims or lanes, got "${value}"`);
+  return value;
+}
+
+const CDC = 'the lanes engine has no CDC path: its dispatcher polls the lane cursors';
+const ONE_CALL =
+  "the lanes engine commits a batch's cursor moves together with the next read, in one call: there is no separate claim or settle commit";
+const FLEET = 'fleet mode drives claim-engine dispatchers only';
+const METRICS =
+  "the metrics and /healthz read the claim engine's table (outbox), not the lanes; use the laneStatus() API or outbox dead list --engine lanes";
+const ARCHIVE =
+  "an archiving prune covers the claim engine's outbox table only and leaves the lanes engine's messages: prune them without --prune-archive";
+const LIMITS =
+  'rate limits and route pauses are applied by the claim engine only; the lanes dispatcher does not apply them yet';
+
+/**
+ * The flags of `outbox dispatch` that the lanes engine does not take, with why. Refused (exit 2)
+ * before anything connects, so that a flag is never silently ignored.
+ */
+const REFUSED_ON_LANES: Record<string, string> = {
+  slot: CDC,
+  publication: CDC,
+  'sweep-interval-ms': CDC,
+  'async-settle': ONE_CALL,
+  'async-claim': ONE_CALL,
+  concurrency:
+    'one batch is in flight per lanes dispatcher (its outcome is committed by the next call); run more processes: they share the lanes',
+  'claim-shape': 'the lanes engine reads each lane after its cursor; it has no claim shape',
+  'statement-timeout-ms': 'createLaneDispatcher takes no statement timeout yet',
+  'rate-limit': LIMITS,
+  'route-pause-after': LIMITS,
+  'route-pause-max-ms': LIMITS,
+  databases: FLEET,
+  schemas: FLEET,
+  'discover-interval': FLEET,
+  'max-connections': FLEET,
+  'idle-poll-interval': FLEET,
+  'metrics-port': METRICS,
+  'metrics-host': METRICS,
+  'health-stall-ms': METRICS,
+  'prune-archive': ARCHIVE,
+};
+
+/**
+ * Throws a UsageError for the first flag given (in `tokens`, as parseArgs returns them) that the
+ * lanes engine does not take. `--mode` is refused unless it is `poll`.
+ */
+export function refuseLaneFlags(
+  tokens: readonly { kind: string; name?: string; value?: string | undefined }[],
+): void {
+  for (const token of tokens) {
+    if (token.kind !== 'option' || token.name === undefined) continue;
+    if (token.name === 'mode' && token.value !== 'poll')
+      throw new UsageError(
+        `--mode ${token.value ?? ''} is not available with --engine lanes: ${CDC}`,
+      );
+    const why = REFUSED_ON_LANES[token.name];
+    if (why !== undefined)
+      throw new UsageError(`--${token.name} is not available with --engine lanes: ${why}`);
+  }
+}
+
+/** What `outbox dispatch --engine lanes` gives the lanes dispatcher. */
+export interface LaneRunOptions {
+  executor: SqlExecutor;
+  publisher: Publisher;
+  schema: string;
+  /** Undefined: the lanes dispatcher's own defaults (500 a batch, a poll every 200 ms). */
+  batchSize: number | undefined;
+  pollIntervalMs: number | undefined;
+  leaseMs: number;
+  maxAttempts: number;
+  backoff: Partial<BackoffOptions>;
+  deadLetterPolicy: DeadLetterPolicy;
+  unorderedTopics: readonly string[];
+  /** LISTEN/NOTIFY wake-ups (the lanes writer notifies while a dispatcher waits), when on. */
+  wakeSource?: WakeSource;
+}
+
+/**
+ * The lanes dispatcher behind the runner interface the command drives. `--unordered` is
+ * declared first: the lanes writer reads `outbox_unordered_topics` as the claim engine's does.
+ */
+export async function laneRunner(options: LaneRunOptions): Promise<DispatchRunner> {
+  const { unorderedTopics, backoff, batchSize, pollIntervalMs, ...rest } = options;
+  await addUnorderedTopics(options.executor, unorderedTopics, { schema: options.schema });
+  const defined = Object.fromEntries(
+    Object.entries(backoff).filter(([, v]) => v !== undefined),
+  ) as Partial<BackoffOptions>;
+  return pollRunner(
+    createLaneDispatcher({
+      ...rest,
+      backoff: defined,
+      ...(batchSize !== undefined && { batchSize }),
+      ...(pollIntervalMs !== undefined && { pollIntervalMs }),
+    }),
+  );
+}
