@@ -368,9 +368,11 @@ class LaneDispatcher implements Dispatcher {
       }
       const busy = messages.length > 0 || moved || parked > 0;
       this.#idle.noteClaim(!busy);
-      if (!busy && draining && this.#pending()) {
+      // Going idle: what is pending is written now rather than at the next sync, so status and
+      // retention see the cursors where they are (a busy dispatcher writes them every second).
+      if (!busy && this.#pending()) {
         await this.#next(0, true);
-        return true;
+        return draining;
       }
       return busy;
     } finally {
