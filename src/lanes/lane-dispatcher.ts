@@ -69,7 +69,8 @@ interface LaneRow {
   topic: string;
   payload: JsonValue;
   headers: Record<string, string> | null;
-  created_at: Date;
+  /** created_at in ms since the epoch (sql/lanes.ts says why not a timestamptz). */
+  created_ms: number;
   attempts?: number;
 }
 
@@ -584,7 +585,7 @@ function toOutgoing(row: LaneRow, attempts: number): OutgoingMessage {
     ordered: row.ordered,
     payload: row.payload,
     headers: row.headers ?? {},
-    createdAt: row.created_at,
+    createdAt: new Date(row.created_ms),
     attempts,
   };
 }

@@ -134,6 +134,10 @@ $$`;
  *    4 × p_batch rows of a lane are examined a call, so a deep parked aggregate costs each call a
  *    bounded amount (G7).
  *
+ * `created_ms` is the message's created_at in ms since the epoch: parsing a timestamptz into a
+ * Date in node-postgres was ~20 % of a batch's read time (500 rows: 5.0–6.0 ms with it, 3.9–4.7
+ * without), a float costs nothing to parse.
+ *
  * Besides messages it returns MARKER rows (message_id NULL): first one with lane -1 carrying the
  * horizon (id = safe, sequence = the pair's id, payload = the pair's xid as text); then one per
  * lane that had rows and was not filled by them, id = how far the lane was examined, or
@@ -150,7 +154,7 @@ CREATE FUNCTION ${s}.outbox_lane_next(
   p_safe bigint, p_pair_id bigint, p_pair_xid bigint, p_async boolean,
   p_read_lanes smallint[], p_read_after bigint[])
 RETURNS TABLE (lane smallint, id bigint, message_id uuid, aggregate_id text, sequence bigint,
-               ordered boolean, topic text, payload jsonb, headers jsonb, created_at timestamptz)
+               ordered boolean, topic text, payload jsonb, headers jsonb, created_ms float8)
 -- Every read here walks a lane's primary key from its cursor, in id order, and stops at its
 -- LIMIT. Measured: for a lane with a deep parked aggregate the planner chose a bitmap scan of
 -- the whole lane and a sort (5,000 rows read for a batch); the settings keep it to the walk.
@@ -239,7 +243,7 @@ BEGIN
          SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = v_lane.no AND p.blocks) THEN
       RETURN QUERY
       SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
-             m.payload, m.headers, m.created_at
+             m.payload, m.headers, extract(epoch FROM m.created_at)::float8 * 1000
       FROM ${s}.outbox_lane_messages m
       WHERE m.lane = v_lane.no AND m.id > v_lane.after
       ORDER BY m.id LIMIT v_left;
@@ -252,7 +256,7 @@ BEGIN
       v_upto := NULL;
       FOR v_row IN
         SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
-               m.payload, m.headers, m.created_at,
+               m.payload, m.headers, extract(epoch FROM m.created_at)::float8 * 1000 AS created_ms,
                m.ordered AND EXISTS (
                  SELECT 1 FROM ${s}.outbox_lane_parked p
                  WHERE p.lane = m.lane AND p.aggregate_id = m.aggregate_id AND p.blocks) AS behind
@@ -271,7 +275,7 @@ BEGIN
           lane := v_row.lane; id := v_row.id; message_id := v_row.message_id;
           aggregate_id := v_row.aggregate_id; sequence := v_row.sequence;
           ordered := v_row.ordered; topic := v_row.topic; payload := v_row.payload;
-          headers := v_row.headers; created_at := v_row.created_at;
+          headers := v_row.headers; created_ms := v_row.created_ms;
           RETURN NEXT;
           v_left := v_left - 1;
         END IF;
@@ -284,7 +288,7 @@ BEGIN
     IF v_upto IS NOT NULL THEN
       lane := v_lane.no; id := v_upto; message_id := NULL; aggregate_id := NULL;
       sequence := NULL; ordered := NULL; topic := NULL; payload := NULL; headers := NULL;
-      created_at := NULL;
+      created_ms := NULL;
       RETURN NEXT;
     END IF;
   END LOOP;
@@ -473,7 +477,7 @@ WITH heads AS (
   ) r
 )
 SELECT d.lane, d.id, d.attempts, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
-       m.payload, m.headers, m.created_at
+       m.payload, m.headers, extract(epoch FROM m.created_at)::float8 * 1000 AS created_ms
 FROM due d
 JOIN ${s}.outbox_lane_messages m ON m.lane = d.lane AND m.id = d.id
 ORDER BY d.available_at, d.lane, d.id
