@@ -475,7 +475,8 @@ class LaneDispatcher implements Dispatcher {
     const examined = new Map<number, bigint>();
     for (const row of rows) {
       const id = BigInt(row.id);
-      if (!(examined.get(row.lane)! >= id)) examined.set(row.lane, id);
+      const seen = examined.get(row.lane);
+      if (seen === undefined || id > seen) examined.set(row.lane, id);
     }
     const safe = BigInt(this.#horizon.safe);
     let moved = false;

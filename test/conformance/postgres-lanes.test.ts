@@ -8,6 +8,7 @@ import { fromPg } from '../../src/store/from-pg.js';
 import { createOutbox } from '../../src/writer/create-outbox.js';
 import { startCli } from '../helpers/cli-process.js';
 import { createTestDatabase } from '../helpers/database.js';
+import { pgWriteOrder } from './pg-write-order.js';
 import { describeStoreConformance } from './store-conformance.js';
 import type { ConformanceTarget } from './store-under-test.js';
 
@@ -34,23 +35,7 @@ const postgresLanes: ConformanceTarget = {
     const count = async (sql: string) => (await db.pool.query<{ n: number }>(sql)).rows[0]!.n;
     return {
       url: db.url,
-      async writeOrder(orderId, messages, options = {}) {
-        const client = await db.pool.connect();
-        try {
-          await client.query('BEGIN');
-          await client.query('INSERT INTO orders (id) VALUES ($1)', [orderId]);
-          const written = await outbox.enqueue(fromPg(client), messages);
-          if (options.failAfterEnqueue)
-            throw new Error('the business step failed after the enqueue');
-          await client.query('COMMIT');
-          return written;
-        } catch (error) {
-          await client.query('ROLLBACK');
-          throw error;
-        } finally {
-          client.release();
-        }
-      },
+      writeOrder: pgWriteOrder(db.pool, outbox),
       enqueueOutsideTransaction: (message) => outbox.enqueue(executor, message),
       orders: () => count('SELECT count(*)::int AS n FROM orders'),
       messages: () => count('SELECT count(*)::int AS n FROM outbox_lane_messages'),
