@@ -74,6 +74,21 @@ interface LaneRow {
   attempts?: number;
 }
 
+/** What becomes of a published (or not published) message's row. */
+interface Settlement {
+  kind: 'published' | 'retry' | 'dead' | 'unsent';
+  error?: string;
+  delayMs?: number;
+}
+
+/** One call's rows, with the horizon that came with them (positions stop at it). */
+interface Batch {
+  rows: LaneRow[];
+  safe: bigint;
+  /** Read ahead: while the previous batch was being published (see {@link LaneDispatcher}). */
+  ahead: boolean;
+}
+
 /** What the last batch did, committed by the next call (`outbox_lane_next`). */
 interface Outcome {
   lanes: number[];
@@ -165,6 +180,17 @@ class LaneDispatcher implements Dispatcher {
   #parkedAt = 0;
   #start = 0;
   #outcome = emptyOutcome();
+  /**
+   * The next batch, read while the current one is published (a saturated backlog only): the
+   * database reads while this process publishes. Settled as a call on its own would be.
+   */
+  #ahead: Promise<Batch> | undefined;
+  /**
+   * Ordered aggregates (`lane:aggregate`) the last batch did not publish: their parks are not
+   * committed yet when the batch after it is read ahead, so that batch's messages of them are
+   * parked behind (unsent), not published.
+   */
+  #unpublished = new Set<string>();
   #worker: Promise<void> | undefined;
 
   constructor(options: LaneDispatcherOptions) {
@@ -298,7 +324,9 @@ class LaneDispatcher implements Dispatcher {
         });
         // What the failed call carried is lost with it: lanes are taken again from the cursors
         // as committed (a published message whose cursor move was lost is published again).
+        await this.#discardAhead();
         this.#outcome = emptyOutcome();
+        this.#unpublished.clear();
         this.#handled.clear();
         this.#positions.clear();
         this.#balanceAt = 0;
@@ -317,6 +345,7 @@ class LaneDispatcher implements Dispatcher {
   /** Commits what is pending, then gives the lanes back (best effort: else their leases expire). */
   async #leave(): Promise<void> {
     try {
+      await this.#discardAhead();
       if (this.#pending()) await this.#next(0, true);
       await this.#executor.query(this.#sql.leave, [this.id]);
     } catch (error) {
@@ -331,6 +360,16 @@ class LaneDispatcher implements Dispatcher {
     this.#balanceAt = 0;
   }
 
+  /**
+   * Waits for a batch read ahead and forgets it (stopping, or after a failure): its rows were
+   * neither published nor counted, and the call moved no cursor past a published message.
+   */
+  async #discardAhead(): Promise<void> {
+    const ahead = this.#ahead;
+    this.#ahead = undefined;
+    if (ahead) await ahead.catch(() => undefined);
+  }
+
   /** Something the database does not know yet: parked failures, or positions past cursors. */
   #pending(): boolean {
     if (this.#outcome.parkIds.length > 0) return true;
@@ -343,14 +382,17 @@ class LaneDispatcher implements Dispatcher {
   async #cycle(draining: boolean): Promise<boolean> {
     this.#idle.begin();
     try {
-      if (Date.now() >= this.#balanceAt) await this.#balance();
+      // Not with a batch read ahead in flight: that batch is taken first, the balance next time.
+      if (Date.now() >= this.#balanceAt && !this.#ahead) await this.#balance();
       if (this.#cursors.size === 0) {
         this.#idle.noteClaim(true);
         return false;
       }
       const started = Date.now();
-      const rows = await this.#next(this.#options.batchSize);
-      const messages = rows.filter(
+      const ahead = this.#ahead;
+      this.#ahead = undefined;
+      const batch = await (ahead ?? this.#next(this.#options.batchSize));
+      const messages = batch.rows.filter(
         (r) => r.message_id !== null && !this.#handled.get(r.lane)?.has(r.id),
       );
       this.#events.emit('dispatcher:claim:success', {
@@ -358,12 +400,30 @@ class LaneDispatcher implements Dispatcher {
         count: messages.length,
         durationMs: Date.now() - started,
       });
-      const moved = await this.#publishBatch(rows, messages);
-      let parked = 0;
       const saturated = messages.length >= this.#options.batchSize;
+      const now = Date.now();
+      // Read the next batch while this one is published, on a backlog only, and not when the
+      // balance or the parked path is due: those run with no batch in flight (a lane given back
+      // has nothing unsettled; the parked path's reads and writes are not raced by a read).
+      if (
+        saturated &&
+        this.#state !== 'stopping' &&
+        now < this.#balanceAt &&
+        now < this.#parkedAt
+      ) {
+        const readAfter = this.#advanced(batch, new Map(this.#positions));
+        this.#ahead = this.#next(this.#options.batchSize, false, readAfter);
+        // Handled when the next cycle awaits it (or discards it); not an unhandled rejection.
+        this.#ahead.catch(() => undefined);
+      }
+      const moved = await this.#publishBatch(batch, messages);
+      let parked = 0;
       // Parked heads are looked for when the lanes are not saturated (and at least every
       // second): a drain of a backlog does not pay a query a batch for a table that is empty.
-      if (!saturated || Date.now() >= this.#parkedAt) {
+      if (!this.#ahead && (!saturated || Date.now() >= this.#parkedAt)) {
+        // The parks of published batches first: a run behind a due head must find every
+        // message parked before it (a batch read ahead may have left some only in memory).
+        if (this.#outcome.parkIds.length > 0) await this.#next(0);
         parked = await this.#publishParked();
         this.#parkedAt = Date.now() + 1_000;
       }
@@ -400,8 +460,11 @@ class LaneDispatcher implements Dispatcher {
    * `outbox_lane_next`: commits the parked failures and, when `sync` or every
    * {@link CURSOR_SYNC_MS}, the lanes' positions as their cursors; reads up to `batch` rows.
    */
-  async #next(batch: number, sync = false): Promise<LaneRow[]> {
+  async #next(batch: number, sync = false, readAfter?: Map<number, string>): Promise<Batch> {
+    // Taken now: a batch published while this call runs records its outcome for the next one.
     const o = this.#outcome;
+    this.#outcome = emptyOutcome();
+    const ahead = readAfter !== undefined;
     if (sync || Date.now() >= this.#syncAt)
       for (const [lane, position] of this.#positions) {
         const cursor = this.#cursors.get(lane);
@@ -410,7 +473,7 @@ class LaneDispatcher implements Dispatcher {
         o.from.push(cursor);
         o.to.push(position);
       }
-    const reading = [...this.#positions];
+    const reading = [...(readAfter ?? this.#positions)];
     const { rows } = await this.#executor.query<LaneRow>(this.#sql.next, [
       this.id,
       o.lanes,
@@ -434,7 +497,6 @@ class LaneDispatcher implements Dispatcher {
     ]);
     o.lanes.forEach((lane, i) => this.#cursors.set(lane, o.to[i]!));
     if (o.lanes.length > 0) this.#syncAt = Date.now() + CURSOR_SYNC_MS;
-    this.#outcome = emptyOutcome();
     const [first] = rows;
     if (first && first.lane === -1) {
       this.#horizon = {
@@ -445,7 +507,27 @@ class LaneDispatcher implements Dispatcher {
       rows.shift();
     }
     if (rows.length > 0) this.#start = rows[rows.length - 1]!.lane;
-    return rows;
+    return { rows, safe: BigInt(this.#horizon.safe), ahead };
+  }
+
+  /**
+   * `positions` moved to where `batch` examined each lane (its marker, else its last row: the
+   * batch filled on it), but not past the batch's horizon. The same map, returned.
+   */
+  #advanced(batch: Batch, positions: Map<number, string>): Map<number, string> {
+    const examined = new Map<number, bigint>();
+    for (const row of batch.rows) {
+      const id = BigInt(row.id);
+      const seen = examined.get(row.lane);
+      if (seen === undefined || id > seen) examined.set(row.lane, id);
+    }
+    for (const [lane, upto] of examined) {
+      const from = positions.get(lane);
+      if (from === undefined) continue;
+      const to = upto < batch.safe ? upto : batch.safe;
+      if (to > BigInt(from)) positions.set(lane, to.toString());
+    }
+    return positions;
   }
 
   /**
@@ -453,40 +535,47 @@ class LaneDispatcher implements Dispatcher {
    * cursor moves as far as it was examined, but not past the horizon; what was handled above it
    * is remembered. True when a cursor moves.
    */
-  async #publishBatch(rows: readonly LaneRow[], messages: readonly LaneRow[]): Promise<boolean> {
-    const outgoing = messages.map((r) => toOutgoing(r, 0));
+  async #publishBatch(batch: Batch, messages: readonly LaneRow[]): Promise<boolean> {
+    // Read ahead, the batch may hold later messages of aggregates the last one did not publish
+    // (their parks are not committed yet): those are parked behind, unsent, in order.
+    const behind = (m: LaneRow) =>
+      batch.ahead && m.ordered && this.#unpublished.has(`${m.lane}:${m.aggregate_id}`);
+    const sending = messages.filter((m) => !behind(m));
+    const outgoing = sending.map((r) => toOutgoing(r, 0));
     const fates = outgoing.length > 0 ? await this.#publish(outgoing) : [];
     const o = this.#outcome;
-    fates.forEach((fate, i) => {
-      const settled = this.#settlementOf(outgoing[i]!, fate);
-      if (settled.kind === 'published') return;
-      o.parkLanes.push(messages[i]!.lane);
-      o.parkIds.push(messages[i]!.id);
+    const unpublished = new Set<string>();
+    const park = (m: LaneRow, settled: Settlement) => {
+      // A dead letter under 'skip' does not hold its aggregate back (sql/lanes.ts: blocks).
+      const holds = settled.kind !== 'dead' || this.#options.deadLetterPolicy === 'hold';
+      if (m.ordered && holds) unpublished.add(`${m.lane}:${m.aggregate_id}`);
+      o.parkLanes.push(m.lane);
+      o.parkIds.push(m.id);
       o.parkKinds.push(settled.kind);
       o.parkErrors.push(settled.error ?? null);
       o.parkDelays.push(settled.delayMs ?? null);
+    };
+    fates.forEach((fate, i) => {
+      const settled = this.#settlementOf(outgoing[i]!, fate);
+      if (settled.kind !== 'published') park(sending[i]!, settled);
     });
+    if (sending.length < messages.length) {
+      // Parked in id order with the batch's failures (the call parks by lane and id).
+      for (const m of messages) if (behind(m)) park(m, { kind: 'unsent' });
+    }
+    this.#unpublished = unpublished;
     for (const m of messages) {
       let handled = this.#handled.get(m.lane);
       if (!handled) this.#handled.set(m.lane, (handled = new Set()));
       handled.add(m.id);
     }
-    // How far each lane was examined: its marker, else its last row (the batch filled on it).
-    const examined = new Map<number, bigint>();
-    for (const row of rows) {
-      const id = BigInt(row.id);
-      const seen = examined.get(row.lane);
-      if (seen === undefined || id > seen) examined.set(row.lane, id);
-    }
-    const safe = BigInt(this.#horizon.safe);
+    const before = new Map(this.#positions);
+    this.#advanced(batch, this.#positions);
     let moved = false;
-    for (const [lane, upto] of examined) {
-      const from = this.#positions.get(lane);
-      if (from === undefined) continue;
-      const to = upto < safe ? upto : safe;
-      if (to <= BigInt(from)) continue;
-      this.#positions.set(lane, to.toString());
+    for (const [lane, position] of this.#positions) {
+      if (position === before.get(lane)) continue;
       moved = true;
+      const to = BigInt(position);
       const handled = this.#handled.get(lane);
       if (handled) for (const id of handled) if (BigInt(id) <= to) handled.delete(id);
     }
@@ -545,10 +634,7 @@ class LaneDispatcher implements Dispatcher {
   }
 
   /** What a message's fate means for its row, counted in the stats. */
-  #settlementOf(
-    message: OutgoingMessage,
-    fate: MessageFate,
-  ): { kind: 'published' | 'retry' | 'dead' | 'unsent'; error?: string; delayMs?: number } {
+  #settlementOf(message: OutgoingMessage, fate: MessageFate): Settlement {
     if (fate.kind === 'shadow') return { kind: 'published' };
     if (fate.kind === 'unsent') {
       this.#stats.released++;

@@ -386,3 +386,48 @@ describe('lanes engine: a parked aggregate set free drains in runs', () => {
     expect(dueCalls).toBeLessThanOrEqual(4);
   });
 });
+
+describe('lanes engine: the next batch read while one is published', () => {
+  it('reads ahead on a backlog, and parks what it read of an aggregate the batch before did not publish', async () => {
+    // One aggregate, batches of 10: a:25 fails in the third batch, whose successor (a:31..a:40)
+    // was read while the third was published, before a:25..a:30 were parked.
+    for (let t = 0; t < 4; t++)
+      await write(Array.from({ length: 25 }, (_, i) => mail('a', t * 25 + i + 1)));
+    let inFlight = 0;
+    let publishedWhileReading = 0;
+    const pool = fromPg(db.pool);
+    const executor = {
+      ...pool,
+      async query<Row>(text: string, values?: readonly unknown[]) {
+        inFlight++;
+        try {
+          return await pool.query<Row>(text, values);
+        } finally {
+          inFlight--;
+        }
+      },
+    };
+    let failed = 0;
+    const publisher = new InMemoryPublisher({
+      inject: (m) => {
+        if (inFlight > 0) publishedWhileReading++;
+        return m.sequence === 25 && failed++ === 0
+          ? { status: 'retryable', error: 'broker said no' }
+          : undefined;
+      },
+    });
+    const result = await createLaneDispatcher({
+      executor,
+      publisher,
+      batchSize: 10,
+      backoff: { baseMs: 0, maxMs: 0, jitterMs: 0 },
+    }).drain();
+    expect(publishedWhileReading).toBeGreaterThan(0);
+    expect(failed).toBe(2);
+    expect(result.published).toBe(100);
+    expect(byAggregate(publisher.published).get('a')).toEqual(
+      Array.from({ length: 100 }, (_, i) => i + 1),
+    );
+    expect(await count('SELECT count(*) AS n FROM outbox_lane_parked')).toBe(0);
+  });
+});
