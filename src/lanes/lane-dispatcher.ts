@@ -18,6 +18,10 @@ import { laneDueSql, laneLeaveSql } from '../sql/lanes.js';
 import { isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
 import type { BackoffOptions } from '../core/backoff.js';
 import type { DeadLetterPolicy } from '../dispatcher/options.js';
+import type { RoutePauseOptions } from '../dispatcher/destination-limits.js';
+import type { Settlement as Plan } from '../dispatcher/outbox-store.js';
+import { declareRateLimits, type RateLimit } from '../dispatcher/rate-limits.js';
+import { RouteGate } from '../dispatcher/route-gate.js';
 
 /** Options of {@link createLaneDispatcher}. */
 export interface LaneDispatcherOptions {
@@ -50,6 +54,18 @@ export interface LaneDispatcherOptions {
   /** Wakes the dispatcher before the poll interval (a hint; polling stays the guarantee). */
   wakeSource?: WakeSource;
   /**
+   * When a route counts as down and how long it pauses (docs/destination-limits.md), as for the
+   * claim engine: a paused route's messages are parked without an attempt (G9) and one probe per
+   * pause tells when it is back.
+   */
+  routePause?: RoutePauseOptions;
+  /**
+   * Rate limits declared at start, one limit for every dispatcher of the database together (as
+   * the claim engine's `rateLimits`); a message without a token is parked without an attempt
+   * until its token is due.
+   */
+  rateLimits?: readonly RateLimit[];
+  /**
    * Commit a batch's cursor moves without waiting for the WAL flush (as `asyncSettle` does for
    * the claim engine): lower latency; a database crash can lose the last moves, and their
    * messages are then published again, in order, with the same message ids. Calls that park a
@@ -76,7 +92,7 @@ interface LaneRow {
 
 /** What becomes of a published (or not published) message's row. */
 interface Settlement {
-  kind: 'published' | 'retry' | 'dead' | 'unsent';
+  kind: 'published' | 'retry' | 'dead' | 'unsent' | 'defer';
   error?: string;
   delayMs?: number;
 }
@@ -151,6 +167,8 @@ class LaneDispatcher implements Dispatcher {
   readonly #stats: DispatcherStats = emptyStats();
   readonly #idle = new IdleTracker(() => this.#events.emit('dispatcher:idle'));
   readonly #wakeUps: WakeUps;
+  /** Paused routes and rate limits (destination-limits.ts), shared with the claim engine. */
+  readonly #routes: RouteGate;
   readonly #sql: {
     next: string;
     balance: string;
@@ -192,6 +210,8 @@ class LaneDispatcher implements Dispatcher {
    */
   #unpublished = new Set<string>();
   #worker: Promise<void> | undefined;
+  /** The rate limits of the options are declared (once, before the first batch). */
+  #prepared = false;
 
   constructor(options: LaneDispatcherOptions) {
     if (!options || !isSqlExecutor(options.executor))
@@ -211,6 +231,8 @@ class LaneDispatcher implements Dispatcher {
       maxAttempts: options.maxAttempts,
       backoff: options.backoff,
       deadLetterPolicy: options.deadLetterPolicy,
+      routePause: options.routePause,
+      rateLimits: options.rateLimits,
     });
     const maxLanes = options.maxLanes ?? LANE_COUNT;
     if (!Number.isInteger(maxLanes) || maxLanes < 1)
@@ -230,6 +252,13 @@ class LaneDispatcher implements Dispatcher {
     this.#schema = quoteIdentifier(this.#options.schema);
     this.id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
     this.#wakeUps = new WakeUps(options.wakeSource, this.#events);
+    this.#routes = new RouteGate({
+      executor: options.executor,
+      options: this.#options,
+      publisher: options.publisher,
+      events: this.#events,
+      wake: () => this.#wakeUps.wake(),
+    });
     const s = this.#schema;
     this.#sql = {
       next: `SELECT * FROM ${s}.outbox_lane_next($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
@@ -336,8 +365,11 @@ class LaneDispatcher implements Dispatcher {
       // An idle dispatcher arms the wake source (producers NOTIFY while a waiter row lives) and
       // looks once more before it sleeps: what committed before arming is found by that look.
       if (await this.#wakeUps.afterClaim(busy ? 1 : 0)) continue;
-      if (!busy && this.#state === 'running')
-        await this.#wakeUps.sleep(this.#options.pollIntervalMs);
+      if (!busy && this.#state === 'running') {
+        // A message parked for a rate-limit token comes due with no write to announce it.
+        const wait = this.#options.pollIntervalMs;
+        await this.#wakeUps.sleep(Math.min(wait, this.#routes.nextTokenInMs() ?? wait));
+      }
     }
     await this.#leave();
   }
@@ -382,6 +414,11 @@ class LaneDispatcher implements Dispatcher {
   async #cycle(draining: boolean): Promise<boolean> {
     this.#idle.begin();
     try {
+      if (!this.#prepared && this.#options.rateLimits.length > 0)
+        await declareRateLimits(this.#executor, this.#options.rateLimits, {
+          schema: this.#options.schema,
+        });
+      this.#prepared = true;
       // Not with a batch read ahead in flight: that batch is taken first, the balance next time.
       if (Date.now() >= this.#balanceAt && !this.#ahead) await this.#balance();
       if (this.#cursors.size === 0) {
@@ -541,8 +578,7 @@ class LaneDispatcher implements Dispatcher {
     const behind = (m: LaneRow) =>
       batch.ahead && m.ordered && this.#unpublished.has(`${m.lane}:${m.aggregate_id}`);
     const sending = messages.filter((m) => !behind(m));
-    const outgoing = sending.map((r) => toOutgoing(r, 0));
-    const fates = outgoing.length > 0 ? await this.#publish(outgoing) : [];
+    const plans = sending.length > 0 ? await this.#publishGated(sending, 0) : [];
     const o = this.#outcome;
     const unpublished = new Set<string>();
     const park = (m: LaneRow, settled: Settlement) => {
@@ -555,8 +591,8 @@ class LaneDispatcher implements Dispatcher {
       o.parkErrors.push(settled.error ?? null);
       o.parkDelays.push(settled.delayMs ?? null);
     };
-    fates.forEach((fate, i) => {
-      const settled = this.#settlementOf(outgoing[i]!, fate);
+    plans.forEach((plan, i) => {
+      const settled = laneSettlement(plan, 'unsent');
       if (settled.kind !== 'published') park(sending[i]!, settled);
     });
     if (sending.length < messages.length) {
@@ -593,9 +629,7 @@ class LaneDispatcher implements Dispatcher {
       this.#options.batchSize,
     ]);
     if (rows.length === 0) return 0;
-    const outgoing = rows.map((r) => toOutgoing(r, r.attempts ?? 0));
-    const fates = await this.#publish(outgoing);
-    const settled = fates.map((fate, i) => this.#settlementOf(outgoing[i]!, fate));
+    const settled = (await this.#publishGated(rows)).map((plan) => laneSettlement(plan, 'defer'));
     // A parked row above its lane's cursor (the cursor waits for the horizon) is read again by
     // the cursor once it leaves the parked table: remembered, so it is not published twice.
     rows.forEach((row) => {
@@ -633,32 +667,80 @@ class LaneDispatcher implements Dispatcher {
     });
   }
 
-  /** What a message's fate means for its row, counted in the stats. */
-  #settlementOf(message: OutgoingMessage, fate: MessageFate): Settlement {
-    if (fate.kind === 'shadow') return { kind: 'published' };
-    if (fate.kind === 'unsent') {
-      this.#stats.released++;
-      return { kind: 'unsent' };
-    }
+  /**
+   * Publishes `rows` as far as the route gate lets them (a paused or probing route, a rate limit
+   * without a token: held, uncharged, G9), and returns each row's plan, in the order of `rows`,
+   * counted in the stats. After the publish the gate pauses a route found down and turns its
+   * failures into deferrals (destination-limits.ts). `attempts`: of fresh rows (0); parked ones
+   * carry theirs.
+   */
+  async #publishGated(rows: readonly LaneRow[], attempts?: number): Promise<Plan[]> {
+    const outgoing = rows.map((r) => toOutgoing(r, attempts ?? r.attempts ?? 0));
+    const gated = await this.#routes.gate(this.id, outgoing);
+    const fates = gated.send.length > 0 ? await this.#publish(gated.send) : [];
+    const plans = gated.send.map((m, i) => this.#planOf(m, fates[i]!));
+    await this.#routes.review(this.id, gated.send, fates, plans, gated);
+    this.#routes.deferred(gated);
+    const byRow = new Map(plans.map((plan) => [plan.rowId, plan]));
+    return outgoing.map((message) => {
+      const plan = byRow.get(message.rowId) ?? { rowId: message.rowId, kind: 'release' };
+      this.#count(plan, message);
+      return plan;
+    });
+  }
+
+  /** What a message's fate means for its row (as the claim engine plans a settle). */
+  #planOf(message: OutgoingMessage, fate: MessageFate): Plan {
+    const rowId = message.rowId;
+    if (fate.kind === 'shadow') return { rowId, kind: 'shadow' };
+    if (fate.kind === 'unsent') return { rowId, kind: 'release' };
+    if (fate.kind === 'exhausted')
+      return { rowId, kind: 'dead', error: `gave up after ${message.attempts} attempts` };
+    if (fate.outcome.status === 'published') return { rowId, kind: 'published' };
     const attempts = message.attempts + 1;
-    let error: string;
-    let delayMs: number | undefined;
-    if (fate.kind === 'exhausted') error = `gave up after ${message.attempts} attempts`;
-    else if (fate.outcome.status === 'published') {
-      this.#stats.published++;
+    const error = fate.outcome.error;
+    if (fate.outcome.status === 'retryable' && attempts < this.#options.maxAttempts)
+      return {
+        rowId,
+        kind: 'retry',
+        error,
+        delayMs: fate.outcome.retryAfterMs ?? backoffDelayMs(attempts, this.#options.backoff),
+      };
+    return { rowId, kind: 'dead', error };
+  }
+
+  /** A plan in the stats (and a dead letter's event). */
+  #count(plan: Plan, message: OutgoingMessage): void {
+    const stats = this.#stats;
+    if (plan.kind === 'published') stats.published++;
+    else if (plan.kind === 'shadow') stats.shadowed++;
+    else if (plan.kind === 'release') stats.released++;
+    else if (plan.kind === 'defer') stats.postponed++;
+    else if (plan.kind === 'retry') stats.retried++;
+    else {
+      stats.deadLettered++;
+      this.#events.emit('dispatcher:dead-letter', { message, error: plan.error });
+    }
+  }
+}
+
+/**
+ * A plan as the lane functions take it. A deferral read from a lane parks as 'unsent' with its
+ * delay (`outbox_lane_next`: no attempt); one of the parked path is settled as 'defer'.
+ */
+function laneSettlement(plan: Plan, deferAs: 'unsent' | 'defer'): Settlement {
+  switch (plan.kind) {
+    case 'published':
+    case 'shadow':
       return { kind: 'published' };
-    } else {
-      error = fate.outcome.error;
-      if (fate.outcome.status === 'retryable' && attempts < this.#options.maxAttempts)
-        delayMs = fate.outcome.retryAfterMs ?? backoffDelayMs(attempts, this.#options.backoff);
-    }
-    if (delayMs === undefined) {
-      this.#stats.deadLettered++;
-      this.#events.emit('dispatcher:dead-letter', { message, error });
-      return { kind: 'dead', error };
-    }
-    this.#stats.retried++;
-    return { kind: 'retry', error, delayMs };
+    case 'release':
+      return { kind: 'unsent' };
+    case 'defer':
+      return { kind: deferAs, error: plan.reason, delayMs: plan.delayMs };
+    case 'retry':
+      return { kind: 'retry', error: plan.error, delayMs: plan.delayMs };
+    case 'dead':
+      return { kind: 'dead', error: plan.error };
   }
 }
 

@@ -1,4 +1,10 @@
-import { laneFunctionsSql } from '../sql/lanes.js';
+import {
+  laneBalanceFunctionSql,
+  laneHorizonFunctionSql,
+  lanePromoteFunctionSql,
+  lanePruneFunctionSql,
+} from '../sql/lanes.js';
+import { laneNextFunction024, laneSettleParkedFunction024 } from './024-frozen-functions.js';
 import type { Migration } from './migration.js';
 
 /** How many lanes migration 024 creates (see {@link lanes}). Fixed: a message's lane is a hash. */
@@ -98,6 +104,13 @@ CREATE FUNCTION ${s}.outbox_lane_of(p_aggregate text) RETURNS smallint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT ((hashtext(p_aggregate) & 2147483647) % ${LANE_COUNT})::smallint
 $$`,
-    ...laneFunctionsSql(s),
+    laneHorizonFunctionSql(s),
+    lanePromoteFunctionSql(s),
+    // Replaced by migration 025 (a published row is not parked again): the text 024 created.
+    laneNextFunction024(s),
+    laneBalanceFunctionSql(s),
+    // Replaced by migration 025 (deferrals): the text 024 created, frozen.
+    laneSettleParkedFunction024(s),
+    lanePruneFunctionSql(s),
   ],
 };

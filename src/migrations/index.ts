@@ -22,6 +22,7 @@ import { batchedLog } from './021-batched-log.js';
 import { callApprovals } from './022-call-approvals.js';
 import { claimFillfactor } from './023-claim-fillfactor.js';
 import { lanes } from './024-lanes.js';
+import { laneDeferrals } from './025-lane-deferrals.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -50,6 +51,7 @@ export const MIGRATIONS: readonly Migration[] = [
   callApprovals,
   claimFillfactor,
   lanes,
+  laneDeferrals,
 ];
 
 /** The schema version this build of agent-outbox expects. */

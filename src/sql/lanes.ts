@@ -146,7 +146,7 @@ $$`;
  * would be a write (a lane-row version a held snapshot keeps) that buys nothing.
  */
 export const laneNextFunctionSql = (s: string) => `
-CREATE FUNCTION ${s}.outbox_lane_next(
+CREATE OR REPLACE FUNCTION ${s}.outbox_lane_next(
   p_owner text, p_lanes smallint[], p_from bigint[], p_to bigint[],
   p_park_lanes smallint[], p_park_ids bigint[], p_park_kinds text[], p_park_errors text[],
   p_park_delay_ms float8[], p_dead_blocks boolean,
@@ -257,9 +257,16 @@ BEGIN
       FOR v_row IN
         SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
                m.payload, m.headers, extract(epoch FROM m.created_at)::float8 * 1000 AS created_ms,
+               -- Behind a blocking parked message of its aggregate (or that message itself):
+               -- later in id order only. A row before it was read (and published or parked)
+               -- before it, since within an aggregate id order is commit order: it comes back
+               -- here only because the read starts at the position capped by the horizon, and
+               -- the dispatcher has handled it (migration 025: 024 parked it again, and it was
+               -- published twice).
                m.ordered AND EXISTS (
                  SELECT 1 FROM ${s}.outbox_lane_parked p
-                 WHERE p.lane = m.lane AND p.aggregate_id = m.aggregate_id AND p.blocks) AS behind
+                 WHERE p.lane = m.lane AND p.aggregate_id = m.aggregate_id AND p.blocks
+                   AND p.id <= m.id) AS behind
         FROM ${s}.outbox_lane_messages m
         WHERE m.lane = v_lane.no AND m.id > v_lane.after
         ORDER BY m.id LIMIT 4 * p_batch
@@ -342,10 +349,12 @@ END $$`;
  * The parked path's outcome, fenced by the lanes' ownership (raises as `outbox_lane_next` does):
  * 'published' leaves the table and its aggregate's next parked message becomes head; 'retry'
  * counts the attempt and waits `p_delay_ms`; 'dead' dead-letters it (under `skip`, p_dead_blocks
- * false, it stops blocking and the next becomes head); 'unsent' stays as it is, due.
+ * false, it stops blocking and the next becomes head); 'defer' waits `p_delay_ms` without an
+ * attempt (since migration 025: a paused or probing route, a rate-limit token); 'unsent' stays as
+ * it is, due.
  */
 export const laneSettleParkedFunctionSql = (s: string) => `
-CREATE FUNCTION ${s}.outbox_lane_settle_parked(
+CREATE OR REPLACE FUNCTION ${s}.outbox_lane_settle_parked(
   p_owner text, p_lanes smallint[], p_ids bigint[], p_kinds text[], p_errors text[],
   p_delay_ms float8[], p_dead_blocks boolean)
 RETURNS void
@@ -378,6 +387,13 @@ BEGIN
       blocks = CASE WHEN f.kind = 'dead' AND NOT p_dead_blocks THEN false ELSE p.blocks END
   FROM unnest(p_lanes, p_ids, p_kinds, p_errors, p_delay_ms) AS f (lane, id, kind, error, delay_ms)
   WHERE p.lane = f.lane AND p.id = f.id AND f.kind IN ('retry', 'dead');
+  -- Deferred without an attempt (G9: its route is paused or probing, or it waits for a
+  -- rate-limit token): due again after the delay, its attempts as they were.
+  UPDATE ${s}.outbox_lane_parked p
+  SET last_error = f.error,
+      available_at = now() + coalesce(f.delay_ms, 0) * interval '1 millisecond'
+  FROM unnest(p_lanes, p_ids, p_kinds, p_errors, p_delay_ms) AS f (lane, id, kind, error, delay_ms)
+  WHERE p.lane = f.lane AND p.id = f.id AND f.kind = 'defer';
   IF v_promote.lanes IS NOT NULL THEN
     PERFORM ${s}.outbox_lane_promote(v_promote.lanes, v_promote.aggregates);
   END IF;
@@ -429,16 +445,6 @@ BEGIN
   END LOOP;
   RETURN v_total;
 END $$`;
-
-/** Every function of migration 024, in creation order. */
-export const laneFunctionsSql = (s: string) => [
-  laneHorizonFunctionSql(s),
-  lanePromoteFunctionSql(s),
-  laneNextFunctionSql(s),
-  laneBalanceFunctionSql(s),
-  laneSettleParkedFunctionSql(s),
-  lanePruneFunctionSql(s),
-];
 
 /**
  * The parked path's read: due heads of the caller's lanes, oldest due first, each ordered head

@@ -315,6 +315,8 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
             backoff: options.backoff,
             deadLetterPolicy: options.deadLetterPolicy,
             unorderedTopics: options.unorderedTopics,
+            rateLimits: options.rateLimits,
+            routePause: options.routePause,
             publisher,
             batchSize: values['batch-size'] === undefined ? undefined : options.batchSize,
             // Its own default (200 ms) when it polls alone; the safety net's when it listens.

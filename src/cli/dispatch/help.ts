@@ -16,9 +16,8 @@ Options:
                              per batch. With lanes, one batch in flight; refused with exit 2:
                              --mode cdc, --slot, --publication, --sweep-interval-ms,
                              --concurrency, --async-settle, --async-claim, --claim-shape,
-                             --statement-timeout-ms, --rate-limit, --route-pause-*,
-                             --metrics-*, --health-stall-ms, --prune-archive and the fleet
-                             flags. Defaults then: --batch-size 500, --poll-interval-ms 200
+                             --statement-timeout-ms, --metrics-*, --health-stall-ms,
+                             --prune-archive and the fleet flags. Defaults then: --batch-size 500, --poll-interval-ms 200
   --database-url URL         Postgres connection string (default: $DATABASE_URL)
   --schema NAME              schema of the outbox tables (default: ${DEFAULT_SCHEMA})
   --publisher URL            where to publish: ${PUBLISHER_URL_SCHEMES.map((s) => `${s}://`).join(', ')}

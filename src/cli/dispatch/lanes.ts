@@ -1,6 +1,8 @@
 import { addUnorderedTopics } from '../../dispatcher/unordered-topics.js';
 import type { BackoffOptions } from '../../core/backoff.js';
 import type { DeadLetterPolicy } from '../../dispatcher/options.js';
+import type { RoutePauseOptions } from '../../dispatcher/destination-limits.js';
+import type { RateLimit } from '../../dispatcher/rate-limits.js';
 import { createLaneDispatcher } from '../../lanes/lane-dispatcher.js';
 import type { WakeSource } from '../../dispatcher/wake-source.js';
 import type { Publisher } from '../../publishers/publisher.js';
@@ -26,8 +28,6 @@ const METRICS =
   "the metrics and /healthz read the claim engine's table (outbox), not the lanes; use the laneStatus() API or outbox dead list --engine lanes";
 const ARCHIVE =
   "an archiving prune covers the claim engine's outbox table only and leaves the lanes engine's messages: prune them without --prune-archive";
-const LIMITS =
-  'rate limits and route pauses are applied by the claim engine only; the lanes dispatcher does not apply them yet';
 
 /**
  * The flags of `outbox dispatch` that the lanes engine does not take, with why. Refused (exit 2)
@@ -43,9 +43,6 @@ const REFUSED_ON_LANES: Record<string, string> = {
     'one batch is in flight per lanes dispatcher (its outcome is committed by the next call); run more processes: they share the lanes',
   'claim-shape': 'the lanes engine reads each lane after its cursor; it has no claim shape',
   'statement-timeout-ms': 'createLaneDispatcher takes no statement timeout yet',
-  'rate-limit': LIMITS,
-  'route-pause-after': LIMITS,
-  'route-pause-max-ms': LIMITS,
   databases: FLEET,
   schemas: FLEET,
   'discover-interval': FLEET,
@@ -89,6 +86,10 @@ export interface LaneRunOptions {
   backoff: Partial<BackoffOptions>;
   deadLetterPolicy: DeadLetterPolicy;
   unorderedTopics: readonly string[];
+  /** `--rate-limit`: declared at start, one limit for every dispatcher of the database. */
+  rateLimits?: readonly RateLimit[];
+  /** `--route-pause-after`, `--route-pause-max-ms`. */
+  routePause?: RoutePauseOptions;
   /** LISTEN/NOTIFY wake-ups (the lanes writer notifies while a dispatcher waits), when on. */
   wakeSource?: WakeSource;
 }

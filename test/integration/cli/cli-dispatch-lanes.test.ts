@@ -54,7 +54,6 @@ describe('outbox dispatch --engine lanes', () => {
     const base = ['dispatch', '--engine', 'lanes', '--database-url', NOWHERE];
     const publisher = ['--publisher', 'http://127.0.0.1:9/x'];
     for (const [flags, why] of [
-      [['--rate-limit', 'payment.*=50/s'], /--rate-limit is not available with --engine lanes/],
       [['--async-settle'], /no separate claim or settle commit/],
       [['--async-claim'], /--async-claim is not available/],
       [['--claim-shape', 'heads-first'], /no claim shape/],
@@ -120,10 +119,21 @@ describe('outbox dispatch --engine lanes', () => {
       receiver.url,
       '--once',
     ];
-    const first = await runCli([...dispatch, '--max-attempts', '1']);
+    // --rate-limit and --route-pause-* are taken (a limit far above what this test sends).
+    const first = await runCli([
+      ...dispatch,
+      '--max-attempts',
+      '1',
+      '--rate-limit',
+      'payment.*=1000/s',
+      '--route-pause-after',
+      '50',
+    ]);
     expect(first.code, first.stderr).toBe(1); // drained with a failure
     expect(first.stdout + first.stderr).toContain('lanes dispatcher');
     expect(receiver.distinct()).toBe(before + 2); // order 1; order 2's charge failed, its mail waits
+    const limits = await db.pool.query('SELECT pattern FROM outbox_rate_limits');
+    expect(limits.rows).toEqual([{ pattern: 'payment.*' }]);
 
     // The claim engine's list knows nothing of the lanes.
     const claims = await runCli(['dead', 'list', '--json', '--database-url', db.url]);

@@ -431,3 +431,40 @@ describe('lanes engine: the next batch read while one is published', () => {
     expect(await count('SELECT count(*) AS n FROM outbox_lane_parked')).toBe(0);
   });
 });
+
+describe('lanes engine: a lane read again from a position the horizon held back', () => {
+  it('parks behind a parked message only what comes after it, never a row before it (handled)', async () => {
+    // a:1, a:2, a:3 in one lane; a:2 parked (it failed), a:1 published; the lane is read again
+    // from 0, as after a position capped by the horizon.
+    await write([mail('a', 1), mail('a', 2), mail('a', 3)]);
+    const ids = (
+      await db.pool.query<{ lane: number; id: string }>(
+        'SELECT lane, id::text FROM outbox_lane_messages ORDER BY id',
+      )
+    ).rows;
+    const lane = ids[0]!.lane;
+    await db.pool.query(
+      `INSERT INTO outbox_lane_parked (lane, id, aggregate_id, ordered, head, blocks, attempts)
+       VALUES ($1, $2, 'a', true, true, true, 1)`,
+      [lane, ids[1]!.id],
+    );
+    await db.pool.query(`SELECT * FROM outbox_lane_balance('probe', 60000, 16)`);
+    const { rows } = await db.pool.query<{
+      lane: number;
+      id: string | null;
+      message_id: string | null;
+    }>(
+      `SELECT lane, id::text, message_id FROM outbox_lane_next('probe', '{}', '{}', '{}', '{}', '{}',
+         '{}', '{}', '{}', true, 10, 0::smallint, 60000, 0, 0, 0, false, '{}', '{}')`,
+    );
+    // a:1 comes back (the dispatcher skips it: handled); a:3 is parked behind a:2.
+    expect(rows.filter((r) => r.message_id !== null).map((r) => r.id)).toEqual([ids[0]!.id]);
+    const parked = await db.pool.query<{ id: string; head: boolean }>(
+      'SELECT id::text, head FROM outbox_lane_parked ORDER BY id',
+    );
+    expect(parked.rows).toEqual([
+      { id: ids[1]!.id, head: true },
+      { id: ids[2]!.id, head: false },
+    ]);
+  });
+});

@@ -1,0 +1,158 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { EnqueuedMessage, OutboxMessage } from '../../../src/core/message.js';
+import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
+import { HttpPublisher } from '../../../src/publishers/http/index.js';
+import { InMemoryPublisher } from '../../../src/publishers/memory/in-memory-publisher.js';
+import { fromPg } from '../../../src/store/from-pg.js';
+import { createOutbox } from '../../../src/writer/create-outbox.js';
+import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { checkHistory, eventsInOrder, expectedOf } from '../../helpers/history.js';
+import { manyMessages } from '../../helpers/outbox-fixtures.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
+
+/**
+ * G9 and rate limits on the lanes engine (issue 43): the claim engine's destination limits
+ * (destination-limits.ts) applied by the lane dispatcher. What a paused route or a missing token
+ * holds is parked without an attempt and comes due after the delay.
+ */
+const outbox = createOutbox({ engine: 'lanes' });
+let db: TestDatabase;
+let receiver: WebhookReceiver;
+let down = false;
+let requests = 0;
+beforeAll(async () => {
+  db = await createTestDatabase();
+  receiver = await startWebhookReceiver({
+    status: () => {
+      requests++;
+      return down ? 503 : 200;
+    },
+  });
+});
+afterAll(async () => {
+  await receiver.close();
+  await db.drop();
+});
+beforeEach(async () => {
+  down = false;
+  requests = 0;
+  await db.pool.query(
+    'TRUNCATE outbox_lane_messages, outbox_lane_parked, outbox_aggregates, outbox_route_pauses, outbox_rate_limits',
+  );
+});
+
+async function write(messages: readonly OutboxMessage[]): Promise<EnqueuedMessage[]> {
+  const client = await db.pool.connect();
+  try {
+    await client.query('BEGIN');
+    const enqueued = await outbox.enqueue(fromPg(client), messages);
+    await client.query('COMMIT');
+    return enqueued;
+  } finally {
+    client.release();
+  }
+}
+
+const fast = {
+  backoff: { baseMs: 50, maxMs: 100, jitterMs: 0 },
+  pollIntervalMs: 20,
+  maxAttempts: 3,
+  routePause: { afterFailures: 3, initialMs: 200, maxMs: 400 },
+};
+
+const count = async (sql: string) => (await db.pool.query<{ n: number }>(sql)).rows[0]!.n;
+
+describe('lanes engine: destination health (G9)', () => {
+  it('an outage pauses the route: no attempts charged, no dead letters, all delivered in order after it', async () => {
+    const written = await write(manyMessages(20, 3));
+    down = true;
+    const dispatcher = createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher: new HttpPublisher({ url: receiver.url }),
+      batchSize: 10,
+      ...fast,
+    });
+    dispatcher.start();
+    await expect.poll(() => count('SELECT count(*)::int AS n FROM outbox_route_pauses')).toBe(1);
+    // Far longer than three attempt budgets (3 attempts at 50-100 ms backoff).
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const duringOutage = requests;
+    expect(
+      await count('SELECT count(*)::int AS n FROM outbox_lane_parked WHERE dead_at IS NOT NULL'),
+    ).toBe(0);
+    expect(
+      await count('SELECT coalesce(max(attempts), 0)::int AS n FROM outbox_lane_parked'),
+    ).toBeLessThan(3);
+    // Every message is parked (nothing skipped past), none published.
+    expect(await count('SELECT count(*)::int AS n FROM outbox_lane_parked')).toBe(60);
+    down = false;
+    await expect.poll(() => receiver.distinct(), { timeout: 20_000 }).toBe(60);
+    await dispatcher.stop();
+    expect(await count('SELECT count(*)::int AS n FROM outbox_route_pauses')).toBe(0);
+    expect(await count('SELECT count(*)::int AS n FROM outbox_lane_parked')).toBe(0);
+    // Paused: probes only, one at a time (a few a second), not 60 messages per backoff.
+    expect(duringOutage).toBeLessThan(60);
+    expect(dispatcher.stats().postponed).toBeGreaterThan(0);
+    expect(dispatcher.stats().deadLettered).toBe(0);
+    // In order per aggregate, as the receiver got them (its successful deliveries).
+    const report = checkHistory(expectedOf(written), receiver.events);
+    expect(report).toMatchObject({ lost: [], orderViolations: [] });
+  });
+
+  it('a message failing on its own while the destination works is still retried and dead-lettered', async () => {
+    await write(manyMessages(5, 1));
+    const publisher = new InMemoryPublisher({
+      inject: (m) =>
+        (m.payload as { a: number }).a === 0
+          ? { status: 'retryable', error: 'only this one fails' }
+          : undefined,
+    });
+    const dispatcher = createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher,
+      ...fast,
+      backoff: { baseMs: 0, maxMs: 0, jitterMs: 0 },
+    });
+    await expect
+      .poll(async () => {
+        await dispatcher.drain().catch(() => undefined);
+        return count('SELECT count(*)::int AS n FROM outbox_lane_parked WHERE dead_at IS NOT NULL');
+      })
+      .toBe(1);
+    expect(publisher.published).toHaveLength(4);
+    expect(await count('SELECT count(*)::int AS n FROM outbox_route_pauses')).toBe(0);
+  });
+});
+
+describe('lanes engine: rate limits', () => {
+  it('one limit for two dispatchers: the rate stays near it, nothing is charged, order holds', async () => {
+    const written = await write(manyMessages(10, 6));
+    const publisher = new InMemoryPublisher();
+    const make = () =>
+      createLaneDispatcher({
+        executor: fromPg(db.pool),
+        publisher,
+        batchSize: 20,
+        ...fast,
+        rateLimits: [{ pattern: 'payment.*', perSecond: 20, burst: 5 }],
+      });
+    const a = make();
+    const b = make();
+    const started = Date.now();
+    a.start();
+    b.start();
+    await expect.poll(() => publisher.published.length, { timeout: 20_000 }).toBe(60);
+    const seconds = (Date.now() - started) / 1000;
+    await Promise.all([a.stop(), b.stop()]);
+    // Each message once: a published row read again from a position the horizon capped, in a
+    // lane with a parked aggregate, was parked again and published twice before migration 025
+    // (3 runs in 6 failed so; lane-dispatcher.test.ts has the deterministic case). 60 messages at 20/s with a burst of 5: about 2.75 s; never much faster.
+    expect(seconds).toBeGreaterThan(2.2);
+    const report = checkHistory(expectedOf(written), eventsInOrder(publisher.published));
+    expect(report).toMatchObject({ lost: [], orderViolations: [], duplicates: 0 });
+    expect(await count('SELECT count(*)::int AS n FROM outbox_lane_parked')).toBe(0);
+    expect(a.stats().retried + b.stats().retried).toBe(0);
+    const { rows } = await db.pool.query('SELECT pattern, taken::int FROM outbox_rate_limits');
+    expect(rows).toEqual([{ pattern: 'payment.*', taken: 60 }]);
+  });
+});
