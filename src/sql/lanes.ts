@@ -496,17 +496,19 @@ UPDATE ${s}.outbox_lanes SET owner = NULL, lease_expires_at = NULL WHERE owner =
 
 /**
  * The writer's INSERT (createOutbox({ engine: 'lanes' })): one statement for the batch. Each
- * aggregate's counter row is upserted once (by how many messages it gets, in aggregate order: one
- * lock order for every writer, as insert-messages.ts), and a message's id is taken in the outer
- * SELECT, which needs its aggregate's counted row: so after that row is locked (see migration
- * 024: id order is then commit order within an aggregate, and the transaction has its xid).
+ * aggregate's counter row is upserted once, by how many messages it gets (`n`, on its first
+ * message), in the order the writer sorted the batch (by aggregate: one lock order for every
+ * writer, as insert-messages.ts), and a message's id is taken in the outer SELECT, which needs its
+ * aggregate's counted row: so after that row is locked (see migration 024: id order is then
+ * commit order within an aggregate, and the transaction has its xid). `r` is how many messages of
+ * its aggregate follow it in the batch: its sequence is the counter's new value minus `r`.
+ * The writer computes `n` and `r`: with window functions and a GROUP BY here (each a sort) the
+ * statement took ~0.04 ms more a business transaction (0.197 vs 0.161 ms, best of 16 blocks).
  * No trigger and one index on the hot row: the enqueue the issue asks to make leaner.
  */
 export const insertLaneMessagesSql = (s: string) => `
 WITH input AS (
   SELECT m.value AS v, m.position,
-         row_number() OVER (PARTITION BY m.value->>'a' ORDER BY m.position) AS nth,
-         count(*) OVER (PARTITION BY m.value->>'a') AS n,
          -- The LISTEN wake-up (migration 005's waiters, src/dispatcher/wake/listen-notify.ts):
          -- NOTIFY only while a dispatcher waits, sent at COMMIT. Uncorrelated, so evaluated once
          -- per statement; in this CTE, which is read twice and so computed whole, rather than a
@@ -516,7 +518,7 @@ WITH input AS (
   FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS m(value, position)
 ), counted AS (
   INSERT INTO ${s}.outbox_aggregates AS a (aggregate_id, last_sequence)
-  SELECT i.v->>'a', max(i.n) FROM input i GROUP BY i.v->>'a' ORDER BY i.v->>'a'
+  SELECT i.v->>'a', (i.v->>'n')::bigint FROM input i WHERE i.v ? 'n' ORDER BY i.position
   ON CONFLICT (aggregate_id) DO UPDATE SET last_sequence = a.last_sequence + excluded.last_sequence
   RETURNING a.aggregate_id, a.last_sequence
 )
@@ -525,7 +527,7 @@ INSERT INTO ${s}.outbox_lane_messages
 SELECT ${s}.outbox_lane_of(i.v->>'a'),
        nextval('${s}.outbox_lane_ids'),
        i.v->>'a',
-       c.last_sequence - i.n + i.nth,
+       c.last_sequence - (i.v->>'r')::bigint,
        coalesce((i.v->>'o')::boolean, NOT EXISTS (
          SELECT 1 FROM ${s}.outbox_unordered_topics u WHERE (i.v->>'t') LIKE u.pattern)),
        i.v->>'t',

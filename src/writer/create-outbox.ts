@@ -242,9 +242,8 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
     // One global lock order for the aggregates' sequence counters (see insert-messages.ts).
     // Array.prototype.sort is stable: positions within an aggregate keep the caller's order.
     if (batch.length > 1) batch.sort(byAggregate);
-    const { rows } = await executor.query<InsertedRow>(sql, [
-      `[${batch.map((row) => row.json).join(',')}]`,
-    ]);
+    const rowsJson = engine === 'lanes' ? withAggregateCounts(batch) : batch.map((row) => row.json);
+    const { rows } = await executor.query<InsertedRow>(sql, [`[${rowsJson.join(',')}]`]);
     if (rows.length !== valid.length) {
       throw new Error(
         `agent-outbox: inserted ${rows.length} rows for ${valid.length} messages; is a trigger or rule on the outbox table dropping rows?`,
@@ -302,6 +301,25 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
       return one;
     }) as OutboxWriter['enqueue'],
   };
+}
+
+/**
+ * The lanes writer's rows with their aggregate's counts (sql/lanes.ts `insertLaneMessagesSql`):
+ * `r`, how many messages of the aggregate follow the row in the batch, and `n`, on its first
+ * row, how many it has. `batch` is sorted by aggregate.
+ */
+function withAggregateCounts(batch: readonly { aggregateId: string; json: string }[]): string[] {
+  const out: string[] = [];
+  for (let start = 0; start < batch.length;) {
+    let end = start + 1;
+    while (end < batch.length && batch[end]!.aggregateId === batch[start]!.aggregateId) end++;
+    for (let i = start; i < end; i++) {
+      const counts = i === start ? `"r":${end - 1 - i},"n":${end - start}` : `"r":${end - 1 - i}`;
+      out.push(`{${counts},${batch[i]!.json.slice(1)}`);
+    }
+    start = end;
+  }
+  return out;
 }
 
 /** What the lanes engine does not take yet (issue 43): refused before anything is written. */
