@@ -100,7 +100,10 @@ interface Settlement {
 /** One call's rows, with the horizon that came with them (positions stop at it). */
 interface Batch {
   rows: LaneRow[];
-  safe: bigint;
+  /** The horizon's safe id (bigint as text). */
+  safe: string;
+  /** How far the batch examined each lane: its marker, else its last row (computed once). */
+  examined?: Map<number, string>;
   /** Read ahead: while the previous batch was being published (see {@link LaneDispatcher}). */
   ahead: boolean;
 }
@@ -544,7 +547,7 @@ class LaneDispatcher implements Dispatcher {
       rows.shift();
     }
     if (rows.length > 0) this.#start = rows[rows.length - 1]!.lane;
-    return { rows, safe: BigInt(this.#horizon.safe), ahead };
+    return { rows, safe: this.#horizon.safe, ahead };
   }
 
   /**
@@ -552,17 +555,18 @@ class LaneDispatcher implements Dispatcher {
    * batch filled on it), but not past the batch's horizon. The same map, returned.
    */
   #advanced(batch: Batch, positions: Map<number, string>): Map<number, string> {
-    const examined = new Map<number, bigint>();
-    for (const row of batch.rows) {
-      const id = BigInt(row.id);
-      const seen = examined.get(row.lane);
-      if (seen === undefined || id > seen) examined.set(row.lane, id);
+    if (!batch.examined) {
+      batch.examined = new Map<number, string>();
+      for (const row of batch.rows) {
+        const seen = batch.examined.get(row.lane);
+        if (seen === undefined || above(row.id, seen)) batch.examined.set(row.lane, row.id);
+      }
     }
-    for (const [lane, upto] of examined) {
+    for (const [lane, upto] of batch.examined) {
       const from = positions.get(lane);
       if (from === undefined) continue;
-      const to = upto < batch.safe ? upto : batch.safe;
-      if (to > BigInt(from)) positions.set(lane, to.toString());
+      const to = above(upto, batch.safe) ? batch.safe : upto;
+      if (above(to, from)) positions.set(lane, to);
     }
     return positions;
   }
@@ -600,20 +604,23 @@ class LaneDispatcher implements Dispatcher {
       for (const m of messages) if (behind(m)) park(m, { kind: 'unsent' });
     }
     this.#unpublished = unpublished;
-    for (const m of messages) {
-      let handled = this.#handled.get(m.lane);
-      if (!handled) this.#handled.set(m.lane, (handled = new Set()));
-      handled.add(m.id);
-    }
     const before = new Map(this.#positions);
     this.#advanced(batch, this.#positions);
     let moved = false;
     for (const [lane, position] of this.#positions) {
       if (position === before.get(lane)) continue;
       moved = true;
-      const to = BigInt(position);
       const handled = this.#handled.get(lane);
-      if (handled) for (const id of handled) if (BigInt(id) <= to) handled.delete(id);
+      if (handled) for (const id of handled) if (!above(id, position)) handled.delete(id);
+    }
+    // What is above its lane's position (held back by the horizon) is read again: remembered,
+    // so it is skipped then. What the position passed is never read again.
+    for (const m of messages) {
+      const position = this.#positions.get(m.lane);
+      if (position !== undefined && !above(m.id, position)) continue;
+      let handled = this.#handled.get(m.lane);
+      if (!handled) this.#handled.set(m.lane, (handled = new Set()));
+      handled.add(m.id);
     }
     if (messages.length > 0) {
       this.#stats.batches++;
@@ -742,6 +749,14 @@ function laneSettlement(plan: Plan, deferAs: 'unsent' | 'defer'): Settlement {
     case 'dead':
       return { kind: 'dead', error: plan.error };
   }
+}
+
+/**
+ * Whether id `a` is above id `b`, both bigints as text (non-negative, no leading zeros, as
+ * Postgres prints them): by length, then by digits. No BigInt a row, twice a batch.
+ */
+function above(a: string, b: string): boolean {
+  return a.length !== b.length ? a.length > b.length : a > b;
 }
 
 function toOutgoing(row: LaneRow, attempts: number): OutgoingMessage {
