@@ -20,6 +20,7 @@ import {
   waitFor,
   type CommitTimes,
 } from './latency.js';
+import { lanesBreakdowns } from './latency-lanes.js';
 
 /**
  * Issue 43, latency: where the milliseconds of `latency_ms.notify` go, and the floor of a
@@ -47,7 +48,7 @@ import {
  */
 
 /** One timed statement or notification of the dispatcher. */
-interface Span {
+export interface Span {
   start: number;
   end: number;
 }
@@ -171,7 +172,7 @@ export function instrumentNotify(db: BenchDatabase, mode: string) {
 }
 
 /** The spans of `spans` (sorted by start) that overlap [from, to]. */
-function overlapping(spans: readonly Span[], from: number, to: number): Span[] {
+export function overlapping(spans: readonly Span[], from: number, to: number): Span[] {
   // Spans are short and sorted by start: look back from the first that starts after `to`.
   let hi = spans.length;
   let lo = 0;
@@ -193,7 +194,7 @@ function overlapping(spans: readonly Span[], from: number, to: number): Span[] {
  * Splits [from, to] between labelled span lists, earlier lists first: each instant counts for
  * the first list with a span covering it; what none covers is returned as `rest`.
  */
-function splitWindow(from: number, to: number, lists: readonly (readonly Span[])[]) {
+export function splitWindow(from: number, to: number, lists: readonly (readonly Span[])[]) {
   const covered = lists.map(() => 0);
   if (to <= from) return { covered, rest: 0 };
   const spansPerList = lists.map((spans) => overlapping(spans, from, to));
@@ -437,6 +438,7 @@ export async function latencyOnly(
     details: {
       latencyRounds: rounds,
       latencyBreakdown: notifyBreakdowns(),
+      latencyBreakdownLanes: lanesBreakdowns(),
       latencyFromCommitSent: latencyFromCommitSent(),
     },
   };

@@ -14,7 +14,9 @@ import {
 import type { BenchDatabase } from '../lib/database.js';
 import { quiesce, resetOutbox } from '../lib/database.js';
 import { log, percentiles, sleep, type Percentiles } from '../lib/measure.js';
+import type { Dispatcher, LaneDispatcherOptions } from '../../src/index.js';
 import { instrumentNotify } from './latency-breakdown.js';
+import { instrumentLanes } from './latency-lanes.js';
 
 const outbox = createOutbox();
 /** The lanes engine's writer (migration 024, issue 43): `lanes` mode. */
@@ -165,6 +167,8 @@ export async function latency(
   mode: LatencyMode,
   perSecond: number,
   seconds: number,
+  /** `lanes` only: another dispatcher to measure (a variant, for A/B runs) and its label. */
+  variant?: { label: string; create: (options: LaneDispatcherOptions) => Dispatcher },
 ): Promise<Percentiles> {
   await resetOutbox(db.pool);
   await quiesce(db);
@@ -247,17 +251,22 @@ export async function latency(
   } else if (mode === 'lanes') {
     // The lanes engine: LISTEN wake-ups as `notify`, one call a batch (no claim, no settle per
     // message), its cursor-only commits not waiting for the flush as notify's claims and settles.
-    const dispatcher = createLaneDispatcher({
-      executor,
+    // Timed statement by statement for its breakdown (latency-lanes.ts).
+    const timeline = instrumentLanes(db, variant?.label ?? mode);
+    const dispatcher = (variant?.create ?? createLaneDispatcher)({
+      executor: timeline.executor,
       publisher: timingPublisher(receivedAt),
       asyncCommit: true, // as notify's asyncClaim and asyncSettle
       pollIntervalMs: 5_000, // the fallback only
-      wakeSource: createListenNotifyWakeSource({ connect: () => db.client() }),
+      wakeSource: createListenNotifyWakeSource({ connect: timeline.connect }),
     });
     dispatcher.start();
     await sleep(300);
     await steadyLoad(db, perSecond, seconds, enqueue, times);
-    stop = () => dispatcher.stop();
+    stop = async () => {
+      await dispatcher.stop();
+      timeline.finish(times, receivedAt, Math.floor(perSecond / 2));
+    };
   } else if (mode === 'cdc' || mode === 'cdc_sync_claim') {
     if (mode === 'cdc') await afterClaimGuard(db);
     const cdc = createCdcDispatcher({
@@ -295,5 +304,5 @@ export async function latency(
   }
   await waitFor(() => [...times.sentAt.keys()].every((k) => receivedAt.has(k)));
   await stop();
-  return latencies(mode, times, receivedAt, Math.floor(perSecond / 2));
+  return latencies(variant?.label ?? mode, times, receivedAt, Math.floor(perSecond / 2));
 }
