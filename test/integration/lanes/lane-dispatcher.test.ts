@@ -468,3 +468,79 @@ describe('lanes engine: a lane read again from a position the horizon held back'
     ]);
   });
 });
+
+describe('lanes engine: what a running dispatcher does between batches', () => {
+  /** fromPg(db.pool), counting the reads (outbox_lane_next with a batch) and parked-path looks. */
+  function countingExecutor() {
+    const pool = fromPg(db.pool);
+    const counts = { reads: 0, parkedLooks: 0 };
+    const executor = {
+      ...pool,
+      query: (text: string, values?: readonly unknown[]) => {
+        if (text.includes('outbox_lane_next(') && Number(values?.[10]) > 0) counts.reads++;
+        if (text.includes('heads AS')) counts.parkedLooks++;
+        return pool.query(text, values as unknown[]);
+      },
+    } as typeof pool;
+    return { executor, counts };
+  }
+
+  const until = async (condition: () => boolean) => {
+    for (let i = 0; i < 500 && !condition(); i++)
+      await new Promise((resolve) => setTimeout(resolve, 5));
+  };
+
+  it('does not look at the parked path after every batch while messages flow (issue 43 latency)', async () => {
+    const { executor, counts } = countingExecutor();
+    const publisher = new InMemoryPublisher();
+    const dispatcher = createLaneDispatcher({ executor, publisher, pollIntervalMs: 60_000 });
+    dispatcher.start();
+    const started = Date.now();
+    try {
+      for (let i = 0; i < 20; i++) {
+        await write([mail(`flow-${i}`, 1)]);
+        dispatcher.wake();
+        await until(() => publisher.published.length === i + 1);
+      }
+    } finally {
+      await dispatcher.stop();
+    }
+    expect(publisher.published).toHaveLength(20);
+    // Each message a batch of its own, then an empty one: 40 reads or so. The parked path was
+    // looked at after each of them (a query in the way of the next read); now at the first
+    // cycle and then at most once a second.
+    expect(counts.reads).toBeGreaterThanOrEqual(20);
+    expect(counts.parkedLooks).toBeLessThanOrEqual(2 + Math.floor((Date.now() - started) / 1_000));
+  });
+
+  it('retries a failure it parked when it is due, without waiting for the once-a-second look', async () => {
+    const { executor, counts } = countingExecutor();
+    let attempts = 0;
+    const publisher = new InMemoryPublisher({
+      inject: (m) =>
+        m.aggregateId === 'flaky' && ++attempts === 1
+          ? { status: 'retryable', error: 'first try fails' }
+          : undefined,
+    });
+    const dispatcher = createLaneDispatcher({
+      executor,
+      publisher,
+      pollIntervalMs: 60_000,
+      backoff: { baseMs: 0, maxMs: 0, jitterMs: 0 },
+    });
+    dispatcher.start();
+    try {
+      await dispatcher.onIdle();
+      await until(() => counts.parkedLooks > 0);
+      const started = Date.now();
+      await write([mail('flaky', 1)]);
+      dispatcher.wake();
+      await until(() => publisher.published.length === 1);
+      expect(publisher.published.map((m) => m.aggregateId)).toEqual(['flaky']);
+      expect(attempts).toBe(2);
+      expect(Date.now() - started).toBeLessThan(900);
+    } finally {
+      await dispatcher.stop();
+    }
+  });
+});
