@@ -369,7 +369,8 @@ class LaneDispatcher implements Dispatcher {
       // An idle dispatcher arms the wake source (producers NOTIFY while a waiter row lives) and
       // looks once more before it sleeps: what committed before arming is found by that look.
       if (await this.#wakeUps.afterClaim(busy ? 1 : 0)) continue;
-      if (!busy && this.#state === 'running') {
+      // Cursors left to write on going idle are written by the next read (#cycle): no sleep first.
+      if (!busy && this.#state === 'running' && !this.#pending()) {
         // A message parked for a rate-limit token comes due with no write to announce it.
         const wait = this.#options.pollIntervalMs;
         await this.#wakeUps.sleep(Math.min(wait, this.#routes.nextTokenInMs() ?? wait));
@@ -488,13 +489,23 @@ class LaneDispatcher implements Dispatcher {
       }
       if (parkedDue < this.#parkedAt) this.#parkedAt = parkedDue;
       const busy = messages.length > 0 || moved || parked > 0;
-      this.#idle.noteClaim(!busy);
-      // Going idle: what is pending is written now rather than at the next sync, so status and
+      // Going idle: what is pending is written rather than left to the next sync, so status and
       // retention see the cursors where they are (a busy dispatcher writes them every second).
+      // A drain writes it now. A running dispatcher has its next read carry it: going idle it
+      // arms the wake source and reads once more (#run) at once, and that read writes the
+      // cursors; a call of its own here stood between a commit and the read that finds it (issue
+      // 43 latency). Not idle (onIdle) until then.
       if (!busy && this.#pending()) {
-        await this.#next(0, true);
-        return draining;
+        if (draining) {
+          this.#idle.noteClaim(true);
+          await this.#next(0, true);
+          return draining;
+        }
+        this.#syncAt = 0;
+        this.#idle.noteClaim(false);
+        return false;
       }
+      this.#idle.noteClaim(!busy);
       return busy;
     } finally {
       this.#idle.end();

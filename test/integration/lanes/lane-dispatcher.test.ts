@@ -544,3 +544,39 @@ describe('lanes engine: what a running dispatcher does between batches', () => {
     }
   });
 });
+
+describe('lanes engine: going idle', () => {
+  it('writes the cursors with the read that follows arming, not with a call of its own, before onIdle', async () => {
+    const pool = fromPg(db.pool);
+    let syncs = 0;
+    const executor = {
+      ...pool,
+      query: (text: string, values?: readonly unknown[]) => {
+        if (text.includes('outbox_lane_next(') && Number(values?.[10]) === 0) syncs++;
+        return pool.query(text, values as unknown[]);
+      },
+    } as typeof pool;
+    const publisher = new InMemoryPublisher();
+    const dispatcher = createLaneDispatcher({ executor, publisher, pollIntervalMs: 60_000 });
+    dispatcher.start();
+    try {
+      for (let i = 0; i < 10; i++) {
+        await write([mail(`idle-${i}`, 1)]);
+        dispatcher.wake();
+        for (let t = 0; t < 500 && publisher.published.length <= i; t++)
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        await dispatcher.onIdle();
+        // Idle: the lane's cursor is past the message (status and retention see it consumed).
+        expect(
+          await count(`SELECT count(*) AS n FROM outbox_lane_messages m
+                       JOIN outbox_lanes l ON l.lane = m.lane WHERE m.id > l.cursor`),
+        ).toBe(0);
+      }
+    } finally {
+      await dispatcher.stop();
+    }
+    expect(publisher.published).toHaveLength(10);
+    // Each going idle was one cursor write; it rides on the read after arming now.
+    expect(syncs).toBe(0);
+  });
+});
