@@ -200,6 +200,13 @@ class LaneDispatcher implements Dispatcher {
   #horizon = { safe: '0', pairId: '0', pairXid: '0' };
   #balanceAt = 0;
   #parkedAt = 0;
+  /**
+   * The last read left ids that may still commit (the horizon's pair pending, or the horizon just
+   * moved, so a newer id may be pending behind it): see {@link #idleWaitMs}.
+   */
+  #maybeInFlight = false;
+  /** The current short wait while {@link #maybeInFlight}, ms (0: none yet). */
+  #inFlightWaitMs = 0;
   #start = 0;
   #outcome = emptyOutcome();
   /**
@@ -369,14 +376,36 @@ class LaneDispatcher implements Dispatcher {
       // An idle dispatcher arms the wake source (producers NOTIFY while a waiter row lives) and
       // looks once more before it sleeps: what committed before arming is found by that look.
       if (await this.#wakeUps.afterClaim(busy ? 1 : 0)) continue;
+      if (busy) this.#inFlightWaitMs = 0;
       // Cursors left to write on going idle are written by the next read (#cycle): no sleep first.
       if (!busy && this.#state === 'running' && !this.#pending()) {
         // A message parked for a rate-limit token comes due with no write to announce it.
-        const wait = this.#options.pollIntervalMs;
+        const wait = this.#idleWaitMs();
         await this.#wakeUps.sleep(Math.min(wait, this.#routes.nextTokenInMs() ?? wait));
       }
     }
     await this.#leave();
+  }
+
+  /**
+   * How long an idle dispatcher sleeps (a wake-up cuts it short). A writer decides whether to
+   * NOTIFY when it INSERTs (sql/lanes.ts: while a waiter row lives), not when it commits: a
+   * transaction that wrote while this dispatcher was busy (disarmed) and commits after it armed
+   * and looked once more sends no NOTIFY, and its messages waited for the poll interval (60 s in
+   * the test that shows it). The horizon tells when such a transaction may exist: an id taken
+   * that is not final yet. Then the dispatcher looks again after 1 ms, 2, 4… up to the poll
+   * interval, until the horizon is settled (a long write transaction elsewhere costs a few reads).
+   */
+  #idleWaitMs(): number {
+    if (!this.#wakeUps.hasSource || !this.#maybeInFlight) {
+      this.#inFlightWaitMs = 0;
+      return this.#options.pollIntervalMs;
+    }
+    this.#inFlightWaitMs = Math.min(
+      this.#options.pollIntervalMs,
+      Math.max(1, this.#inFlightWaitMs * 2),
+    );
+    return this.#inFlightWaitMs;
   }
 
   /** Commits what is pending, then gives the lanes back (best effort: else their leases expire). */
@@ -436,7 +465,11 @@ class LaneDispatcher implements Dispatcher {
       const started = Date.now();
       const ahead = this.#ahead;
       this.#ahead = undefined;
+      const safe = this.#horizon.safe;
       const batch = await (ahead ?? this.#next(this.#options.batchSize));
+      // A batch read ahead may have moved the horizon before `safe` was taken: count it as moved.
+      this.#maybeInFlight =
+        ahead !== undefined || this.#horizon.pairXid !== '0' || this.#horizon.safe !== safe;
       const messages = batch.rows.filter(
         (r) => r.message_id !== null && !this.#handled.get(r.lane)?.has(r.id),
       );

@@ -580,3 +580,72 @@ describe('lanes engine: going idle', () => {
     expect(syncs).toBe(0);
   });
 });
+
+describe('lanes engine: a message written while the dispatcher was busy', () => {
+  it('is published soon when its transaction commits after the dispatcher armed and looked (its INSERT sent no NOTIFY)', async () => {
+    const { createListenNotifyWakeSource } =
+      await import('../../../src/dispatcher/wake/listen-notify.js');
+    const pg = (await import('pg')).default;
+    // The publisher holds each of `gated` until released: the dispatcher is busy, disarmed.
+    const gates = new Map<string, () => void>();
+    const seen: string[] = [];
+    const publisher = {
+      publish: async (messages: readonly OutgoingMessage[]) => {
+        for (const m of messages) {
+          seen.push(m.aggregateId);
+          if (m.aggregateId.startsWith('gated'))
+            await new Promise<void>((resolve) => gates.set(m.aggregateId, resolve));
+        }
+        return messages.map(() => ({ status: 'published' as const }));
+      },
+    };
+    const until = async (condition: () => boolean | Promise<boolean>) => {
+      for (let i = 0; i < 1_000 && !(await condition()); i++)
+        await new Promise((resolve) => setTimeout(resolve, 5));
+    };
+    const waiters = () => count('SELECT count(*) AS n FROM outbox_waiters');
+    const dispatcher = createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher,
+      pollIntervalMs: 60_000,
+      wakeSource: createListenNotifyWakeSource({
+        connect: async () => {
+          const client = new pg.Client({ connectionString: db.url });
+          await client.connect();
+          return client;
+        },
+      }),
+    });
+    dispatcher.start();
+    const late = new pg.Client({ connectionString: db.url });
+    await late.connect();
+    try {
+      await until(async () => (await waiters()) === 1);
+      await dispatcher.onIdle();
+      // Busy with gated-1, then gated-2 (written while gated-1 is held: it notifies).
+      await write([mail('gated-1', 1)]);
+      await until(() => gates.has('gated-1'));
+      await write([mail('gated-2', 1)]);
+      gates.get('gated-1')!();
+      await until(() => gates.has('gated-2'));
+      // Disarmed now: the late writer's INSERT sends no NOTIFY.
+      await until(async () => (await waiters()) === 0);
+      await late.query('BEGIN');
+      await outbox.enqueue(fromPg(late), [mail('late', 1)]);
+      gates.get('gated-2')!();
+      // The dispatcher goes idle, arms, looks once more (the late row is not committed) and waits.
+      await until(async () => (await waiters()) === 1);
+      await dispatcher.onIdle();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const committed = Date.now();
+      await late.query('COMMIT');
+      await until(() => seen.includes('late'));
+      expect(seen).toEqual(['gated-1', 'gated-2', 'late']);
+      // Not at the 60 s poll: it knew an id taken was still being committed.
+      expect(Date.now() - committed).toBeLessThan(2_000);
+    } finally {
+      await late.end();
+      await dispatcher.stop();
+    }
+  });
+});
