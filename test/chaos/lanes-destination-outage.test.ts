@@ -13,15 +13,15 @@ import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-r
 
 /**
  * A webhook destination that answers 503 for a while, then recovers, behind
- * `outbox dispatch --engine lanes`. The lanes engine has no route pause yet (G9 is the claim
- * engine's): every refusal is an attempt, its aggregate parks and retries with backoff.
+ * `outbox dispatch --engine lanes`.
  *
- * 1. A short outage (1 s; the backoff reaches the last attempt only after 2.5 s): every message
- *    goes out after it, in order, nothing dead-lettered.
- * 2. An outage that outlasts the attempts: each aggregate's head is dead-lettered after exactly
- *    --max-attempts refusals, nothing behind it goes out (policy hold); after the recovery
- *    `outbox dead list --engine lanes` shows them and `outbox replay --engine lanes --all-dead`
- *    sends them and what waited behind them, in order.
+ * 1. An outage of 4 s (G9), with the default route pause: the route pauses and probes, nothing is
+ *    dead-lettered although the backoff alone would reach --max-attempts after 2.5 s; every
+ *    message goes out after it, in order.
+ * 2. With route pauses out of the way (`--route-pause-after 1000`), refusals are failures: each
+ *    aggregate's head is dead-lettered after exactly --max-attempts refusals, nothing behind it
+ *    goes out (policy hold); after the recovery `outbox dead list --engine lanes` shows them and
+ *    `outbox replay --engine lanes --all-dead` sends them and what waited behind them, in order.
  */
 let db: TestDatabase;
 let receiver: WebhookReceiver;
@@ -50,36 +50,42 @@ afterAll(async () => {
 });
 
 const MAX_ATTEMPTS = 4;
+const OUTAGE_MS = 4_000;
 const status = async () => (await laneStatus(fromPg(db.pool))).total;
 
 describe('a destination that refuses (503) for a while, lanes engine', () => {
   it('retries with backoff, dead-letters only after max attempts, replays: nothing lost, order kept', async () => {
-    dispatcher = startCli(
-      laneDispatchArgs(
-        db.url,
-        receiver.url,
-        '--max-attempts',
-        String(MAX_ATTEMPTS),
-        '--backoff-base-ms',
-        '500',
-        '--backoff-max-ms',
-        '1000',
-        '--backoff-jitter-ms',
-        '0',
-        '--batch-size',
-        '20',
-      ),
-    );
+    const dispatch = (...extra: string[]) =>
+      startCli(
+        laneDispatchArgs(
+          db.url,
+          receiver.url,
+          '--max-attempts',
+          String(MAX_ATTEMPTS),
+          '--backoff-base-ms',
+          '500',
+          '--backoff-max-ms',
+          '1000',
+          '--backoff-jitter-ms',
+          '0',
+          '--batch-size',
+          '20',
+          ...extra,
+        ),
+      );
+    dispatcher = dispatch();
     const written: EnqueuedMessage[] = [];
     written.push(...(await enqueueLanes(db.pool, manyMessages(10, 3))));
     await expect.poll(() => receiver.distinct(), { timeout: 30_000 }).toBe(30);
 
-    // 1. A short outage: 1 s, while the backoff needs 0.5 + 1 + 1 s to reach the last attempt.
+    // 1. An outage (G9): 4 s, while the backoff reaches the last attempt after 0.5 + 1 + 1 s.
+    // The route pauses: nothing is dead-lettered, however long it lasts.
     refusing = true;
     const shortStart = performance.now();
     written.push(...(await enqueueLanes(db.pool, manyMessages(10, 3, 'payment.refund'))));
     await expect.poll(() => refusals.size, { timeout: 10_000, interval: 20 }).toBeGreaterThan(0);
-    await sleep(Math.max(0, 1_000 - (performance.now() - shortStart)));
+    await sleep(Math.max(0, OUTAGE_MS - (performance.now() - shortStart)));
+    const duringOutage = await status();
     refusing = false;
     const shortRefused = [...refusals.values()].reduce((n, r) => n + r, 0);
     const shortRefusedMessages = refusals.size;
@@ -88,8 +94,12 @@ describe('a destination that refuses (503) for a while, lanes engine', () => {
     expect((await status()).deadLetters).toBe(0);
     expect(await lanesPending(db.pool)).toBe(0);
     refusals.clear();
+    dispatcher.child.kill('SIGTERM');
+    expect(await dispatcher.exited).toBe(0);
 
-    // 2. An outage longer than the attempts: refused until every aggregate's head is dead.
+    // 2. Route pauses out of the way (--route-pause-after 1000: a destination that refuses is
+    // taken for one that fails these messages): refused until every aggregate's head is dead.
+    dispatcher = dispatch('--route-pause-after', '1000');
     refusing = true;
     const longStart = performance.now();
     const third = await enqueueLanes(db.pool, manyMessages(10, 3, 'mail.send'));
@@ -142,9 +152,10 @@ describe('a destination that refuses (503) for a while, lanes engine', () => {
     console.log(
       `[lanes destination outage] messages ${written.length}, delivered ${receiver.distinct()} ` +
         `(${receiver.events.length} deliveries); lost ${report.lost.length}, out of order ` +
-        `${report.orderViolations.length}, duplicates ${report.duplicates}; short outage 1 s: ` +
-        `${shortRefused} refusals of ${shortRefusedMessages} messages, all delivered ` +
-        `${shortRecoveredInMs} ms after it began, 0 dead; long outage: 10 heads dead after ` +
+        `${report.orderViolations.length}, duplicates ${report.duplicates}; outage ${OUTAGE_MS} ms: ` +
+        `${shortRefused} refusals of ${shortRefusedMessages} messages, dead letters during it ` +
+        `${duringOutage.deadLetters}, all delivered ${shortRecoveredInMs} ms after it began; ` +
+        `route pauses off: 10 heads dead after ` +
         `${MAX_ATTEMPTS} refusals each, ${deadInMs} ms; parked behind them ${during.parked}; ` +
         `replayed: all delivered ${replayedInMs} ms after the replay; dead letters left ${after.deadLetters}`,
     );
