@@ -193,20 +193,20 @@ describe('lanes engine: failover behind an endpoint (primary stopped immediately
   }, 120_000);
 
   // FAILS (a bug of the lane dispatcher, kept failing on purpose): messages committed on the NEW
-  // primary are never published, and laneStatus() shows nothing pending — the cursors passed
-  // them. Measured: 46 and 30 lost in two runs (ids 211..270 with the new primary's id sequence
-  // at 198 when promoted and the old primary's last acknowledged id 270: exactly the ids the new
-  // primary hands out a second time).
+  // primary are never published, and laneStatus() shows nothing pending: the cursors passed
+  // them. Measured: 30-72 lost in 6 runs (on 5eaa570 and on main f4af0c8), e.g. ids 145..181
+  // with the new primary's id sequence at 132 when promoted and the old primary's last
+  // acknowledged id 220: exactly the ids the new primary hands out a second time.
   //
-  // Cause: src/lanes/lane-dispatcher.ts keeps the horizon (`#horizon`, line 163) across a failed
-  // call. The catch of #run (lines 299-304) clears the outcome, the positions and `#handled`,
-  // but not `#horizon`, so the next calls, on the promoted replica, pass the old primary's safe
-  // id (p_safe) to outbox_lane_horizon (src/sql/lanes.ts:68, `IF v_last <= safe THEN RETURN`
-  // keeps it), and #publishBatch (lines 481-486: `to = min(examined, safe)`) moves a lane that ran
-  // out of rows (marker 9223372036854775807) to that stale safe id: past ids the new primary has
-  // not handed out yet (its sequence is behind after an asynchronous failover). Those messages,
-  // committed later below the cursor, are never read. Fix: reset `#horizon` to 0 in that catch
-  // (verified: 0 lost); see the report for the patch, and for the case where no call fails.
+  // Cause: src/lanes/lane-dispatcher.ts keeps the horizon (`#horizon`, line 199) across a failed
+  // call: the catch of #run (lines 357-364) clears the outcome, the positions and `#handled`, not
+  // `#horizon`. The next calls, on the promoted replica, pass the old primary's safe id (p_safe)
+  // to outbox_lane_horizon, which keeps it (src/sql/lanes.ts:68, `IF v_last <= safe THEN
+  // RETURN`), and #advanced (line 568, `to = min(examined, batch.safe)`) moves a lane that ran out
+  // of rows (marker 9223372036854775807) to that stale safe id: past ids the new primary has not
+  // handed out yet (its sequence is behind after an asynchronous failover). Those messages,
+  // committed later below the position, are never read. Fix: reset `#horizon` in that catch
+  // (verified on main: 0 lost); see the report.
   it.fails(
     'asynchronous replication with the replica 1 s behind: whatever the new primary holds is published, in order',
     async () => {

@@ -44,23 +44,22 @@ afterAll(async () => {
 const LEASE_MS = 3_000;
 
 describe('lanes: two dispatchers, a slow destination, parked runs (no crash)', () => {
-  // FAILS (a bug of the lane dispatcher, kept failing on purpose): a livelock. Measured on this
-  // branch: 73-188 messages (5 runs) still undelivered 60 s after the writer stopped (of ~450),
-  // 1,462-1,767 duplicate deliveries, settles of the parked path fenced 5-12 times per process
-  // ("lanes {1,1,...} are no longer owned by ..." from outbox_lane_settle_parked).
+  // FAILS (a bug of the lane dispatcher, kept failing on purpose): a dispatcher publishes after
+  // its lanes' leases expired. On main f4af0c8 (3 runs): everything delivered, but 1-4 settles
+  // of the parked path fenced per run ("lanes {1,1,...} are no longer owned by ..." from
+  // outbox_lane_settle_parked) and 84-362 duplicate deliveries; on 5eaa570 (5 runs) a livelock:
+  // 73-188 of ~450 messages still undelivered 60 s after the writer stopped, ~1,500 duplicates.
   //
-  // Cause: src/lanes/lane-dispatcher.ts #cycle (lines 361-369) publishes the batch
-  // (#publishBatch) and then the due parked messages (#publishParked) in one cycle, and #publish
-  // (lines 531-534) gives EACH call its own deadline, `Date.now() + leaseMs / 2`. Nothing renews
-  // the leases in between: #balance runs only at the start of a cycle (every leaseMs / 3), and
-  // outbox_lane_next renews only lanes whose cursor it moves. So a cycle with a slow batch and a
-  // parked run to publish lasts up to leaseMs / 2 + leaseMs / 2 + its reads, past a lease that had
-  // 2/3 of leaseMs left when the cycle began: the other dispatcher takes the expired lanes, reads
-  // the same parked runs as due (not settled yet) and publishes them again, and this one's
-  // outbox_lane_settle_parked raises OBX01, so what it published stays parked and goes out again;
-  // with both dispatchers doing this the lanes ping-pong and the parked runs never drain. Fix
-  // (verified: 432 of 432 delivered, 0 lost, 0 fenced settles, 11 s): renew before the parked
-  // path when due, `if (Date.now() >= this.#balanceAt) await this.#balance();` (see the report).
+  // Cause: src/lanes/lane-dispatcher.ts renews the leases only in #balance, at the start of a
+  // cycle (line 426, every leaseMs / 3, and not while a batch read ahead is in flight), while
+  // #publish (lines 661-664) gives EACH publish call a fresh deadline, `Date.now() + leaseMs / 2`.
+  // A cycle publishes its batch (up to leaseMs / 2) and then the due parked messages
+  // (#publishParked, line 467: up to another leaseMs / 2), and a batch read ahead defers the
+  // balance to the next cycle, which publishes for up to leaseMs / 2 again: past a lease that had
+  // 2/3 of leaseMs left. The other dispatcher takes the expired lanes and publishes the same
+  // parked runs again (not settled yet), and this one's settle raises OBX01, so what it published
+  // stays parked and goes out once more. Fix direction in the report (renew before the parked
+  // path: verified on 5eaa570, not enough on main, where the read-ahead path also overruns).
   it.fails(
     'no message is delivered by a dispatcher while the other owns its lane, none twice at once',
     async () => {
