@@ -24,13 +24,16 @@ export interface FailoverWriter {
  * 100 ms apart (slower than the dispatcher: it keeps up, so what is written is published at
  * once), going on through the failover's errors. Each acknowledged message notes the port of the
  * server that committed it (`inet_server_port()`), so a test can tell what the new primary wrote.
+ * `outbox`: the writer (default the claim engine's; `createOutbox({ engine: 'lanes' })`).
  */
-export function startFailoverWriter(pool: pg.Pool): FailoverWriter {
+export function startFailoverWriter(
+  pool: pg.Pool,
+  outbox: Pick<ReturnType<typeof createOutbox>, 'enqueue'> = createOutbox(),
+): FailoverWriter {
   // A checked-out client whose server goes away emits 'error': ours to swallow (the statement
   // in flight rejects anyway).
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
-  const outbox = createOutbox();
   const acknowledged: AcknowledgedMessage[] = [];
   const inDoubt: EnqueuedMessage[] = [];
   let writing = true;

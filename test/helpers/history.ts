@@ -19,6 +19,8 @@ export interface PublishEvent {
   start: number;
   /** When the broker acknowledged it. */
   end: number;
+  /** Where it was sent (the receiver's request path), when the test routes publishers apart. */
+  via?: string;
 }
 
 export interface HistoryReport {

@@ -49,7 +49,13 @@ export async function startWebhookReceiver(
       if (hold > 0) await new Promise((resolve) => setTimeout(resolve, hold));
       const status = options.status?.(envelope) ?? 200;
       if (status >= 200 && status < 300) {
-        events.push({ messageId: envelope.id, publisher: who, start, end: performance.now() });
+        events.push({
+          messageId: envelope.id,
+          publisher: who,
+          start,
+          end: performance.now(),
+          via: request.url ?? '',
+        });
         envelopes.push(envelope);
         ids.add(envelope.id);
       }

@@ -317,6 +317,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
             unorderedTopics: options.unorderedTopics,
             rateLimits: options.rateLimits,
             routePause: options.routePause,
+            statementTimeoutMs: options.statementTimeoutMs,
             publisher,
             batchSize: values['batch-size'] === undefined ? undefined : options.batchSize,
             // Its own default (200 ms) when it polls alone; the safety net's when it listens.

@@ -16,8 +16,8 @@ Options:
                              per batch. With lanes, one batch in flight; refused with exit 2:
                              --mode cdc, --slot, --publication, --sweep-interval-ms,
                              --concurrency, --async-settle, --async-claim, --claim-shape,
-                             --statement-timeout-ms, --metrics-*, --health-stall-ms,
-                             --prune-archive and the fleet flags. Defaults then: --batch-size 500, --poll-interval-ms 200
+                             --metrics-*, --health-stall-ms, --prune-archive and the fleet
+                             flags. Defaults then: --batch-size 500, --poll-interval-ms 200
   --database-url URL         Postgres connection string (default: $DATABASE_URL)
   --schema NAME              schema of the outbox tables (default: ${DEFAULT_SCHEMA})
   --publisher URL            where to publish: ${PUBLISHER_URL_SCHEMES.map((s) => `${s}://`).join(', ')}
@@ -56,7 +56,8 @@ Options:
                              message's latency); after a Postgres crash recovery no claim
                              takes anything for --lease-ms, then lost claims' messages are
                              published again, same message id. Same on every dispatcher
-  --statement-timeout-ms N   give up on a claim, settle or release after N ms and drop its
+  --statement-timeout-ms N   give up on a claim, settle or release (with lanes: on any
+                             statement of the dispatcher) after N ms and drop its
                              connection (a network partition closes nothing: without it a
                              statement on a frozen connection waits for good); a timed-out
                              settle is like a failed one: the lease expires, the message goes

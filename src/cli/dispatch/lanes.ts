@@ -6,7 +6,7 @@ import type { RateLimit } from '../../dispatcher/rate-limits.js';
 import { createLaneDispatcher } from '../../lanes/lane-dispatcher.js';
 import type { WakeSource } from '../../dispatcher/wake-source.js';
 import type { Publisher } from '../../publishers/publisher.js';
-import type { SqlExecutor } from '../../store/sql-executor.js';
+import type { QueryOptions, SqlExecutor } from '../../store/sql-executor.js';
 import { UsageError } from '../usage-error.js';
 import { pollRunner, type DispatchRunner } from './runners.js';
 
@@ -42,7 +42,6 @@ const REFUSED_ON_LANES: Record<string, string> = {
   concurrency:
     'one batch is in flight per lanes dispatcher (its outcome is committed by the next call); run more processes: they share the lanes',
   'claim-shape': 'the lanes engine reads each lane after its cursor; it has no claim shape',
-  'statement-timeout-ms': 'createLaneDispatcher takes no statement timeout yet',
   databases: FLEET,
   schemas: FLEET,
   'discover-interval': FLEET,
@@ -92,6 +91,24 @@ export interface LaneRunOptions {
   routePause?: RoutePauseOptions;
   /** LISTEN/NOTIFY wake-ups (the lanes writer notifies while a dispatcher waits), when on. */
   wakeSource?: WakeSource;
+  /** `--statement-timeout-ms`: every statement of the dispatcher bounded (0: none). */
+  statementTimeoutMs: number;
+}
+
+/**
+ * `executor` with every statement bounded by `timeoutMs` ({@link QueryOptions.timeoutMs}: the
+ * statement is rejected and its connection dropped), unless the caller gives its own. The lanes
+ * dispatcher passes no timeout of its own: without this a statement on a connection a network
+ * partition froze (nothing closed) waits for good, and so does the process, SIGTERM included
+ * (test/chaos/lanes-partition.test.ts). A timed-out call is a failed one: the dispatcher takes
+ * its lanes again from their committed cursors (what it published since goes out again, same id).
+ */
+export function withStatementTimeout(executor: SqlExecutor, timeoutMs: number): SqlExecutor {
+  if (!timeoutMs) return executor;
+  return {
+    query: <Row>(text: string, values?: readonly unknown[], options?: QueryOptions) =>
+      executor.query<Row>(text, values, { timeoutMs, ...options }),
+  };
 }
 
 /**
@@ -99,14 +116,17 @@ export interface LaneRunOptions {
  * declared first: the lanes writer reads `outbox_unordered_topics` as the claim engine's does.
  */
 export async function laneRunner(options: LaneRunOptions): Promise<DispatchRunner> {
-  const { unorderedTopics, backoff, batchSize, pollIntervalMs, ...rest } = options;
-  await addUnorderedTopics(options.executor, unorderedTopics, { schema: options.schema });
+  const { unorderedTopics, backoff, batchSize, pollIntervalMs, statementTimeoutMs, ...rest } =
+    options;
+  const executor = withStatementTimeout(options.executor, statementTimeoutMs);
+  await addUnorderedTopics(executor, unorderedTopics, { schema: options.schema });
   const defined = Object.fromEntries(
     Object.entries(backoff).filter(([, v]) => v !== undefined),
   ) as Partial<BackoffOptions>;
   return pollRunner(
     createLaneDispatcher({
       ...rest,
+      executor,
       backoff: defined,
       ...(batchSize !== undefined && { batchSize }),
       ...(pollIntervalMs !== undefined && { pollIntervalMs }),

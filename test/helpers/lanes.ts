@@ -1,0 +1,53 @@
+import type pg from 'pg';
+import { laneStatus } from '../../src/lanes/lane-admin.js';
+import { createOutbox, fromPg, type EnqueuedMessage, type OutboxMessage } from '../../src/index.js';
+import { dispatchArgs } from './cli-process.js';
+
+/**
+ * What the lanes engine's fault tests (test/chaos/lanes-*.test.ts) share: the lanes writer on a
+ * committed transaction, `outbox dispatch --engine lanes` arguments, and what is left to publish.
+ */
+const lanesOutbox = createOutbox({ engine: 'lanes' });
+
+/**
+ * Enqueues `messages` with the lanes writer in one committed transaction on `pool`.
+ * `preparedStatements: false` behind a transaction pooler, as the docs say.
+ */
+export async function enqueueLanes(
+  pool: pg.Pool,
+  messages: OutboxMessage[],
+  options: { preparedStatements?: boolean } = {},
+): Promise<EnqueuedMessage[]> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await lanesOutbox.enqueue(fromPg(client, options), messages);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** `outbox dispatch --engine lanes` to `publisherUrl` on `databaseUrl`, polling every 50 ms. */
+export function laneDispatchArgs(databaseUrl: string, publisherUrl: string, ...extra: string[]) {
+  return dispatchArgs(databaseUrl, publisherUrl, '--engine', 'lanes', ...extra);
+}
+
+/** Messages not published yet: the backlog after the cursors, parked and retrying (not dead). */
+export async function lanesPending(pool: pg.Pool): Promise<number> {
+  const { total } = await laneStatus(fromPg(pool));
+  return total.backlog + total.parked + total.retrying;
+}
+
+/** Lane rows: who owns each lane now (null when free), by lane number. */
+export async function laneOwners(pool: pg.Pool): Promise<Map<number, string | null>> {
+  const { rows } = await pool.query<{ lane: number; owner: string | null }>(
+    `SELECT lane, CASE WHEN lease_expires_at > now() THEN owner END AS owner
+       FROM outbox_lanes ORDER BY lane`,
+  );
+  return new Map(rows.map((r) => [Number(r.lane), r.owner]));
+}
