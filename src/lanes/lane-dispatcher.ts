@@ -198,6 +198,8 @@ class LaneDispatcher implements Dispatcher {
   #handled = new Map<number, Set<string>>();
   /** The horizon (sql/lanes.ts `outbox_lane_horizon`): safe id and the pending pair. */
   #horizon = { safe: '0', pairId: '0', pairXid: '0' };
+  /** When the last balance (which renews every owned lease to leaseMs) was sent. */
+  #renewedAt = 0;
   #balanceAt = 0;
   #parkedAt = 0;
   /**
@@ -369,6 +371,10 @@ class LaneDispatcher implements Dispatcher {
         this.#unpublished.clear();
         this.#handled.clear();
         this.#positions.clear();
+        // The horizon too: the next call may reach another server (a promoted replica, a
+        // restored backup) whose id sequence is behind this safe id; kept, it lets the cursors
+        // pass ids that server hands out again.
+        this.#horizon = { safe: '0', pairId: '0', pairXid: '0' };
         this.#balanceAt = 0;
         await this.#wakeUps.sleep(retryInMs);
         continue;
@@ -510,6 +516,10 @@ class LaneDispatcher implements Dispatcher {
         // The parks of published batches first: a run behind a due head must find every
         // message parked before it (a batch read ahead may have left some only in memory).
         if (this.#outcome.parkIds.length > 0) await this.#next(0);
+        // The batch may have taken up to leaseMs / 2 and the parked path may take as long: renew
+        // the leases first when due, or the cycle outlasts them (another dispatcher takes the
+        // lanes, publishes the same parked runs again, and this one's settle is fenced).
+        if (Date.now() >= this.#balanceAt) await this.#balance();
         parked = await this.#publishParked();
         // Found some: look again next cycle (more may be due). Else at the poll cadence (an idle
         // dispatcher looks at every poll, as before) and at least every second; what this
@@ -563,10 +573,12 @@ class LaneDispatcher implements Dispatcher {
   /** Takes this dispatcher's share of the lanes (with nothing pending: see sql/lanes.ts). */
   async #balance(): Promise<void> {
     if (this.#pending()) await this.#next(0, true);
+    const renewing = Date.now();
     const { rows } = await this.#executor.query<{ lane: number; cursor: string }>(
       this.#sql.balance,
       [this.id, this.#options.leaseMs, this.#maxLanes],
     );
+    this.#renewedAt = renewing;
     this.#cursors = new Map(rows.map((r) => [r.lane, r.cursor]));
     this.#positions = new Map(this.#cursors);
     // A lane given back or taken over: what was remembered above its cursor no longer holds.
@@ -740,7 +752,12 @@ class LaneDispatcher implements Dispatcher {
   async #publish(messages: OutgoingMessage[]): Promise<MessageFate[]> {
     return publishInOrder(this.#publisher, messages, {
       maxAttempts: this.#options.maxAttempts,
-      deadline: Date.now() + this.#options.leaseMs / 2,
+      // Half a lease, and never past what is left of the leases (renewed at the last balance;
+      // a sixth of a lease kept for the settle): a cycle's publish calls must not outlast them.
+      deadline: Math.min(
+        Date.now() + this.#options.leaseMs / 2,
+        this.#renewedAt + (this.#options.leaseMs * 5) / 6,
+      ),
       timeoutError: `publish did not finish within ${this.#options.leaseMs / 2} ms (half the lane lease)`,
       onOutcomes: (sent, outcomes, durationMs) =>
         sent.forEach((message, i) =>

@@ -192,31 +192,19 @@ describe('lanes engine: failover behind an endpoint (primary stopped immediately
     expect(report.concurrentDuplicates).toEqual([]);
   }, 120_000);
 
-  // FAILS (a bug of the lane dispatcher, kept failing on purpose): messages committed on the NEW
-  // primary are never published, and laneStatus() shows nothing pending: the cursors passed
-  // them. Measured: 30-72 lost in 6 runs (on 5eaa570 and on main f4af0c8), e.g. ids 145..181
-  // with the new primary's id sequence at 132 when promoted and the old primary's last
-  // acknowledged id 220: exactly the ids the new primary hands out a second time.
-  //
-  // Cause: src/lanes/lane-dispatcher.ts keeps the horizon (`#horizon`, line 199) across a failed
-  // call: the catch of #run (lines 357-364) clears the outcome, the positions and `#handled`, not
-  // `#horizon`. The next calls, on the promoted replica, pass the old primary's safe id (p_safe)
-  // to outbox_lane_horizon, which keeps it (src/sql/lanes.ts:68, `IF v_last <= safe THEN
-  // RETURN`), and #advanced (line 568, `to = min(examined, batch.safe)`) moves a lane that ran out
-  // of rows (marker 9223372036854775807) to that stale safe id: past ids the new primary has not
-  // handed out yet (its sequence is behind after an asynchronous failover). Those messages,
-  // committed later below the position, are never read. Fix: reset `#horizon` in that catch
-  // (verified on main: 0 lost); see the report.
-  it.fails(
-    'asynchronous replication with the replica 1 s behind: whatever the new primary holds is published, in order',
-    async () => {
-      const outcome = await failoverRun(false, 1_000);
-      const { figures, report } = summarize('async-lagging', outcome);
-      expect(figures.acknowledgedMissingOnNewPrimary).toBeGreaterThan(0);
-      expect(figures.lostAmongRowsOnNewPrimary).toBe(0);
-      expect(report.orderViolations).toEqual([]);
-      expect(report.concurrentDuplicates).toEqual([]);
-    },
-    120_000,
-  );
+  // Messages committed on the NEW primary were never published before the fix (30-72 lost in 6
+  // runs on 5eaa570 and f4af0c8, e.g. ids 145..181 with the new primary's id sequence at 132
+  // when promoted and the old primary's last acknowledged id 220: the ids the new primary hands
+  // out a second time). The lane dispatcher kept its horizon across the failed call, passed the
+  // old primary's safe id to outbox_lane_horizon (which keeps it), and moved lanes that ran out
+  // of rows to it, past ids the promoted replica had not handed out yet. The catch of #run now
+  // resets the horizon with the positions.
+  it('asynchronous replication with the replica 1 s behind: whatever the new primary holds is published, in order', async () => {
+    const outcome = await failoverRun(false, 1_000);
+    const { figures, report } = summarize('async-lagging', outcome);
+    expect(figures.acknowledgedMissingOnNewPrimary).toBeGreaterThan(0);
+    expect(figures.lostAmongRowsOnNewPrimary).toBe(0);
+    expect(report.orderViolations).toEqual([]);
+    expect(report.concurrentDuplicates).toEqual([]);
+  }, 120_000);
 });

@@ -44,140 +44,124 @@ afterAll(async () => {
 const LEASE_MS = 3_000;
 
 describe('lanes: two dispatchers, a slow destination, parked runs (no crash)', () => {
-  // FAILS (a bug of the lane dispatcher, kept failing on purpose): a dispatcher publishes after
-  // its lanes' leases expired. On main f4af0c8 (3 runs): everything delivered, but 1-4 settles
-  // of the parked path fenced per run ("lanes {1,1,...} are no longer owned by ..." from
-  // outbox_lane_settle_parked) and 84-362 duplicate deliveries; on 5eaa570 (5 runs) a livelock:
-  // 73-188 of ~450 messages still undelivered 60 s after the writer stopped, ~1,500 duplicates.
-  //
-  // Cause: src/lanes/lane-dispatcher.ts renews the leases only in #balance, at the start of a
-  // cycle (line 426, every leaseMs / 3, and not while a batch read ahead is in flight), while
-  // #publish (lines 661-664) gives EACH publish call a fresh deadline, `Date.now() + leaseMs / 2`.
-  // A cycle publishes its batch (up to leaseMs / 2) and then the due parked messages
-  // (#publishParked, line 467: up to another leaseMs / 2), and a batch read ahead defers the
-  // balance to the next cycle, which publishes for up to leaseMs / 2 again: past a lease that had
-  // 2/3 of leaseMs left. The other dispatcher takes the expired lanes and publishes the same
-  // parked runs again (not settled yet), and this one's settle raises OBX01, so what it published
-  // stays parked and goes out once more. Fix (verified on main, 3 runs: 0 fenced, 29-40
-  // duplicates): renew before the parked path when due, and bound every publish deadline by the
-  // last renewal + 5/6 of the lease; the patch is in the report.
-  it.fails(
-    'no message is delivered by a dispatcher while the other owns its lane, none twice at once',
-    async () => {
-      const args = (path: string) =>
-        laneDispatchArgs(
-          db.url,
-          receiver.url.replace(/\/hook$/, path),
-          '--lease-ms',
-          String(LEASE_MS),
-          '--batch-size',
-          '100',
-          '--max-attempts',
-          '100',
-          '--backoff-base-ms',
-          '400',
-          '--backoff-max-ms',
-          '400',
-          '--backoff-jitter-ms',
-          '0',
+  // Before the fix a dispatcher published after its lanes' leases expired: on f4af0c8 (3 runs)
+  // 1-4 settles of the parked path fenced per run (OBX01) and 84-362 duplicate deliveries; on
+  // 5eaa570 (5 runs) a livelock, 73-188 of ~450 messages still undelivered 60 s after the writer
+  // stopped. The leases were renewed only at the start of a cycle while each publish call had
+  // a fresh leaseMs / 2 deadline: the batch and then the parked path (or a batch read ahead,
+  // which defers the balance) outlasted a lease. Now the leases are renewed before the parked
+  // path when due, and every publish deadline is bound by the last renewal + 5/6 of the lease
+  // (measured with the fix: 0 fenced, 29-40 duplicates, all after lanes moved).
+  it('no message is delivered by a dispatcher while the other owns its lane, none twice at once', async () => {
+    const args = (path: string) =>
+      laneDispatchArgs(
+        db.url,
+        receiver.url.replace(/\/hook$/, path),
+        '--lease-ms',
+        String(LEASE_MS),
+        '--batch-size',
+        '100',
+        '--max-attempts',
+        '100',
+        '--backoff-base-ms',
+        '400',
+        '--backoff-max-ms',
+        '400',
+        '--backoff-jitter-ms',
+        '0',
+      );
+    // Lane ownership sampled every 20 ms: [time, lane -> owner pid or null].
+    const samples: [number, Map<number, string | null>][] = [];
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const { rows } = await db.pool.query<{ lane: number; owner: string | null }>(
+          `SELECT lane, CASE WHEN lease_expires_at > now() THEN owner END AS owner FROM outbox_lanes`,
         );
-      // Lane ownership sampled every 20 ms: [time, lane -> owner pid or null].
-      const samples: [number, Map<number, string | null>][] = [];
-      let sampling = true;
-      const sampler = (async () => {
-        while (sampling) {
-          const { rows } = await db.pool.query<{ lane: number; owner: string | null }>(
-            `SELECT lane, CASE WHEN lease_expires_at > now() THEN owner END AS owner FROM outbox_lanes`,
-          );
-          samples.push([performance.now(), new Map(rows.map((r) => [Number(r.lane), r.owner]))]);
-          await sleep(20);
-        }
-      })();
-
-      const written: EnqueuedMessage[] = [];
-      // 12 aggregates with a run of 12 behind a head refused once, and 12 others written on.
-      const parkedRuns: OutboxMessage[] = [];
-      for (let n = 0; n < 12; n++)
-        for (let a = 0; a < 12; a++)
-          parkedRuns.push({ topic: 'payment.charge', aggregateId: `p-${a}`, payload: { n } });
-      const a = startCli(args('/A'));
-      processes.push(a);
-      written.push(...(await enqueueLanes(db.pool, parkedRuns)));
-      let writing = true;
-      const writer = (async () => {
-        for (let round = 0; writing; round++) {
-          written.push(
-            ...(await enqueueLanes(
-              db.pool,
-              Array.from({ length: 12 }, (_, w) => ({
-                topic: 'mail.send',
-                aggregateId: `w-${w}`,
-                payload: { round },
-              })),
-            )),
-          );
-          await sleep(300);
-        }
-      })();
-      await expect.poll(() => receiver.distinct(), { timeout: 30_000 }).toBeGreaterThan(20);
-      const b = startCli(args('/B'));
-      processes.push(b);
-      await sleep(6_000);
-      writing = false;
-      await writer;
-      let drained = true;
-      try {
-        await expect
-          .poll(() => receiver.distinct(), { timeout: 40_000, interval: 200 })
-          .toBe(written.length);
-        await expect.poll(() => lanesPending(db.pool), { timeout: 20_000 }).toBe(0);
-      } catch {
-        drained = false;
+        samples.push([performance.now(), new Map(rows.map((r) => [Number(r.lane), r.owner]))]);
+        await sleep(20);
       }
-      sampling = false;
-      await sampler;
+    })();
 
-      const { rows } = await db.pool.query<{ message_id: string; lane: number }>(
-        'SELECT message_id::text, lane FROM outbox_lane_messages',
-      );
-      const laneOf = new Map(rows.map((r) => [r.message_id, Number(r.lane)]));
-      const pidOf = { '/A': `:${a.child.pid}:`, '/B': `:${b.child.pid}:` } as Record<
-        string,
-        string
-      >;
-      /** The other dispatcher owned the lane in the samples just before AND after the start. */
-      const whileOtherOwned = receiver.events.filter((e) => {
-        const lane = laneOf.get(e.messageId)!;
-        const other = pidOf[e.via === '/A' ? '/B' : '/A']!;
-        const before = [...samples].reverse().find(([t]) => t <= e.start);
-        const after = samples.find(([t]) => t >= e.start);
-        return (
-          before?.[1].get(lane)?.includes(other) === true &&
-          after?.[1].get(lane)?.includes(other) === true
+    const written: EnqueuedMessage[] = [];
+    // 12 aggregates with a run of 12 behind a head refused once, and 12 others written on.
+    const parkedRuns: OutboxMessage[] = [];
+    for (let n = 0; n < 12; n++)
+      for (let a = 0; a < 12; a++)
+        parkedRuns.push({ topic: 'payment.charge', aggregateId: `p-${a}`, payload: { n } });
+    const a = startCli(args('/A'));
+    processes.push(a);
+    written.push(...(await enqueueLanes(db.pool, parkedRuns)));
+    let writing = true;
+    const writer = (async () => {
+      for (let round = 0; writing; round++) {
+        written.push(
+          ...(await enqueueLanes(
+            db.pool,
+            Array.from({ length: 12 }, (_, w) => ({
+              topic: 'mail.send',
+              aggregateId: `w-${w}`,
+              payload: { round },
+            })),
+          )),
         );
-      });
-      const report = checkHistory(expectedOf(written), receiver.events);
-      const viaOf = new Map(receiver.events.map((e) => [e.publisher, e.via]));
-      const concurrentVia = report.concurrentDuplicates.map((d) =>
-        d.publishers.map((p) => viaOf.get(p)).join('+'),
+        await sleep(300);
+      }
+    })();
+    await expect.poll(() => receiver.distinct(), { timeout: 30_000 }).toBeGreaterThan(20);
+    const b = startCli(args('/B'));
+    processes.push(b);
+    await sleep(6_000);
+    writing = false;
+    await writer;
+    let drained = true;
+    try {
+      await expect
+        .poll(() => receiver.distinct(), { timeout: 40_000, interval: 200 })
+        .toBe(written.length);
+      await expect.poll(() => lanesPending(db.pool), { timeout: 20_000 }).toBe(0);
+    } catch {
+      drained = false;
+    }
+    sampling = false;
+    await sampler;
+
+    const { rows } = await db.pool.query<{ message_id: string; lane: number }>(
+      'SELECT message_id::text, lane FROM outbox_lane_messages',
+    );
+    const laneOf = new Map(rows.map((r) => [r.message_id, Number(r.lane)]));
+    const pidOf = { '/A': `:${a.child.pid}:`, '/B': `:${b.child.pid}:` } as Record<string, string>;
+    /** The other dispatcher owned the lane in the samples just before AND after the start. */
+    const whileOtherOwned = receiver.events.filter((e) => {
+      const lane = laneOf.get(e.messageId)!;
+      const other = pidOf[e.via === '/A' ? '/B' : '/A']!;
+      const before = [...samples].reverse().find(([t]) => t <= e.start);
+      const after = samples.find(([t]) => t >= e.start);
+      return (
+        before?.[1].get(lane)?.includes(other) === true &&
+        after?.[1].get(lane)?.includes(other) === true
       );
-      const fenced = (p: CliProcess) => (p.output().match(/are no longer owned by/g) ?? []).length;
-      console.log(
-        `[lanes lease overrun] messages ${written.length}, delivered ${receiver.distinct()} ` +
-          `(A ${receiver.events.filter((e) => e.via === '/A').length}, B ` +
-          `${receiver.events.filter((e) => e.via === '/B').length}); lost ${report.lost.length}, ` +
-          `out of order ${report.orderViolations.length}, duplicates ${report.duplicates}, ` +
-          `concurrent duplicates ${report.concurrentDuplicates.length}; delivered while the other ` +
-          `dispatcher owned the lane ${whileOtherOwned.length}; refused once ${refusedOnce.size}; ` +
-          `concurrent pairs ${JSON.stringify(concurrentVia)}; fenced settles: A ${fenced(a)}, B ${fenced(b)}`,
-      );
-      expect(drained).toBe(true);
-      expect(report.lost).toEqual([]);
-      expect(report.orderViolations).toEqual([]);
-      expect(report.concurrentDuplicates).toEqual([]);
-      expect(whileOtherOwned).toEqual([]);
-      expect(fenced(a) + fenced(b)).toBe(0);
-    },
-    120_000,
-  );
+    });
+    const report = checkHistory(expectedOf(written), receiver.events);
+    const viaOf = new Map(receiver.events.map((e) => [e.publisher, e.via]));
+    const concurrentVia = report.concurrentDuplicates.map((d) =>
+      d.publishers.map((p) => viaOf.get(p)).join('+'),
+    );
+    const fenced = (p: CliProcess) => (p.output().match(/are no longer owned by/g) ?? []).length;
+    console.log(
+      `[lanes lease overrun] messages ${written.length}, delivered ${receiver.distinct()} ` +
+        `(A ${receiver.events.filter((e) => e.via === '/A').length}, B ` +
+        `${receiver.events.filter((e) => e.via === '/B').length}); lost ${report.lost.length}, ` +
+        `out of order ${report.orderViolations.length}, duplicates ${report.duplicates}, ` +
+        `concurrent duplicates ${report.concurrentDuplicates.length}; delivered while the other ` +
+        `dispatcher owned the lane ${whileOtherOwned.length}; refused once ${refusedOnce.size}; ` +
+        `concurrent pairs ${JSON.stringify(concurrentVia)}; fenced settles: A ${fenced(a)}, B ${fenced(b)}`,
+    );
+    expect(drained).toBe(true);
+    expect(report.lost).toEqual([]);
+    expect(report.orderViolations).toEqual([]);
+    expect(report.concurrentDuplicates).toEqual([]);
+    expect(whileOtherOwned).toEqual([]);
+    expect(fenced(a) + fenced(b)).toBe(0);
+  }, 120_000);
 });
