@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import { createOutbox, createDispatcher, fromPg, pruneOutbox } from '../../src/index.js';
 import type { BenchDatabase } from '../lib/database.js';
 import { round } from '../lib/measure.js';
@@ -70,7 +71,21 @@ export async function lsn(db: BenchDatabase): Promise<string> {
     `SELECT pg_current_wal_insert_lsn()::text AS lsn`,
   );
   await db.pool.query('SELECT pg_current_xact_id()');
-  return rows[0]!.lsn;
+  const at = rows[0]!.lsn;
+  // pg_walinspect reads flushed WAL only: an end past the flush fails with "cannot accept future
+  // end LSN". The commit above need not flush (it wrote no WAL but its commit record, so it
+  // commits asynchronously); the WAL writer flushes within wal_writer_delay (200 ms by default).
+  // That error, intermittent, was the bench's WAL "hang" (its pinned client was not released,
+  // so the database's drop waited for ever).
+  for (let waited = 0; waited < 5_000; waited += 10) {
+    const flushed = await db.pool.query<{ ok: boolean }>(
+      `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn AS ok`,
+      [at],
+    );
+    if (flushed.rows[0]!.ok) return at;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`bench: WAL not flushed up to ${at} within 5 s`);
 }
 
 /** Checkpoints the server has started (timed and requested), since its statistics' reset. */
@@ -92,11 +107,26 @@ async function checkpoints(db: BenchDatabase): Promise<number> {
  */
 export async function walPerMessage(db: BenchDatabase, count: number, batchSize = 200) {
   await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
-  const outbox = createOutbox();
   // A slot of this session (temporary: gone with the connection) keeps the WAL from here until
   // it is read: on a shared server, other databases' writes can trigger checkpoints that would
   // recycle it first.
   const pin = await db.pool.connect();
+  try {
+    return await walPerMessagePinned(db, pin, count, batchSize);
+  } finally {
+    // Always: a pinned client never released makes the database's drop (pool.end) wait for it
+    // for ever, and an error thrown here was never seen — the bench "hang" of 2026-12-05/06.
+    pin.release(true);
+  }
+}
+
+async function walPerMessagePinned(
+  db: BenchDatabase,
+  pin: pg.PoolClient,
+  count: number,
+  batchSize: number,
+) {
+  const outbox = createOutbox();
   await pin.query(`SELECT pg_create_physical_replication_slot($1, true, true)`, [
     `ao_bench_wal_${process.pid}`,
   ]);
@@ -145,7 +175,6 @@ export async function walPerMessage(db: BenchDatabase, count: number, batchSize 
     ...dispatchRecords,
     retention: await walRecords(db, beforePrune, end, count),
   };
-  pin.release(true);
   const perMessage = (w: { bytes: number; fpi: number }) => ({
     bytes: Math.round(w.bytes / count),
     fullPageImageBytes: Math.round(w.fpi / count),
