@@ -29,7 +29,10 @@ export class DashboardSampler {
   readonly #intervalMs: number;
   readonly #capacity: number;
   readonly #samples: DashboardSample[] = [];
-  #lastAt: Date | null = null;
+  /** Where the next sample's window starts: the server's timestamp as text (microseconds). */
+  #lastAt: string | null = null;
+  /** The same instant in ms since the epoch (the rate's interval). */
+  #lastMs = 0;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #lastError: string | undefined;
@@ -84,7 +87,7 @@ export class DashboardSampler {
     this.#historyLoaded = true;
     const { rows } = await this.#executor.query<{
       at: number;
-      until: Date | string;
+      until: string;
       backlog: number;
       deadLetters: number;
       dispatched: number;
@@ -102,7 +105,10 @@ export class DashboardSampler {
         publishedPerSecond: i === 0 ? null : Number(row.dispatched) / (this.#intervalMs / 1000),
       });
     const last = rows.at(-1);
-    if (last) this.#lastAt = new Date(last.until);
+    if (last) {
+      this.#lastAt = last.until;
+      this.#lastMs = Number(last.at);
+    }
   }
 
   async #sampleOnce(): Promise<void> {
@@ -116,13 +122,14 @@ export class DashboardSampler {
     try {
       const [status, dispatched] = await Promise.all([
         readStatus(this.#executor, { schema: this.#schemaName, lastErrors: 1 }),
-        this.#executor.query<{ at: Date | string; n: number }>(dispatchedSinceSql(this.#schema), [
-          this.#lastAt,
-        ]),
+        this.#executor.query<{ at: Date | string; cursor: string; n: number }>(
+          dispatchedSinceSql(this.#schema),
+          [this.#lastAt],
+        ),
       ]);
       const row = dispatched.rows[0]!;
       const at = new Date(row.at);
-      const seconds = this.#lastAt ? (at.getTime() - this.#lastAt.getTime()) / 1000 : 0;
+      const seconds = this.#lastAt ? (at.getTime() - this.#lastMs) / 1000 : 0;
       this.#samples.push({
         at: at.getTime(),
         backlog: status.backlog,
@@ -130,7 +137,8 @@ export class DashboardSampler {
         publishedPerSecond: seconds > 0 ? Number(row.n) / seconds : null,
       });
       if (this.#samples.length > this.#capacity) this.#samples.shift();
-      this.#lastAt = at;
+      this.#lastAt = row.cursor;
+      this.#lastMs = at.getTime();
       this.#lastError = undefined;
     } catch (error) {
       this.#lastError = error instanceof Error ? error.message : String(error);

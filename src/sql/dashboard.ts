@@ -7,16 +7,37 @@
  */
 
 /**
- * Messages dispatched since the previous sample ($1), for the published-rate chart, with the
- * server's clock so the next sample starts exactly where this one ended. `dispatched_at` is the
- * settling transaction's start time, so a settle that straddles a sample boundary is counted in
- * neither sample: a chart can live with that; counters for alerting come from the dispatcher's
- * own metrics instead. A NULL $1 (the first sample) counts nothing and just reads the clock.
+ * The instant before which every settle that will ever be visible already is: the start of the
+ * oldest other transaction of this database that is writing (holds an xid) or running a
+ * statement (client backends: autovacuum's are not settles), else now(). A settle stamps `dispatched_at` with its transaction's start and commits
+ * later, so a window ending at now() missed a settle in flight (neither this sample, which could
+ * not see it, nor the next, which starts after its timestamp, counted it: the dashboard's e2e test
+ * caught 0 of 25 once, CI 2026-12-06). Floored at a minute ago, so a long write transaction (a
+ * migration, a bulk load) delays the rate chart by a minute at most instead of stopping it; a
+ * settle running longer than that is missed. A held read-only snapshot has no xid and is idle, so
+ * it delays nothing. Other roles' `xact_start` is NULL without `pg_read_all_stats`: then this is
+ * now() and the old gap is back for their settles (docs/operations.md, "Dashboard").
+ */
+const settledHorizon = `least(now(), greatest(now() - interval '1 minute', coalesce((
+  SELECT min(xact_start) FROM pg_stat_activity
+  WHERE datname = current_database() AND pid <> pg_backend_pid()
+    AND backend_type = 'client backend' AND (backend_xid IS NOT NULL OR state = 'active')
+), now())))`;
+
+/**
+ * Messages dispatched since the previous sample ($1), for the published-rate chart, up to the
+ * settled horizon (above), which the sample returns as its time so the next sample starts exactly
+ * where this one ended: windows are half-open, [$1, at), so a settle is counted once. `at` never
+ * goes back ($1 is its floor). `cursor` is `at` as text, the next sample's $1: a JS Date keeps
+ * milliseconds, and a window starting at a truncated time counts again what the previous one did
+ * in its last microseconds. A NULL $1 (the first sample without history) counts nothing and
+ * just reads the clock.
  */
 export const dispatchedSinceSql = (s: string) => `
-SELECT now() AS at, count(*)::int AS n
-FROM ${s}.outbox_messages
-WHERE dispatched_at > $1::timestamptz AND dispatched_at <= now()`;
+WITH h AS (SELECT greatest($1::timestamptz, ${settledHorizon}) AS at)
+SELECT h.at, h.at::text AS cursor, (SELECT count(*) FROM ${s}.outbox_messages
+              WHERE dispatched_at >= $1::timestamptz AND dispatched_at < h.at)::int AS n
+FROM h`;
 
 /**
  * Latency histogram (created_at → dispatched_at) of the last hour's live messages, over the
@@ -40,7 +61,8 @@ ORDER BY 1`;
 /**
  * The charts' history at start-up: `outbox ui` used to sample from when it started, so its charts
  * began empty. This rebuilds the last $1 ms (the sampler's capacity × interval: what the charts
- * show) as points every $3 ms ending at now(), from the timestamps the rows already carry: a
+ * show) as points every $3 ms ending at the settled horizon (above; dispatches counted before it,
+ * so the first live sample goes on from there), from the timestamps the rows already carry: a
  * message is backlog from `created_at` (an approved one from `approval_decided_at`; one held or
  * rejected/expired never was) until `dispatched_at` or `dead_lettered_at`, whichever came first.
  *
@@ -61,7 +83,7 @@ ORDER BY 1`;
  */
 export const chartHistorySql = (s: string) => `
 WITH bounds AS (
-  SELECT now() AS until, $3::float8 * interval '1 millisecond' AS step,
+  SELECT ${settledHorizon} AS until, $3::float8 * interval '1 millisecond' AS step,
          greatest(now() - $1::float8 * interval '1 millisecond',
                   coalesce((SELECT dispatched_at FROM ${s}.outbox_messages
                              WHERE dispatched_at IS NOT NULL AND dispatched_at <= now()
@@ -73,7 +95,7 @@ WITH bounds AS (
 ), settled AS (
   SELECT o.created_at, o.dispatched_at, o.dead_lettered_at, o.approval_state, o.approval_decided_at
   FROM ${s}.outbox_messages o, bounds b
-  WHERE o.dispatched_at IS NOT NULL AND o.dispatched_at >= b.since AND o.dispatched_at <= b.until
+  WHERE o.dispatched_at IS NOT NULL AND o.dispatched_at >= b.since AND o.dispatched_at < b.until
 ), unsettled AS (
   SELECT created_at, dispatched_at, dead_lettered_at, approval_state, approval_decided_at
   FROM ${s}.outbox
@@ -102,7 +124,7 @@ WITH bounds AS (
   GROUP BY 1
 )
 SELECT (extract(epoch FROM g.until - (g.last - i) * g.step) * 1000)::float8 AS at,
-       g.until,
+       g.until::text AS until,
        (sum(coalesce(p.backlog, 0)) OVER w)::int AS backlog,
        (sum(coalesce(p.dead, 0)) OVER w)::int AS "deadLetters",
        coalesce(p.dispatched, 0)::int AS dispatched
