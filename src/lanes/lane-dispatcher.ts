@@ -14,7 +14,8 @@ import { WakeUps } from '../dispatcher/wake-ups.js';
 import type { WakeSource } from '../dispatcher/wake-source.js';
 import { LANE_COUNT } from '../migrations/024-lanes.js';
 import type { OutgoingMessage, Publisher } from '../publishers/publisher.js';
-import { laneDueSql, laneLeaveSql } from '../sql/lanes.js';
+import { laneDueSql, laneLeaveSql, laneNextCallSql } from '../sql/lanes.js';
+import { LaneDispatcherGroup, shareWakeSource } from './lane-dispatcher-group.js';
 import { isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
 import type { BackoffOptions } from '../core/backoff.js';
 import type { DeadLetterPolicy } from '../dispatcher/options.js';
@@ -51,6 +52,14 @@ export interface LaneDispatcherOptions {
   deadLetterPolicy?: DeadLetterPolicy;
   /** At most this many lanes, whatever the share. Default: all of them (16). */
   maxLanes?: number;
+  /**
+   * Batches in flight at once, default 1: this many lane dispatchers in the process, each with
+   * its own owner id (`<id>/<n>`) and at most `maxLanes / concurrency` lanes (rounded up), so
+   * one publishes while another waits for the database (lane-dispatcher-group.ts: measured,
+   * one dispatcher's drain took about the sum of its own and the database's time). Each takes
+   * a pool connection while it reads; give the pool `concurrency + 1` at least.
+   */
+  concurrency?: number;
   /** Wakes the dispatcher before the poll interval (a hint; polling stays the guarantee). */
   wakeSource?: WakeSource;
   /**
@@ -263,7 +272,7 @@ class LaneDispatcher implements Dispatcher {
     this.#executor = options.executor;
     this.#publisher = options.publisher;
     this.#schema = quoteIdentifier(this.#options.schema);
-    this.id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+    this.id = options.id ?? defaultOwnerId();
     this.#wakeUps = new WakeUps(options.wakeSource, this.#events);
     this.#routes = new RouteGate({
       executor: options.executor,
@@ -274,7 +283,7 @@ class LaneDispatcher implements Dispatcher {
     });
     const s = this.#schema;
     this.#sql = {
-      next: `SELECT * FROM ${s}.outbox_lane_next($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
+      next: laneNextCallSql(s),
       balance: `SELECT lane, cursor::text AS cursor FROM ${s}.outbox_lane_balance($1, $2, $3)`,
       due: laneDueSql(s),
       settleParked: `SELECT ${s}.outbox_lane_settle_parked($1, $2, $3, $4, $5, $6, $7)`,
@@ -605,7 +614,7 @@ class LaneDispatcher implements Dispatcher {
         o.to.push(position);
       }
     const reading = [...(readAfter ?? this.#positions)];
-    const { rows } = await this.#executor.query<LaneRow>(this.#sql.next, [
+    const result = await this.#executor.query<{ rows: string | null }>(this.#sql.next, [
       this.id,
       o.lanes,
       o.from,
@@ -626,6 +635,7 @@ class LaneDispatcher implements Dispatcher {
       reading.map(([lane]) => lane),
       reading.map(([, position]) => position),
     ]);
+    const rows = laneRows(result.rows[0]?.rows ?? null);
     o.lanes.forEach((lane, i) => this.#cursors.set(lane, o.to[i]!));
     if (o.lanes.length > 0) this.#syncAt = Date.now() + CURSOR_SYNC_MS;
     const [first] = rows;
@@ -855,6 +865,37 @@ function above(a: string, b: string): boolean {
   return a.length !== b.length ? a.length > b.length : a > b;
 }
 
+/** A row of {@link laneNextCallSql}'s json, in its order. */
+type LaneJsonRow = [
+  number,
+  string,
+  string | null,
+  string,
+  string | null,
+  boolean,
+  string,
+  JsonValue,
+  Record<string, string> | null,
+  number,
+];
+
+/** The rows of a call of `outbox_lane_next`, from its json text (sql/lanes.ts says why json). */
+function laneRows(text: string | null): LaneRow[] {
+  if (text === null) return [];
+  return (JSON.parse(text) as LaneJsonRow[]).map((r) => ({
+    lane: r[0],
+    id: r[1],
+    message_id: r[2],
+    aggregate_id: r[3],
+    sequence: r[4],
+    ordered: r[5],
+    topic: r[6],
+    payload: r[7],
+    headers: r[8],
+    created_ms: r[9],
+  }));
+}
+
 function toOutgoing(row: LaneRow, attempts: number): OutgoingMessage {
   return {
     id: row.message_id!,
@@ -883,5 +924,30 @@ function toOutgoing(row: LaneRow, attempts: number): OutgoingMessage {
  * ```
  */
 export function createLaneDispatcher(options: LaneDispatcherOptions): Dispatcher {
-  return new LaneDispatcher(options);
+  const concurrency = options?.concurrency ?? 1;
+  const maxLanes = options?.maxLanes ?? LANE_COUNT;
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > maxLanes)
+    throw new OutboxValidationError(
+      'concurrency',
+      `must be an integer from 1 to maxLanes (${String(maxLanes)}), got ${String(concurrency)}`,
+    );
+  if (concurrency === 1) return new LaneDispatcher(options);
+  const id = options.id ?? defaultOwnerId();
+  const wakeSources = options.wakeSource
+    ? shareWakeSource(options.wakeSource, concurrency)
+    : undefined;
+  const members = Array.from(
+    { length: concurrency },
+    (_, n) =>
+      new LaneDispatcher({
+        ...options,
+        id: `${id}/${n}`,
+        maxLanes: Math.ceil(maxLanes / concurrency),
+        wakeSource: wakeSources?.[n],
+      }),
+  );
+  return new LaneDispatcherGroup(id, members);
 }
+
+/** `<host>:<pid>:<random>`: what identifies a dispatcher as the owner of its lanes. */
+const defaultOwnerId = () => `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;

@@ -14,7 +14,8 @@ import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-r
  * processes, as test/chaos/dispatcher-postgres-restart.test.ts runs the claim engine: delivering
  * to an HTTP sink while a writer commits; Postgres is restarted (every connection dies; the
  * cursors, leases and the id sequence come back from disk), then the dispatcher is killed with
- * SIGKILL mid-run and a second one takes its lanes once their leases expire. The history
+ * SIGKILL mid-run (it runs two lane dispatchers, `--concurrency 2`) and a second one takes its
+ * lanes once their leases expire. The history
  * checker: nothing lost, nothing out of order per aggregate, nothing in flight twice at once.
  */
 let server: EmbeddedServer;
@@ -61,7 +62,7 @@ describe('lanes dispatcher across a Postgres restart and a kill -9', () => {
         await new Promise((resolve) => setTimeout(resolve, 200));
       }
     };
-    const args = (path: string) =>
+    const args = (path: string, ...extra: string[]) =>
       laneDispatchArgs(
         server.url,
         receiver.url.replace(/\/hook$/, path),
@@ -71,10 +72,12 @@ describe('lanes dispatcher across a Postgres restart and a kill -9', () => {
         '3000',
         '--poll-interval-ms',
         '100',
+        ...extra,
       );
     const got = () => receiver.distinct();
     const processes: CliProcess[] = [];
-    const first = startCli(args('/first'));
+    // The first runs two lane dispatchers (--concurrency 2): both die with the kill -9.
+    const first = startCli(args('/first', '--concurrency', '2'));
     processes.push(first);
     let restartedAt = 0;
     let killedAt = 0;

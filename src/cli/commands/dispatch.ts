@@ -318,6 +318,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
             rateLimits: options.rateLimits,
             routePause: options.routePause,
             statementTimeoutMs: options.statementTimeoutMs,
+            concurrency: options.concurrency,
             publisher,
             batchSize: values['batch-size'] === undefined ? undefined : options.batchSize,
             // Its own default (200 ms) when it polls alone; the safety net's when it listens.

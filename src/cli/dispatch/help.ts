@@ -13,9 +13,10 @@ Options:
                              publishes the outbox table (createOutbox()); lanes publishes the
                              lanes engine's (createOutbox({ engine: 'lanes' })), reading each
                              lane after its cursor under a lane lease (--lease-ms), writing
-                             per batch. With lanes, one batch in flight; refused with exit 2:
+                             per batch. With lanes, --concurrency N runs N lane dispatchers
+                             on disjoint lanes; refused with exit 2:
                              --mode cdc, --slot, --publication, --sweep-interval-ms,
-                             --concurrency, --async-settle, --async-claim, --claim-shape,
+                             --async-settle, --async-claim, --claim-shape,
                              --metrics-*, --health-stall-ms, --prune-archive and the fleet
                              flags. Defaults then: --batch-size 500, --poll-interval-ms 200
   --database-url URL         Postgres connection string (default: $DATABASE_URL)

@@ -39,8 +39,6 @@ const REFUSED_ON_LANES: Record<string, string> = {
   'sweep-interval-ms': CDC,
   'async-settle': ONE_CALL,
   'async-claim': ONE_CALL,
-  concurrency:
-    'one batch is in flight per lanes dispatcher (its outcome is committed by the next call); run more processes: they share the lanes',
   'claim-shape': 'the lanes engine reads each lane after its cursor; it has no claim shape',
   databases: FLEET,
   schemas: FLEET,
@@ -93,6 +91,8 @@ export interface LaneRunOptions {
   wakeSource?: WakeSource;
   /** `--statement-timeout-ms`: every statement of the dispatcher bounded (0: none). */
   statementTimeoutMs: number;
+  /** `--concurrency`: lane dispatchers in the process, on disjoint lanes (default 1). */
+  concurrency?: number;
 }
 
 /**

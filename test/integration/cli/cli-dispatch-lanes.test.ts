@@ -58,7 +58,6 @@ describe('outbox dispatch --engine lanes', () => {
       [['--async-claim'], /--async-claim is not available/],
       [['--claim-shape', 'heads-first'], /no claim shape/],
       [['--mode', 'cdc'], /--mode cdc is not available with --engine lanes: .*no CDC path/],
-      [['--concurrency', '4'], /run more processes/],
       [['--schemas', 'tenant_*'], /fleet mode/],
       [['--metrics-port', '9464'], /metrics/],
       [['--prune-older-than', '30d', '--prune-archive'], /without --prune-archive/],
@@ -72,7 +71,7 @@ describe('outbox dispatch --engine lanes', () => {
     expect(bogus.stderr).toContain('--engine must be claims or lanes');
   });
 
-  it("runs until stopped, woken by the lanes writer's NOTIFY, with retention in the same process", async () => {
+  it("runs until stopped with --concurrency 2, woken by the lanes writer's NOTIFY, with retention in the same process", async () => {
     // A fallback poll of a minute: only the wake-up can deliver within the poll's timeout.
     const cli = startCli([
       'dispatch',
@@ -86,9 +85,19 @@ describe('outbox dispatch --engine lanes', () => {
       '60000',
       '--prune-older-than',
       '30d',
+      '--concurrency',
+      '2',
     ]);
     try {
       await expect.poll(() => cli.output(), { timeout: 20_000 }).toContain('lanes dispatcher');
+      // --concurrency 2: two owners (one process) on eight lanes each.
+      const owners = async () =>
+        (
+          await db.pool.query<{ owner: string; n: string }>(
+            `SELECT owner, count(*) AS n FROM outbox_lanes WHERE owner IS NOT NULL GROUP BY owner`,
+          )
+        ).rows.map((r) => Number(r.n));
+      await expect.poll(owners, { timeout: 20_000 }).toEqual([8, 8]);
       await expect.poll(() => cli.output(), { timeout: 20_000 }).toContain('retention run');
       const before = receiver.distinct();
       // Armed when idle: written after the dispatcher found nothing, found by the NOTIFY.
