@@ -35,17 +35,20 @@ import { lsn, walBytes, walPerMessage, walRecords } from './wal-per-message.js';
  * (`createOutbox()` + `createDispatcher`) is measured in the same run as before and kept in each
  * key's `details` under `claims`, so the two engines and PgQ are read in one run. What the lanes
  * engine does not do yet (its writer refuses them): dedupe keys, approvals, shadow messages,
- * delays (`delayMs`, `availableAt`); and its dispatcher has no tenants' fair share, rate limits
- * nor destination limits: the lanes figures are for a path that does less than the claim
- * engine's. (Retention it has since 2026-12-06: `outbox_lane_prune`, not run in these cases.)
+ * delays (`delayMs`, `availableAt`); and its dispatcher has no tenants' fair share: the lanes
+ * figures are for a path that does less than the claim engine's. (Retention it has since
+ * 2026-12-06: `outbox_lane_prune`, not run in these cases; route pauses and rate limits since
+ * session 23, none declared here.)
  *
  * Keys:
  * - `dispatch_vs_pgq`: the lower of our unordered (`ordered: false`, one aggregate a message) and
  *   ordered (`payment.charge`, 500 aggregates) drains of `count` lane messages (written by the
  *   lanes writer in transactions of 500, then VACUUM ANALYZE and a CHECKPOINT as PgQ's drain
- *   gets; timed around `createLaneDispatcher(...).drain()`, no-op publisher, batch 500, one loop)
- *   over PgQ's drain of `count` events. Best of `rounds` alternated runs each. The claim engine's
- *   drains (dispatch.ts's `rate`, batch 500) in `details.claims`.
+ *   gets; timed around `createLaneDispatcher(...).drain()`, no-op publisher, batch 500,
+ *   `concurrency: 2`: {@link LANE_CONCURRENCY}) over PgQ's drain of `count` events. Best of
+ *   `rounds` alternated runs each. The same with one batch in flight in
+ *   `details.oneBatchInFlight`; the claim engine's drains (dispatch.ts's `rate`, batch 500) in
+ *   `details.claims`.
  * - `held_snapshot_vs_pgq`: the same after `heldHistory` messages (on each engine) and
  *   `heldHistory` events were processed under a REPEATABLE READ snapshot held on another
  *   connection of the same database (ours by one dispatcher per engine that keeps running, as
@@ -224,8 +227,21 @@ async function writeLaneMessages(db: BenchDatabase, count: number, ordered: bool
   }
 }
 
-const laneDispatcher = (db: BenchDatabase) =>
-  createLaneDispatcher({ executor: fromPg(db.pool), publisher: noopPublisher, batchSize: BATCH });
+/**
+ * Batches in flight on the lanes side of the headline figures: `concurrency: 2` (two lane
+ * dispatchers on eight lanes each, lane-dispatcher-group.ts), as docs/lanes.md advises for
+ * throughput. One batch in flight is measured beside it in `dispatch_vs_pgq` (details). PgQ's
+ * consumer takes its batches one after the other: a queue's batches are sequential by design.
+ */
+const LANE_CONCURRENCY = 2;
+
+const laneDispatcher = (db: BenchDatabase, concurrency = LANE_CONCURRENCY) =>
+  createLaneDispatcher({
+    executor: fromPg(db.pool),
+    publisher: noopPublisher,
+    batchSize: BATCH,
+    concurrency,
+  });
 
 /**
  * Messages/s of one lanes drain of `count` new messages: written, VACUUM ANALYZE (as seedPending
@@ -256,14 +272,18 @@ async function laneRate(
 export async function dispatchVsPgq(db: BenchDatabase, size: PgqSize) {
   const version = await createQueue(db);
   const best = { unordered: 0, ordered: 0, pgq: 0, claimsUnordered: 0, claimsOrdered: 0 };
+  const single = { unordered: 0, ordered: 0 };
   let last: PgqDrain | undefined;
   for (let r = 0; r < size.rounds; r++) {
     const lanes = laneDispatcher(db);
+    const one = laneDispatcher(db, 1);
     best.unordered = Math.max(best.unordered, await laneRate(db, lanes, size.count, false, true));
+    single.unordered = Math.max(single.unordered, await laneRate(db, one, size.count, false, true));
     const pgq = await pgqRate(db, size.count);
     last = pgq;
     best.pgq = Math.max(best.pgq, pgq.perSecond);
     best.ordered = Math.max(best.ordered, await laneRate(db, lanes, size.count, true, true));
+    single.ordered = Math.max(single.ordered, await laneRate(db, one, size.count, true, true));
     best.claimsUnordered = Math.max(
       best.claimsUnordered,
       await rate(db, 'ours', size.count, false, BATCH),
@@ -276,16 +296,21 @@ export async function dispatchVsPgq(db: BenchDatabase, size: PgqSize) {
   const ours = Math.min(best.unordered, best.ordered);
   const claims = Math.min(best.claimsUnordered, best.claimsOrdered);
   log(
-    `PgQ ${version}: ${Math.round(best.pgq)} events/s; lanes ${Math.round(best.unordered)} unordered, ${Math.round(best.ordered)} ordered msg/s; claims ${Math.round(best.claimsUnordered)} / ${Math.round(best.claimsOrdered)} (batch ${BATCH})`,
+    `PgQ ${version}: ${Math.round(best.pgq)} events/s; lanes (concurrency ${LANE_CONCURRENCY}) ${Math.round(best.unordered)} unordered, ${Math.round(best.ordered)} ordered msg/s, one batch in flight ${Math.round(single.unordered)} / ${Math.round(single.ordered)}; claims ${Math.round(best.claimsUnordered)} / ${Math.round(best.claimsOrdered)} (batch ${BATCH})`,
   );
   return {
     ratio: round(ours / best.pgq),
     engine: 'lanes',
+    concurrency: LANE_CONCURRENCY,
     pgqVersion: version,
     perSecond: {
       oursUnordered: Math.round(best.unordered),
       oursOrdered: Math.round(best.ordered),
       pgq: Math.round(best.pgq),
+    },
+    oneBatchInFlight: {
+      ratio: round(Math.min(single.unordered, single.ordered) / best.pgq),
+      perSecond: { unordered: Math.round(single.unordered), ordered: Math.round(single.ordered) },
     },
     claims: {
       ratio: round(claims / best.pgq),
@@ -380,6 +405,7 @@ export async function heldSnapshotVsPgq(db: BenchDatabase, size: PgqSize) {
     return {
       ratio: round(ours / best.pgq),
       engine: 'lanes',
+      concurrency: LANE_CONCURRENCY,
       perSecond: {
         oursUnordered: Math.round(best.unordered),
         oursOrdered: Math.round(best.ordered),

@@ -6,14 +6,13 @@ import { createListenNotifyWakeSource } from '../../../src/dispatcher/wake/liste
 import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
 import type { OutgoingMessage, Publisher } from '../../../src/publishers/publisher.js';
 import { fromPg } from '../../../src/store/from-pg.js';
-import { createOutbox } from '../../../src/writer/create-outbox.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { enqueueLanes } from '../../helpers/lanes.js';
 
 /**
  * `createLaneDispatcher({ concurrency })`: that many lane dispatchers in one process on disjoint
  * lanes (src/lanes/lane-dispatcher-group.ts), driven as one.
  */
-const outbox = createOutbox({ engine: 'lanes' });
 let db: TestDatabase;
 
 beforeEach(async () => {
@@ -23,16 +22,7 @@ afterEach(async () => {
   await db.drop();
 });
 
-async function write(messages: readonly OutboxMessage[]): Promise<void> {
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    await outbox.enqueue(fromPg(client), messages);
-    await client.query('COMMIT');
-  } finally {
-    client.release();
-  }
-}
+const write = (messages: OutboxMessage[]) => enqueueLanes(db.pool, messages);
 
 /** Records what it is given, and which member's batch (by the call's overlap) it came in. */
 function recorder() {
