@@ -1,0 +1,133 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
+import {
+  LANE_STATUS_ID_WINDOW,
+  readLaneEngineStatus,
+} from '../../../src/lanes/lane-engine-status.js';
+import { LANE_COUNT } from '../../../src/migrations/024-lanes.js';
+import { laneEngineStatusSql } from '../../../src/sql/lane-admin.js';
+import { fromPg } from '../../../src/store/from-pg.js';
+import { createOutbox } from '../../../src/writer/create-outbox.js';
+import type { TestDatabase } from '../../helpers/database.js';
+import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
+import { blocksOf, noopPublisher, useHeldSnapshotDatabase } from '../../helpers/held-snapshot.js';
+
+/**
+ * The lanes engine's status read (the Prometheus gauges and /healthz run it every 15 s in every
+ * dispatcher that serves metrics) reads a window of `idWindow` ids after the lane cursors,
+ * whatever the backlog, under a REPEATABLE READ snapshot held open the whole time: counted with EXPLAIN
+ * (ANALYZE, BUFFERS) at a backlog of 2,000 and of 22,000, so growth with the backlog fails.
+ */
+const held = useHeldSnapshotDatabase();
+let db: TestDatabase;
+beforeAll(() => {
+  db = held.current();
+});
+
+const outbox = createOutbox({ engine: 'lanes' });
+
+async function write(count: number, aggregates: number): Promise<void> {
+  for (let done = 0; done < count; done += 500) {
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await outbox.enqueue(
+        fromPg(client),
+        Array.from({ length: Math.min(500, count - done) }, (_, i) => ({
+          topic: 'mail.send',
+          aggregateId: `agg-${(done + i) % aggregates}`,
+          payload: { n: done + i },
+        })),
+      );
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+  }
+}
+
+async function explained(idWindow: number): Promise<PlanNode> {
+  const client = await db.pool.connect();
+  try {
+    return await explainAnalyze(client, laneEngineStatusSql('public'), [idWindow]);
+  } finally {
+    client.release();
+  }
+}
+
+const messageRows = (plan: PlanNode) => rowsRead(plan, 'outbox_lane_messages');
+const outboxBlocks = (p: PlanNode): number =>
+  (p['Relation Name']?.startsWith('outbox') && !p.Plans?.length ? blocksOf(p) : 0) +
+  (p.Plans ?? []).reduce((sum, n) => sum + outboxBlocks(n), 0);
+
+describe('lanes engine status: bounded by a window of ids, not by the backlog', () => {
+  it('reads the same at a backlog of 2,000 and of 22,000, and estimates the larger within 10%', async () => {
+    // History consumed first (the cursors are not at 0), under the held snapshot.
+    await write(2_000, 300);
+    await createLaneDispatcher({ executor: fromPg(db.pool), publisher: noopPublisher }).drain();
+
+    await write(2_000, 300);
+    const exact = await readLaneEngineStatus(fromPg(db.pool));
+    expect(exact).toMatchObject({ backlog: 2_000, dueNow: 2_000, backlogEstimated: false });
+    expect(
+      (await readLaneEngineStatus(fromPg(db.pool), { idWindow: 1_000 })).backlogEstimated,
+    ).toBe(true);
+    const small = 1_000; // ids: both backlogs reach past it
+    const shallow = await explained(small);
+
+    await write(20_000, 300);
+    const deep = await explained(small);
+    const estimated = await readLaneEngineStatus(fromPg(db.pool), { idWindow: small });
+    const byDefault = await readLaneEngineStatus(fromPg(db.pool));
+    const defaultPlan = await explained(LANE_STATUS_ID_WINDOW);
+    console.log(
+      `[lane status bound] idWindow ${small}: message rows ${messageRows(shallow)} -> ${messageRows(deep)}, outbox buffers ${outboxBlocks(shallow)} -> ${outboxBlocks(deep)}; backlog 22,000 estimated ${estimated.backlog}; default (${LANE_STATUS_ID_WINDOW}): ${byDefault.backlog} (estimated ${byDefault.backlogEstimated}), ${messageRows(defaultPlan)} rows`,
+    );
+    // The window (the lanes' windows overlap: their cursors are close), and the first and last
+    // message of each lane: not the backlog.
+    const bound = (window: number) => window + LANE_COUNT * 4;
+    expect(messageRows(shallow)).toBeLessThanOrEqual(bound(small));
+    expect(messageRows(deep)).toBeLessThanOrEqual(bound(small));
+    expect(messageRows(defaultPlan)).toBeLessThanOrEqual(bound(LANE_STATUS_ID_WINDOW));
+    // Ten times the backlog, about the same pages (an index page or two a lane further on).
+    expect(outboxBlocks(deep)).toBeLessThan(outboxBlocks(shallow) + 4 * LANE_COUNT);
+    for (const status of [estimated, byDefault]) {
+      expect(status.backlogEstimated).toBe(true);
+      expect(Math.abs(status.backlog - 22_000)).toBeLessThan(2_200);
+      expect(status.dueNow).toBe(status.backlog);
+    }
+  }, 180_000);
+
+  it('reads a window of the parked rows when 5,000 wait behind a failed message', async () => {
+    await createLaneDispatcher({ executor: fromPg(db.pool), publisher: noopPublisher }).drain();
+    const failing = createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher: {
+        publish: async (m) => m.map(() => ({ status: 'retryable' as const, error: 'down' })),
+      },
+      backoff: { baseMs: 3_600_000, maxMs: 3_600_000, jitterMs: 0 },
+    });
+    await write(5_001, 1);
+    await failing.drain();
+    const parked = await db.pool.query(`SELECT count(*)::int AS n FROM outbox_lane_parked`);
+    expect(parked.rows[0].n).toBe(5_001);
+    const window = 1_000;
+    const plan = await explained(window);
+    const status = await readLaneEngineStatus(fromPg(db.pool), { idWindow: window });
+    const read = rowsRead(plan, 'outbox_lane_parked');
+    console.log(
+      `[lane status bound] 5,001 parked: ${read} parked rows read, backlog ${status.backlog} (estimated ${status.backlogEstimated}), scheduled ${status.scheduled}`,
+    );
+    expect(read).toBeLessThanOrEqual(2 * window + LANE_COUNT * 4);
+    expect(status.backlogEstimated).toBe(true);
+    expect(Math.abs(status.backlog - 5_001)).toBeLessThan(500);
+    expect(status.dueNow).toBe(0);
+    // Exact with the default window: 5,001 ids.
+    expect(await readLaneEngineStatus(fromPg(db.pool))).toMatchObject({
+      backlog: 5_001,
+      scheduled: 1,
+      dueNow: 0,
+      backlogEstimated: false,
+    });
+  }, 180_000);
+});
