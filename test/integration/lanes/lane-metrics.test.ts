@@ -1,4 +1,5 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { OutboxMessage } from '../../../src/core/message.js';
 import type { Dispatcher } from '../../../src/dispatcher/dispatcher.js';
 import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
@@ -218,4 +219,51 @@ describe('/healthz of a lanes dispatcher', () => {
     expect(Math.max(...dueSeen)).toBeGreaterThan(0);
     expect(seen.filter((s) => s !== 200)).toEqual([]);
   });
+});
+
+describe('a read-only database under a lanes dispatcher', () => {
+  /** From the admin database: the test database's sessions turn read-only (new ones only). */
+  async function setReadOnly(on: boolean): Promise<void> {
+    const admin = new pg.Client({ connectionString: inject('adminDatabaseUrl') });
+    await admin.connect();
+    try {
+      await admin.query(
+        `ALTER DATABASE "${db.name}" SET default_transaction_read_only = ${on ? 'on' : 'off'}`,
+      );
+      await admin.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`,
+        [db.name],
+      );
+    } finally {
+      await admin.end();
+    }
+  }
+
+  it('sets outbox_database_read_only and fails /healthz while writes are refused, and clears both after', async () => {
+    const dispatcher = createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher: { publish: async (m) => m.map(() => ({ status: 'published' as const })) },
+      pollIntervalMs: 50,
+    });
+    db.pool.on('error', () => undefined);
+    const served = await serve(dispatcher);
+    dispatcher.start();
+    closing.push(() => dispatcher.stop());
+    closing.push(() => setReadOnly(false));
+    await setReadOnly(true);
+    const health = await eventually('healthz 503 read-only', async () => {
+      const response = await fetch(`${served.url}/healthz`);
+      return response.status === 503
+        ? ((await response.json()) as { databaseReadOnly: boolean; reason: string })
+        : undefined;
+    });
+    expect(health.databaseReadOnly).toBe(true);
+    expect(health.reason).toMatch(/read-only/);
+    expect(sample(await scrape(served.url), 'outbox_database_read_only')).toBe(1);
+    await setReadOnly(false);
+    await eventually('healthz 200 once writable', async () =>
+      (await fetch(`${served.url}/healthz`)).status === 200 ? true : undefined,
+    );
+    expect(sample(await scrape(served.url), 'outbox_database_read_only')).toBe(0);
+  }, 60_000);
 });
