@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { OutboxMessage } from '../../../src/core/message.js';
@@ -114,6 +115,17 @@ describe('metrics of a lanes dispatcher', () => {
     expect(sample(after, 'outbox_oldest_pending_age_seconds')).toBe(0);
     expect(sample(after, 'outbox_database_read_only')).toBe(0);
     expect((await fetch(`${served.url}/healthz`)).status).toBe(200);
+    // Every series the alert rules read is exported (with samples), under the same name.
+    const rules = await readFile(
+      new URL('../../../ops/prometheus/alerts.yml', import.meta.url),
+      'utf8',
+    );
+    const names = new Set(
+      [...rules.matchAll(/\boutbox_[a-z_]+/g)].map((m) => m[0].replace(/_(bucket|count|sum)$/, '')),
+    );
+    expect(names.size).toBeGreaterThanOrEqual(7);
+    for (const name of names)
+      expect(after, name).toMatch(new RegExp(`^${name}(_bucket|_count|_sum)?(\\{[^}]*\\})? `, 'm'));
   });
 
   it('counts what waits behind a failure and the failure waiting for its retry', async () => {
