@@ -103,6 +103,7 @@ export async function statusCommand(argv: string[]): Promise<number> {
         shadow,
         shadowWindow: values.since ?? '24h',
         width: process.stdout.isTTY ? process.stdout.columns : undefined,
+        engine: read === readLaneEngineStatus ? 'lanes' : 'claims',
       }),
     );
     return EXIT.ok;
