@@ -118,13 +118,14 @@ ORDER BY l.lane`;
  *   history included, not what is past a cursor.
  * - Parked rows (failures, and what waits behind a failed message of its aggregate: as many as
  *   the backlog when a destination is down) are counted the same way, per lane: from the first
- *   parked id within $1 ids, through the primary key, scaled to the last parked id past it
+ *   parked id that is not dead (the walk to it passes the lane's dead letters, failures) within
+ *   $1 ids, through the primary key, scaled to the last such id past it
  *   (the backlog; the heads behind `dueNow` and `scheduled` are those of the window, a floor).
  *   Dead letters are counted through `outbox_lane_parked_dead_idx` (its order and a `LIMIT`
  *   $1, so that the planner walks it: without them, and without statistics, it read the whole
  *   parked table for them); past $1 the count is a floor (the alert is on > 0).
  * - The oldest pending message: the first after the cursor, and the first parked one that is not
- *   dead within the parked window, per lane.
+ *   dead, per lane.
  *
  * Messages after a cursor are all due: the lanes engine takes no delays (the writer refuses
  * them) and a batch in flight leases a lane, not rows, so nothing is "in flight" here. While a
@@ -139,10 +140,8 @@ WITH per_lane AS MATERIALIZED (
          pf.id AS parked_first, pt.id AS parked_top,
          coalesce(p.waiting, 0) AS waiting, coalesce(p.due_heads, 0) AS due_heads,
          coalesce(p.later_heads, 0) AS later_heads,
-         (SELECT m.created_at FROM ${s}.outbox_lane_parked q
-          JOIN ${s}.outbox_lane_messages m ON m.lane = q.lane AND m.id = q.id
-          WHERE q.lane = l.lane AND q.id >= pf.id AND q.id < pf.id + $1 AND q.dead_at IS NULL
-          ORDER BY q.id LIMIT 1) AS parked_first_at
+         (SELECT m.created_at FROM ${s}.outbox_lane_messages m
+          WHERE m.lane = l.lane AND m.id = pf.id) AS parked_first_at
   FROM ${s}.outbox_lanes l
   LEFT JOIN LATERAL (
     SELECT m.id, m.created_at FROM ${s}.outbox_lane_messages m
@@ -161,11 +160,36 @@ WITH per_lane AS MATERIALIZED (
                         -- the window's parked rows, not the lane's.
                         AND q.id >= f.id AND q.id < f.id + $1)
   ) c ON f.id IS NOT NULL
+  -- The first and last parked rows that are not dead: a dead letter stays parked for good, and
+  -- as the window's start it would leave later failures outside it. Walked a row at a time
+  -- (each step an unfiltered LIMIT 1 of the primary key, which every plan serves from the
+  -- index) past the dead ones, at most $1 steps: with the filter in one statement and no
+  -- statistics, the planner read the whole lane's parked rows to sort them.
   LEFT JOIN LATERAL (
-    SELECT q.id FROM ${s}.outbox_lane_parked q WHERE q.lane = l.lane ORDER BY q.id LIMIT 1
+    WITH RECURSIVE walk (id, dead, steps) AS (
+      (SELECT q.id, q.dead_at IS NOT NULL, 1 FROM ${s}.outbox_lane_parked q
+       WHERE q.lane = l.lane ORDER BY q.id LIMIT 1)
+      UNION ALL
+      SELECT n.id, n.dead, w.steps + 1 FROM walk w
+      CROSS JOIN LATERAL (
+        SELECT q.id, q.dead_at IS NOT NULL AS dead FROM ${s}.outbox_lane_parked q
+        WHERE q.lane = l.lane AND q.id > w.id ORDER BY q.id LIMIT 1) n
+      WHERE w.dead AND w.steps < $1
+    )
+    SELECT walk.id FROM walk WHERE NOT walk.dead LIMIT 1
   ) pf ON true
   LEFT JOIN LATERAL (
-    SELECT q.id FROM ${s}.outbox_lane_parked q WHERE q.lane = l.lane ORDER BY q.id DESC LIMIT 1
+    WITH RECURSIVE walk (id, dead, steps) AS (
+      (SELECT q.id, q.dead_at IS NOT NULL, 1 FROM ${s}.outbox_lane_parked q
+       WHERE q.lane = l.lane ORDER BY q.id DESC LIMIT 1)
+      UNION ALL
+      SELECT n.id, n.dead, w.steps + 1 FROM walk w
+      CROSS JOIN LATERAL (
+        SELECT q.id, q.dead_at IS NOT NULL AS dead FROM ${s}.outbox_lane_parked q
+        WHERE q.lane = l.lane AND q.id < w.id ORDER BY q.id DESC LIMIT 1) n
+      WHERE w.dead AND w.steps < $1
+    )
+    SELECT walk.id FROM walk WHERE NOT walk.dead LIMIT 1
   ) pt ON pf.id IS NOT NULL
   LEFT JOIN LATERAL (
     SELECT count(*) FILTER (WHERE NOT q.head AND q.dead_at IS NULL) AS waiting,

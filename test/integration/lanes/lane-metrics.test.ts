@@ -64,6 +64,15 @@ async function serve(dispatcher: Dispatcher, healthStallMs?: number) {
   return served;
 }
 
+/**
+ * A status read started now: refresh() joins a periodic read in flight (one at a time), which
+ * may have started before what the test just did.
+ */
+async function freshRead(metrics: { refresh(): Promise<void> }): Promise<void> {
+  await metrics.refresh();
+  await metrics.refresh();
+}
+
 async function scrape(url: string): Promise<string> {
   return (await fetch(`${url}/metrics`)).text();
 }
@@ -91,7 +100,7 @@ describe('metrics of a lanes dispatcher', () => {
     };
     const dispatcher = createLaneDispatcher({ executor: fromPg(db.pool), publisher });
     const served = await serve(dispatcher);
-    await served.metrics.refresh();
+    await freshRead(served.metrics);
     const before = await scrape(served.url);
     expect(sample(before, 'outbox_pending_messages')).toBe(10);
     expect(sample(before, 'outbox_due_messages')).toBe(10);
@@ -99,7 +108,7 @@ describe('metrics of a lanes dispatcher', () => {
     expect(sample(before, 'outbox_oldest_pending_age_seconds')).toBeGreaterThan(0);
 
     await dispatcher.drain();
-    await served.metrics.refresh();
+    await freshRead(served.metrics);
     const after = await scrape(served.url);
     expect(sample(after, 'outbox_messages_published_total{topic="mail.send"}')).toBe(9);
     expect(

@@ -6,6 +6,7 @@ import {
 } from '../../../src/lanes/lane-engine-status.js';
 import { LANE_COUNT } from '../../../src/migrations/024-lanes.js';
 import { laneEngineStatusSql } from '../../../src/sql/lane-admin.js';
+import type { OutboxMessage } from '../../../src/core/message.js';
 import { fromPg } from '../../../src/store/from-pg.js';
 import { createOutbox } from '../../../src/writer/create-outbox.js';
 import type { TestDatabase } from '../../helpers/database.js';
@@ -130,4 +131,67 @@ describe('lanes engine status: bounded by a window of ids, not by the backlog', 
       backlogEstimated: false,
     });
   }, 180_000);
+
+  it('counts what parks behind a dead letter written long before (hold): the window starts after it', async () => {
+    await createLaneDispatcher({ executor: fromPg(db.pool), publisher: noopPublisher }).drain();
+    await db.pool.query('TRUNCATE outbox_lane_parked');
+    // A dead letter of one aggregate; then 3,000 messages of others go out (ids move on); then
+    // 2,000 of the dead letter's aggregate park behind it, far past it in ids.
+    const refuse = (aggregate: string) =>
+      createLaneDispatcher({
+        executor: fromPg(db.pool),
+        publisher: {
+          publish: async (m) =>
+            m.map((x) =>
+              x.aggregateId === aggregate
+                ? { status: 'permanent' as const, error: 'refused' }
+                : { status: 'published' as const },
+            ),
+        },
+        deadLetterPolicy: 'hold',
+      }).drain();
+    await outboxWrite([{ topic: 'mail.send', aggregateId: 'dead-0', payload: {} }]);
+    await refuse('dead-0');
+    await write(3_000, 300);
+    await refuse('dead-0');
+    await outboxWrite(
+      Array.from({ length: 2_000 }, (_, i) => ({
+        topic: 'mail.send',
+        aggregateId: 'dead-0',
+        payload: { i },
+      })),
+    );
+    await refuse('dead-0');
+    const { rows } = await db.pool.query(
+      `SELECT count(*) FILTER (WHERE dead_at IS NULL)::int AS waiting,
+              count(*) FILTER (WHERE dead_at IS NOT NULL)::int AS dead FROM outbox_lane_parked`,
+    );
+    expect(rows[0]).toEqual({ waiting: 2_000, dead: 1 });
+    const status = await readLaneEngineStatus(fromPg(db.pool), { idWindow: 1_000 });
+    console.log(
+      `[lane status bound] 2,000 behind a dead letter: backlog ${status.backlog} (estimated ${status.backlogEstimated}), dead ${status.deadLetters}`,
+    );
+    expect(status.deadLetters).toBe(1);
+    expect(Math.abs(status.backlog - 2_000)).toBeLessThan(200);
+    expect(rowsRead(await explained(1_000), 'outbox_lane_parked')).toBeLessThanOrEqual(
+      2 * 1_000 + LANE_COUNT * 4,
+    );
+    expect(await readLaneEngineStatus(fromPg(db.pool))).toMatchObject({
+      backlog: 2_000,
+      dueNow: 0,
+      deadLetters: 1,
+      backlogEstimated: false,
+    });
+  }, 180_000);
 });
+
+async function outboxWrite(messages: OutboxMessage[]) {
+  const client = await db.pool.connect();
+  try {
+    await client.query('BEGIN');
+    await outbox.enqueue(fromPg(client), messages);
+    await client.query('COMMIT');
+  } finally {
+    client.release();
+  }
+}
