@@ -117,6 +117,26 @@ describe('outbox dispatch --engine lanes --metrics-port', () => {
     expect(await cli.exited, cli.output()).toBe(0);
 
     expect(await status()).toMatchObject({ backlog: 0, dueNow: 0, deadLetters: 1 });
+    // One line per schema: the lanes engine's numbers with --engine lanes.
+    const schemas = (engine: string) =>
+      runCli([
+        'status',
+        '--engine',
+        engine,
+        '--schemas',
+        'publi*',
+        '--json',
+        '--database-url',
+        db.url,
+      ]);
+    const lanes = await schemas('lanes');
+    expect(lanes.code, lanes.stderr).toBe(0);
+    expect(JSON.parse(lanes.stdout).databases).toMatchObject([
+      { database: `${db.name}/public`, deadLetters: 1 },
+    ]);
+    expect(JSON.parse((await schemas('claims')).stdout).databases).toMatchObject([
+      { database: `${db.name}/public`, deadLetters: 0 },
+    ]);
     const text = await runCli(['status', '--engine', 'lanes', '--database-url', db.url]);
     expect(text.code, text.stderr).toBe(0);
     expect(text.stdout).toContain('outbox dead list --engine lanes');
