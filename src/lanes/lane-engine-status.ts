@@ -2,6 +2,7 @@ import type { OutboxStatus } from '../admin/status.js';
 import { OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import { laneAttemptsSql, laneEngineStatusSql, laneLastErrorsSql } from '../sql/lane-admin.js';
+import { LANE_COUNT } from '../migrations/024-lanes.js';
 import { listRoutePausesSql } from '../sql/route-pauses.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
@@ -61,7 +62,7 @@ export async function readLaneEngineStatus(
     backlogEstimated: boolean;
     oldestPendingAgeSeconds: number;
     deadLetters: string;
-  }>(laneEngineStatusSql(schema), [idWindow]);
+  }>(laneEngineStatusSql(schema), [idWindow, LANE_COUNT]);
   const attempts = await executor.query<{ attempts: number; messages: number }>(
     laneAttemptsSql(schema),
   );

@@ -127,6 +127,8 @@ ORDER BY l.lane`;
  * - The oldest pending message: the first after the cursor, and the first parked one that is not
  *   dead, per lane.
  *
+ * $2 is the lane count (migration 024: 16).
+ *
  * Messages after a cursor are all due: the lanes engine takes no delays (the writer refuses
  * them) and a batch in flight leases a lane, not rows, so nothing is "in flight" here. While a
  * writer's older transaction runs, a cursor waits for the horizon, and what its owner published
@@ -142,7 +144,10 @@ WITH per_lane AS MATERIALIZED (
          coalesce(p.later_heads, 0) AS later_heads,
          (SELECT m.created_at FROM ${s}.outbox_lane_messages m
           WHERE m.lane = l.lane AND m.id = pf.id) AS parked_first_at
-  FROM ${s}.outbox_lanes l
+  -- LIMIT $2 (the lane count): without statistics the planner takes the 16 rows of
+  -- outbox_lanes for 940, its estimate of every per-lane part 60 times too high, and the whole
+  -- over jit_above_cost: JIT compilation then took 40 to 140 ms of a 3 ms statement.
+  FROM (SELECT * FROM ${s}.outbox_lanes ORDER BY lane LIMIT $2) l
   LEFT JOIN LATERAL (
     SELECT m.id, m.created_at FROM ${s}.outbox_lane_messages m
     WHERE m.lane = l.lane AND m.id > l.cursor ORDER BY m.id LIMIT 1
@@ -151,14 +156,13 @@ WITH per_lane AS MATERIALIZED (
     SELECT m.id FROM ${s}.outbox_lane_messages m
     WHERE m.lane = l.lane ORDER BY m.id DESC LIMIT 1
   ) t ON f.id IS NOT NULL
+  -- Less the parked rows of the same window (a parked row is a message too): two range
+  -- counts, not a probe of the parked table per message (NOT EXISTS: 47 ms for 10,000 rows).
   LEFT JOIN LATERAL (
-    SELECT count(*) AS counted FROM ${s}.outbox_lane_messages m
-    WHERE m.lane = l.lane AND m.id >= f.id AND m.id < f.id + $1
-      AND NOT EXISTS (SELECT 1 FROM ${s}.outbox_lane_parked q
-                      WHERE q.lane = m.lane AND q.id = m.id
-                        -- The window again: an anti-join that hashes the parked side reads
-                        -- the window's parked rows, not the lane's.
-                        AND q.id >= f.id AND q.id < f.id + $1)
+    SELECT (SELECT count(*) FROM ${s}.outbox_lane_messages m
+            WHERE m.lane = l.lane AND m.id >= f.id AND m.id < f.id + $1)
+         - (SELECT count(*) FROM ${s}.outbox_lane_parked q
+            WHERE q.lane = l.lane AND q.id >= f.id AND q.id < f.id + $1) AS counted
   ) c ON f.id IS NOT NULL
   -- The first and last parked rows that are not dead: a dead letter stays parked for good, and
   -- as the window's start it would leave later failures outside it. Walked a row at a time
