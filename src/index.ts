@@ -99,6 +99,11 @@ export {
   type LaneStatus,
 } from './lanes/lane-admin.js';
 export {
+  LANE_STATUS_ID_WINDOW,
+  readLaneEngineStatus,
+  type LaneEngineStatus,
+} from './lanes/lane-engine-status.js';
+export {
   resolveDispatcherOptions,
   type ClaimShapeOption,
   type DeadLetterPolicy,

@@ -7,6 +7,7 @@ import type { JsonValue } from '../core/message.js';
 import { emptyStats, statsSince, type DispatcherStats } from '../dispatcher/dispatcher-stats.js';
 import type { Dispatcher, DispatcherState, DrainResult } from '../dispatcher/dispatcher.js';
 import { TypedEmitter, type DispatcherEventMap } from '../dispatcher/events.js';
+import { watchReadOnly } from '../dispatcher/read-only-watch.js';
 import { IdleTracker } from '../dispatcher/idle-tracker.js';
 import { resolveDispatcherOptions, type ResolvedDispatcherOptions } from '../dispatcher/options.js';
 import { publishInOrder, type MessageFate } from '../dispatcher/ordered-publish.js';
@@ -274,6 +275,8 @@ class LaneDispatcher implements Dispatcher {
     this.#schema = quoteIdentifier(this.#options.schema);
     this.id = options.id ?? defaultOwnerId();
     this.#wakeUps = new WakeUps(options.wakeSource, this.#events);
+    // Read-only spells of the database, told once each (events.ts), as the claim engine does.
+    watchReadOnly(this.#events);
     this.#routes = new RouteGate({
       executor: options.executor,
       options: this.#options,

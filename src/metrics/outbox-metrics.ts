@@ -3,6 +3,7 @@ import { readStatus, type OutboxStatus } from '../admin/status.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import { OutboxValidationError } from '../core/errors.js';
 import type { Dispatcher } from '../dispatcher/dispatcher.js';
+import { readLaneEngineStatus } from '../lanes/lane-engine-status.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { TopicLabels } from './topic-labels.js';
 
@@ -19,6 +20,13 @@ export interface OutboxMetricsOptions {
   readStatus?: () => Promise<OutboxStatus> | OutboxStatus;
   /** Schema of the outbox tables. Default `public`. */
   schema?: string;
+  /**
+   * Which engine's tables the database gauges read with `executor`: `'claims'` (the `outbox`
+   * table, `readStatus`) or `'lanes'` (`outbox_lane_*`, {@link readLaneEngineStatus}: bounded,
+   * estimated past 1,000 messages a lane). The counters and `/healthz` are fed by the dispatcher
+   * given to `attach()` either way. Default `'claims'`.
+   */
+  engine?: 'claims' | 'lanes';
   /**
    * How often the database gauges are refreshed, in ms. Scrapes read the cached values, so ten
    * Prometheus servers scraping every second still cost one status read per interval.
@@ -131,6 +139,12 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
     if (!Number.isInteger(v) || v < 1)
       throw new OutboxValidationError(name, `must be a positive integer, got ${v}`);
   }
+  const engine = options.engine ?? 'claims';
+  if (engine !== 'claims' && engine !== 'lanes')
+    throw new OutboxValidationError(
+      'engine',
+      `must be 'claims' or 'lanes', got ${JSON.stringify(engine)}`,
+    );
   if (!options.executor && typeof options.readStatus !== 'function')
     throw new OutboxValidationError('executor', 'give an executor (fromPg(pool)) or readStatus');
   const now = options.now ?? Date.now;
@@ -241,7 +255,9 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
     try {
       status = options.readStatus
         ? await options.readStatus()
-        : await readStatus(options.executor!, { schema, lastErrors: 1 });
+        : engine === 'lanes'
+          ? await readLaneEngineStatus(options.executor!, { schema, lastErrors: 1 })
+          : await readStatus(options.executor!, { schema, lastErrors: 1 });
       statusError = undefined;
       pending.set(status.backlog);
       due.set(status.dueNow);
@@ -275,6 +291,15 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
     attach(dispatcher) {
       let dispatchedBefore = dispatcher.stats().published + dispatcher.stats().shadowed;
       let shadowedBefore = dispatcher.stats().shadowed;
+      const progress = () => {
+        // Shadow settlements have no per-message event: count them from the stats.
+        const stats = dispatcher.stats();
+        if (stats.shadowed > shadowedBefore) shadowed.inc(stats.shadowed - shadowedBefore);
+        shadowedBefore = stats.shadowed;
+        const dispatched = stats.published + stats.shadowed;
+        if (dispatched > dispatchedBefore) lastDispatchAt = now();
+        dispatchedBefore = dispatched;
+      };
       const off = [
         dispatcher.on('dispatcher:publish:outcome', ({ message, outcome }) => {
           const topic = topics.label(message.topic);
@@ -297,15 +322,10 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
         dispatcher.on('dispatcher:dead-letter', ({ message }) =>
           deadLettered.inc({ topic: topics.label(message.topic) }),
         ),
-        dispatcher.on('dispatcher:settle:success', () => {
-          // Shadow settlements have no per-message event: count them from the stats.
-          const stats = dispatcher.stats();
-          if (stats.shadowed > shadowedBefore) shadowed.inc(stats.shadowed - shadowedBefore);
-          shadowedBefore = stats.shadowed;
-          const dispatched = stats.published + stats.shadowed;
-          if (dispatched > dispatchedBefore) lastDispatchAt = now();
-          dispatchedBefore = dispatched;
-        }),
+        // Progress, from the stats: at each settle (claim engine), and at each read (the lanes
+        // engine commits a batch's outcome with its next read, one call: it has no settle).
+        dispatcher.on('dispatcher:settle:success', progress),
+        dispatcher.on('dispatcher:claim:success', progress),
       ];
       return () => off.forEach((unsubscribe) => unsubscribe());
     },

@@ -14,6 +14,8 @@ export interface ServeDispatcherMetricsOptions {
   executor?: SqlExecutor;
   readStatus?: OutboxMetricsOptions['readStatus'];
   schema?: string;
+  /** Which engine's tables `executor` reads for the gauges. Default `'claims'`. */
+  engine?: OutboxMetricsOptions['engine'];
   port: number;
   /** Default `127.0.0.1`. */
   host?: string;
@@ -33,6 +35,7 @@ export async function serveDispatcherMetrics(
     ...(options.executor && { executor: options.executor }),
     ...(options.readStatus && { readStatus: options.readStatus }),
     schema: options.schema,
+    ...(options.engine && { engine: options.engine }),
     healthStallMs: options.healthStallMs,
     gaugeIntervalMs: options.gaugeIntervalMs,
   });

@@ -364,6 +364,8 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
         dispatcher: dispatcher as unknown as Dispatcher,
         executor: fromPg(pool),
         schema: values.schema,
+        // The gauges read the tables of the engine dispatching.
+        engine,
         port: metricsPort,
         host: values['metrics-host'],
         healthStallMs,

@@ -1,6 +1,8 @@
 import { parseFlags } from '../parse-flags.js';
 import { readShadowComparison, readStatus } from '../../admin/status.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
+import { LANE_STATUS_ID_WINDOW, readLaneEngineStatus } from '../../lanes/lane-engine-status.js';
+import { parseEngineFlag } from '../dispatch/lanes.js';
 import { connect, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { parseDuration } from '../format/duration.js';
@@ -9,14 +11,19 @@ import { colors, formatAge, table } from '../format/table.js';
 import { fleetGlobs, listFleetTargets } from '../fleet-targets.js';
 import { EXIT, UsageError } from '../usage-error.js';
 
-export const statusHelp = `Usage: outbox status [--database-url URL] [--schema NAME] [--json] [--shadow [--since 24h]]
-       outbox status --database-url URL (--databases GLOB | --schemas GLOB) [--json]
+export const statusHelp = `Usage: outbox status [--engine claims|lanes] [--database-url URL] [--schema NAME] [--json] [--shadow [--since 24h]]
+       outbox status --database-url URL (--databases GLOB | --schemas GLOB) [--engine claims|lanes] [--json]
 
 Shows the backlog, the oldest pending message's age, what is due now and in flight, dead
 letters, the attempts distribution and the latest errors. Numbers turn yellow or red (on a
 terminal) where the alert rules in ops/prometheus/alerts.yml would fire.
 
 Options:
+  --engine claims|lanes  which engine's messages (default claims). With lanes: what is after
+                      the lane cursors and parked behind failures, counted within
+                      ${LANE_STATUS_ID_WINDOW} ids of each lane's first and estimated past them
+                      (--json: "backlogEstimated": true); nothing is in flight or held
+                      there; not with --shadow
   --database-url URL  Postgres connection string (default: $DATABASE_URL)
   --schema NAME       schema of the outbox tables (default: ${DEFAULT_SCHEMA})
   --errors N          how many recent errors to show (default 5)
@@ -51,6 +58,7 @@ export async function statusCommand(argv: string[]): Promise<number> {
       errors: { type: 'string' },
       shadow: { type: 'boolean', default: false },
       since: { type: 'string' },
+      engine: { type: 'string', default: 'claims' },
     },
     strict: true,
   });
@@ -59,6 +67,9 @@ export async function statusCommand(argv: string[]): Promise<number> {
     return EXIT.ok;
   }
   validateSchemaFlag(values.schema);
+  const read = parseEngineFlag(values.engine) === 'lanes' ? readLaneEngineStatus : readStatus;
+  if (read === readLaneEngineStatus && values.shadow)
+    throw new UsageError("--shadow compares the claim engine's messages: drop --engine lanes");
   if (values.since !== undefined && !values.shadow)
     throw new UsageError('--since only applies to --shadow');
   const sinceMs = values.since === undefined ? 86_400_000 : parseDuration('since', values.since);
@@ -68,7 +79,7 @@ export async function statusCommand(argv: string[]): Promise<number> {
   if (fleet) {
     if (values.shadow)
       throw new UsageError('--shadow reads one database: drop --databases/--schemas');
-    return fleetStatus({ ...fleet, urls, schema: values.schema, json: values.json });
+    return fleetStatus({ ...fleet, urls, schema: values.schema, json: values.json, read });
   }
   if (urls.length > 1)
     throw new UsageError(
@@ -76,7 +87,7 @@ export async function statusCommand(argv: string[]): Promise<number> {
     );
   const db = await connect(resolveDatabaseUrl(urls[0]));
   try {
-    const status = await readStatus(db.executor, { schema: values.schema, lastErrors });
+    const status = await read(db.executor, { schema: values.schema, lastErrors });
     const shadow = values.shadow
       ? await readShadowComparison(db.executor, {
           schema: values.schema,
@@ -92,6 +103,7 @@ export async function statusCommand(argv: string[]): Promise<number> {
         shadow,
         shadowWindow: values.since ?? '24h',
         width: process.stdout.isTTY ? process.stdout.columns : undefined,
+        engine: read === readLaneEngineStatus ? 'lanes' : 'claims',
       }),
     );
     return EXIT.ok;
@@ -124,6 +136,7 @@ async function fleetStatus(args: {
   urls: string[];
   schema: string;
   json: boolean;
+  read: typeof readStatus;
 }): Promise<number> {
   const targets = await listFleetTargets(args);
   const lines: FleetStatusLine[] = [];
@@ -134,7 +147,7 @@ async function fleetStatus(args: {
       try {
         const db = await connect(target.url);
         try {
-          const status = await readStatus(db.executor, { schema: target.schema, lastErrors: 1 });
+          const status = await args.read(db.executor, { schema: target.schema, lastErrors: 1 });
           lines.push({
             database: target.name,
             pending: status.backlog,

@@ -16,9 +16,9 @@ Options:
                              per batch. With lanes, --concurrency N runs N lane dispatchers
                              on disjoint lanes; refused with exit 2:
                              --mode cdc, --slot, --publication, --sweep-interval-ms,
-                             --async-settle, --async-claim, --claim-shape,
-                             --metrics-*, --health-stall-ms, --prune-archive and the fleet
-                             flags. Defaults then: --batch-size 500, --poll-interval-ms 200
+                             --async-settle, --async-claim, --claim-shape, --prune-archive
+                             and the fleet flags. Defaults then: --batch-size 500,
+                             --poll-interval-ms 200
   --database-url URL         Postgres connection string (default: $DATABASE_URL)
   --schema NAME              schema of the outbox tables (default: ${DEFAULT_SCHEMA})
   --publisher URL            where to publish: ${PUBLISHER_URL_SCHEMES.map((s) => `${s}://`).join(', ')}
@@ -105,7 +105,8 @@ Options:
                              whsec_ secrets in PATH, one per line (two while rotating);
                              or set $OUTBOX_WEBHOOK_SECRET instead (never a flag value)
   --metrics-port N           serve Prometheus metrics on /metrics and a health check on
-                             /healthz (needs prom-client; see docs/operations.md)
+                             /healthz (needs prom-client; see docs/operations.md); with
+                             --engine lanes the gauges read the lanes engine's tables
   --metrics-host ADDR        interface for the metrics server (default 127.0.0.1)
   --health-stall-ms N        /healthz answers 503 when messages are due and none was
                              dispatched for this long (default 300000)

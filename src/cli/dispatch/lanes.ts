@@ -24,8 +24,6 @@ const CDC = 'the lanes engine has no CDC path: its dispatcher polls the lane cur
 const ONE_CALL =
   "the lanes engine commits a batch's cursor moves together with the next read, in one call: there is no separate claim or settle commit";
 const FLEET = 'fleet mode drives claim-engine dispatchers only';
-const METRICS =
-  "the metrics and /healthz read the claim engine's table (outbox), not the lanes; use the laneStatus() API or outbox dead list --engine lanes";
 const ARCHIVE =
   "an archiving prune covers the claim engine's outbox table only and leaves the lanes engine's messages: prune them without --prune-archive";
 
@@ -45,9 +43,6 @@ const REFUSED_ON_LANES: Record<string, string> = {
   'discover-interval': FLEET,
   'max-connections': FLEET,
   'idle-poll-interval': FLEET,
-  'metrics-port': METRICS,
-  'metrics-host': METRICS,
-  'health-stall-ms': METRICS,
   'prune-archive': ARCHIVE,
 };
 

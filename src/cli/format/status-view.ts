@@ -17,7 +17,13 @@ export const STATUS_WARN = {
 export function renderStatus(
   status: OutboxStatus,
   c: Colors,
-  options: { shadow?: ShadowComparison[]; shadowWindow?: string; width?: number } = {},
+  options: {
+    shadow?: ShadowComparison[];
+    shadowWindow?: string;
+    width?: number;
+    /** The lanes engine's status: its commands in the hints, an estimated backlog marked. */
+    engine?: 'claims' | 'lanes';
+  } = {},
 ): string {
   // Terminal width (process.stdout.columns) to fit errors on one line; none: up to 200 chars.
   const width = options.width;
@@ -25,12 +31,21 @@ export function renderStatus(
   const out: string[] = [];
   const dead =
     status.deadLetters > 0
-      ? `${c.red(c.bold(String(status.deadLetters)))}  ${c.dim('outbox dead list · outbox replay --all-dead')}`
+      ? `${c.red(c.bold(String(status.deadLetters)))}  ${c.dim(
+          options.engine === 'lanes'
+            ? 'outbox dead list --engine lanes · outbox replay --engine lanes --all-dead'
+            : 'outbox dead list · outbox replay --all-dead',
+        )}`
       : c.green('0');
+  // readLaneEngineStatus: a lane past its window of ids is estimated, not counted.
+  const estimated = (status as { backlogEstimated?: boolean }).backlogEstimated === true;
+  const backlog = estimated
+    ? `~${status.backlog}  ${c.dim('(estimated past a window of each lane)')}`
+    : String(status.backlog);
   out.push(
     table(
       [
-        ['backlog', warnIf(status.backlog > STATUS_WARN.backlog, String(status.backlog))],
+        ['backlog', warnIf(status.backlog > STATUS_WARN.backlog, backlog)],
         [
           'oldest pending',
           warnIf(

@@ -59,7 +59,6 @@ describe('outbox dispatch --engine lanes', () => {
       [['--claim-shape', 'heads-first'], /no claim shape/],
       [['--mode', 'cdc'], /--mode cdc is not available with --engine lanes: .*no CDC path/],
       [['--schemas', 'tenant_*'], /fleet mode/],
-      [['--metrics-port', '9464'], /metrics/],
       [['--prune-older-than', '30d', '--prune-archive'], /without --prune-archive/],
     ] as const) {
       const result = await runCli([...base, ...publisher, ...flags]);

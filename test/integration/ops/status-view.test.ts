@@ -33,6 +33,20 @@ const status: OutboxStatus = {
 };
 
 describe('outbox status human output', () => {
+  it('with --engine lanes: marks an estimated backlog and names the lanes commands', () => {
+    const text = renderStatus(
+      { ...status, backlogEstimated: true } as OutboxStatus,
+      colors({ isTTY: false }, {}),
+      { engine: 'lanes' },
+    );
+    expect(text).toContain('backlog         ~1500  (estimated past a window of each lane)\n');
+    expect(text).toContain(
+      'outbox dead list --engine lanes · outbox replay --engine lanes --all-dead',
+    );
+    const exact = renderStatus(status, colors({ isTTY: false }, {}), { engine: 'lanes' });
+    expect(exact).toContain('backlog         1500\n');
+  });
+
   it('is a plain aligned table without a TTY', () => {
     const text = renderStatus(status, colors({ isTTY: false }, {}));
     expect(text.includes('\x1b[')).toBe(false);
