@@ -98,6 +98,8 @@ interface LaneRow {
   /** created_at in ms since the epoch (sql/lanes.ts says why not a timestamptz). */
   created_ms: number;
   attempts?: number;
+  /** A shadow message (migration 026): settled as published, never handed to the publisher. */
+  shadow?: boolean | null;
 }
 
 /** What becomes of a published (or not published) message's row. */
@@ -880,6 +882,7 @@ type LaneJsonRow = [
   JsonValue,
   Record<string, string> | null,
   number,
+  boolean | null,
 ];
 
 /** The rows of a call of `outbox_lane_next`, from its json text (sql/lanes.ts says why json). */
@@ -896,6 +899,7 @@ function laneRows(text: string | null): LaneRow[] {
     payload: r[7],
     headers: r[8],
     created_ms: r[9],
+    shadow: r[10],
   }));
 }
 
@@ -911,6 +915,7 @@ function toOutgoing(row: LaneRow, attempts: number): OutgoingMessage {
     headers: row.headers ?? {},
     createdAt: new Date(row.created_ms),
     attempts,
+    ...(row.shadow ? { shadow: true } : {}),
   };
 }
 
