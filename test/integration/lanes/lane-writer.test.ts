@@ -192,6 +192,36 @@ describe('lanes writer: delays', () => {
   });
 });
 
+describe('lanes writer: delays above the horizon', () => {
+  it('a delayed message read again while its lane waits for the horizon is published once', async () => {
+    // A write transaction left open holds the horizon: the lane's position stays below what is
+    // written after it, so every read returns to the delayed message, parked and then due.
+    const holder = await db.pool.connect();
+    await holder.query('BEGIN');
+    await holder.query('SELECT pg_current_xact_id()');
+    const publisher = new TimedPublisher();
+    const dispatcher = run(publisher);
+    try {
+      await dispatcher.onIdle();
+      // The second, not due for longer, keeps the lane on the row-by-row read meanwhile.
+      await write([
+        msg('above', 1, { ordered: false, delayMs: 300 }),
+        msg('above', 2, { ordered: false, delayMs: 2_500 }),
+      ]);
+      await waitFor(() => publisher.of('above').length > 0);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(publisher.of('above').map((p) => p.message.sequence)).toEqual([1]);
+      await waitFor(() => publisher.of('above').length > 1);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(publisher.of('above').map((p) => p.message.sequence)).toEqual([1, 2]);
+    } finally {
+      await dispatcher.stop();
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+  });
+});
+
 describe('lanes writer: dedupe keys', () => {
   const charge = (key: string, aggregateId = 'order:42', extra: Partial<OutboxMessage> = {}) =>
     msg(aggregateId, 1, { topic: 'payment.charge', dedupeKey: key, ...extra });
