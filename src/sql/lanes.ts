@@ -141,9 +141,12 @@ $$`;
  *    for them and hold its whole lane back); parking them in the writer (an ordered message's
  *    predecessors may not have been read yet, and the parked path would publish it before
  *    them). What it costs a lane without delays: one probe of the empty partial index
- *    `outbox_lane_messages_delayed_idx` a lane, inside a statement the call ran already, and an
- *    `IS NULL` test a row. And `shadow` is returned: the dispatcher settles a shadow message
- *    without handing it to the publisher, as the claim engine does.
+ *    `outbox_lane_messages_delayed_idx` a lane, inside a statement the call ran already; its
+ *    rows are then read by the statement of migration 025, unchanged. A lane with a message not
+ *    due within reach is read row by row, as a lane with a parked aggregate is (at most
+ *    4 × p_batch rows a call, each not due parked: a write per delayed message read early).
+ *    And `shadow` is returned: the dispatcher settles a shadow message without handing it to
+ *    the publisher, as the claim engine does.
  *
  * `created_ms` is the message's created_at in ms since the epoch: parsing a timestamptz into a
  * Date in node-postgres was ~20 % of a batch's read time (500 rows: 5.0–6.0 ms with it, 3.9–4.7
@@ -278,7 +281,7 @@ BEGIN
     -- A message not due yet among the delayed ones the batch can reach on this lane (the first
     -- v_left delayed rows after the position hold every delayed row of its first v_left rows):
     -- at most v_left index entries, however many delayed messages wait further on.
-    -- Not a statement at all when no owned lane has a delayed message (the hot path).
+    -- Not a statement at all when the lane has no delayed message after it (the hot path).
     v_delayed := false;
     IF v_lane.delayed THEN
       v_delayed := EXISTS (
@@ -291,7 +294,7 @@ BEGIN
     IF NOT v_delayed AND (NOT v_any_blocked OR NOT EXISTS (
          SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = v_lane.no AND p.blocks)) THEN
       IF NOT v_lane.delayed THEN
-        -- No delayed message after the position: the statement as before migration 026.
+        -- No delayed message after the position: the statement of migration 025 (and shadow).
         RETURN QUERY
         SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
                m.payload, m.headers, extract(epoch FROM m.created_at)::float8 * 1000, m.shadow
