@@ -613,10 +613,11 @@ export const laneNextCallSql = (s: string) => `
 SELECT json_agg(json_build_array(r.lane, r.id::text, r.message_id, r.aggregate_id,
                                  r.sequence::text, r.ordered, r.topic, r.payload,
                                  nullif(r.headers, '{}'::jsonb), r.created_ms, r.shadow)
-                ORDER BY r.n)::text AS rows
+                ORDER BY r.ordinality)::text AS rows
+-- The function's columns by their own names (no column list here: a column the function gains
+-- must not shift the names), the row number as \`ordinality\`.
 FROM ${s}.outbox_lane_next($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                           $17, $18, $19) WITH ORDINALITY AS r(lane, id, message_id, aggregate_id,
-                           sequence, ordered, topic, payload, headers, created_ms, shadow, n)`;
+                           $17, $18, $19) WITH ORDINALITY AS r`;
 
 /** Gives back every lane `$1` owns and forgets it (a graceful stop: others take them at once). */
 export const laneLeaveSql = (s: string) => `
