@@ -777,7 +777,16 @@ class LaneDispatcher implements Dispatcher {
     for (const item of hint.split(',')) {
       const [lane, id] = item.split(':');
       const n = Number(lane);
-      if (!id || !/^\d+$/.test(id) || !this.#cursors.has(n) || this.#handled.get(n)?.has(id))
+      // Not one a lane read already handled: published (or parked) at or below the lane's
+      // position, or remembered above it. A NOTIFY can come after the read that found its row.
+      const position = this.#positions.get(n);
+      if (
+        !id ||
+        !/^\d+$/.test(id) ||
+        position === undefined ||
+        !above(id, position) ||
+        this.#handled.get(n)?.has(id)
+      )
         continue;
       lanes.push(n);
       ids.push(id);

@@ -4,6 +4,7 @@ import type { OutboxMessage } from '../../../src/core/message.js';
 import { createListenNotifyWakeSource } from '../../../src/dispatcher/wake/listen-notify.js';
 import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
 import type { OutgoingMessage, Publisher } from '../../../src/publishers/publisher.js';
+import { notifyChannel } from '../../../src/sql/notify.js';
 import { fromPg } from '../../../src/store/from-pg.js';
 import type { SqlExecutor } from '../../../src/store/sql-executor.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
@@ -153,5 +154,41 @@ describe('lanes engine: messages named by the wake-up', () => {
     expect(order).toEqual([1, 1, 2]);
     expect(published.map((m) => m.sequence)).toEqual([1, 2]);
     expect(await count('SELECT count(*) AS n FROM outbox_lane_parked')).toBe(0);
+  });
+
+  it('a NOTIFY that comes after the lane read published its message publishes nothing again', async () => {
+    const published: OutgoingMessage[] = [];
+    const publisher: Publisher = {
+      publish: async (messages) => {
+        published.push(...messages);
+        return messages.map(() => ({ status: 'published' as const }));
+      },
+    };
+    const dispatcher = createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher,
+      pollIntervalMs: 60_000,
+      wakeSource: listen(),
+    });
+    dispatcher.start();
+    try {
+      await settled(dispatcher);
+      const [written] = await write([{ topic: 'mail.send', aggregateId: 'late', payload: {} }]);
+      await expect.poll(() => published.length, { timeout: 10_000 }).toBe(1);
+      await settled(dispatcher);
+      // The same message named again, as a NOTIFY delivered late would.
+      const { rows } = await db.pool.query<{ lane: number }>(
+        'SELECT lane FROM outbox_lane_messages WHERE id = $1',
+        [written!.id],
+      );
+      await db.pool.query('SELECT pg_notify($1, $2)', [
+        notifyChannel('public'),
+        `${rows[0]!.lane}:${written!.id}`,
+      ]);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(published.map((m) => m.aggregateId)).toEqual(['late']);
+    } finally {
+      await dispatcher.stop();
+    }
   });
 });
