@@ -152,6 +152,9 @@ const emptyOutcome = (): Outcome => ({
  */
 const CURSOR_SYNC_MS = 1_000;
 
+/** Aggregates {@link LaneDispatcher}'s `#lastPublished` remembers at most. */
+const LAST_PUBLISHED_MAX = 10_000;
+
 /** A fenced lane (SQLSTATE OBX01 from sql/lanes.ts): another dispatcher owns it now. */
 const isFenced = (error: unknown) => (error as { code?: string } | null)?.code === 'OBX01';
 
@@ -243,6 +246,14 @@ class LaneDispatcher implements Dispatcher {
    * waits for it, so no read runs beside it.
    */
   #hinted: Promise<void> | undefined;
+  /**
+   * The last sequence this dispatcher published of an ordered aggregate (`lane:aggregate`),
+   * recorded while it is not draining a backlog (a batch that was not full, the parked path, a
+   * hinted publish): a wake-up may name the aggregate's next message, which then has nothing
+   * before it. At most {@link LAST_PUBLISHED_MAX} entries (then forgotten: only fewer hinted
+   * publishes); a failure removes its aggregate; lanes given back take theirs along.
+   */
+  #lastPublished = new Map<string, number>();
   /** The rate limits of the options are declared (once, before the first batch). */
   #prepared = false;
 
@@ -395,6 +406,7 @@ class LaneDispatcher implements Dispatcher {
         this.#outcome = emptyOutcome();
         this.#unpublished.clear();
         this.#handled.clear();
+        this.#lastPublished.clear();
         this.#positions.clear();
         // The horizon too: the next call may reach another server (a promoted replica, a
         // restored backup) whose id sequence is behind this safe id; kept, it lets the cursors
@@ -616,6 +628,9 @@ class LaneDispatcher implements Dispatcher {
     // A lane given back or taken over: what was remembered above its cursor no longer holds.
     for (const lane of this.#handled.keys())
       if (!this.#cursors.has(lane)) this.#handled.delete(lane);
+    for (const key of this.#lastPublished.keys())
+      if (!this.#cursors.has(Number(key.slice(0, key.indexOf(':')))))
+        this.#lastPublished.delete(key);
     this.#balanceAt = Date.now() + this.#options.leaseMs / 3;
   }
 
@@ -709,10 +724,11 @@ class LaneDispatcher implements Dispatcher {
     const plans = sending.length > 0 ? await this.#publishGated(sending, 0) : [];
     const unpublished = new Set<string>();
     const park = (m: LaneRow, settled: Settlement) => this.#park(m, settled, unpublished);
-    plans.forEach((plan, i) => {
-      const settled = laneSettlement(plan, 'unsent');
+    const settledAll = plans.map((plan) => laneSettlement(plan, 'unsent'));
+    settledAll.forEach((settled, i) => {
       if (settled.kind !== 'published') park(sending[i]!, settled);
     });
+    if (messages.length < this.#options.batchSize) this.#remember(sending, settledAll);
     if (sending.length < messages.length) {
       // Parked in id order with the batch's failures (the call parks by lane and id).
       for (const m of messages) if (behind(m)) park(m, { kind: 'unsent' });
@@ -743,6 +759,17 @@ class LaneDispatcher implements Dispatcher {
     return moved;
   }
 
+  /** {@link #lastPublished}: what `rows` became (`settled`, in the same order). */
+  #remember(rows: readonly LaneRow[], settled: readonly Settlement[]): void {
+    rows.forEach((m, i) => {
+      if (!m.ordered) return;
+      const key = `${m.lane}:${m.aggregate_id}`;
+      if (settled[i]?.kind === 'published') this.#lastPublished.set(key, Number(m.sequence));
+      else this.#lastPublished.delete(key);
+    });
+    if (this.#lastPublished.size > LAST_PUBLISHED_MAX) this.#lastPublished.clear();
+  }
+
   /**
    * Records that `m` was not published: the next call parks it (`settled` says how), and an
    * ordered one that holds its aggregate back goes into `unpublished` (`lane:aggregate`).
@@ -752,6 +779,7 @@ class LaneDispatcher implements Dispatcher {
     // A dead letter under 'skip' does not hold its aggregate back (sql/lanes.ts: blocks).
     const holds = settled.kind !== 'dead' || this.#options.deadLetterPolicy === 'hold';
     if (m.ordered && holds) unpublished?.add(`${m.lane}:${m.aggregate_id}`);
+    this.#lastPublished.delete(`${m.lane}:${m.aggregate_id}`);
     o.parkLanes.push(m.lane);
     o.parkIds.push(m.id);
     o.parkKinds.push(settled.kind);
@@ -800,8 +828,14 @@ class LaneDispatcher implements Dispatcher {
         this.id,
         Math.ceil(this.#options.leaseMs / 6),
       ]);
+      // Nothing can come before it: unordered, the first of its aggregate, or the one after
+      // the last this dispatcher published of it.
       const messages = laneRows(rows[0]?.rows ?? null).filter(
-        (m) => !this.#handled.get(m.lane)?.has(m.id),
+        (m) =>
+          !this.#handled.get(m.lane)?.has(m.id) &&
+          (!m.ordered ||
+            m.sequence === '1' ||
+            this.#lastPublished.get(`${m.lane}:${m.aggregate_id}`) === Number(m.sequence) - 1),
       );
       if (messages.length === 0) return;
       for (const m of messages) {
@@ -817,10 +851,11 @@ class LaneDispatcher implements Dispatcher {
         for (const m of messages) this.#handled.get(m.lane)?.delete(m.id);
         throw error;
       }
-      plans.forEach((plan, i) => {
-        const settled = laneSettlement(plan, 'unsent');
-        if (settled.kind !== 'published') this.#park(messages[i]!, settled);
+      const settled = plans.map((plan) => laneSettlement(plan, 'unsent'));
+      settled.forEach((s, i) => {
+        if (s.kind !== 'published') this.#park(messages[i]!, s);
       });
+      this.#remember(messages, settled);
       this.#stats.batches++;
       this.#stats.claimed += messages.length;
     })()
@@ -845,6 +880,7 @@ class LaneDispatcher implements Dispatcher {
     ]);
     if (rows.length === 0) return 0;
     const settled = (await this.#publishGated(rows)).map((plan) => laneSettlement(plan, 'defer'));
+    this.#remember(rows, settled);
     // A parked row above its lane's cursor (the cursor waits for the horizon) is read again by
     // the cursor once it leaves the parked table: remembered, so it is not published twice.
     rows.forEach((row) => {

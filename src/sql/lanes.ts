@@ -622,7 +622,7 @@ FROM ${s}.outbox_lane_next($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $1
 /**
  * The messages a wake-up named (the writer's NOTIFY payload, lane:id), read by primary key, in
  * {@link laneNextCallSql}'s json: those of lanes `$3` owns with at least `$4` ms of lease left,
- * that nothing can come before (unordered, or the first of its aggregate), due, and not parked.
+ * due, and not parked (the dispatcher keeps those nothing can come before: #publishHinted).
  * Why: an idle dispatcher woken by a NOTIFY read every lane it owns (`outbox_lane_next`: 0.87–0.96
  * ms p50 over 16 empty lanes on this machine under load, against 0.30–0.40 for this read), and
  * that read was most of the commit-to-publish latency (issue 43). Whatever this misses (a row not
@@ -638,7 +638,7 @@ FROM unnest($1::smallint[], $2::bigint[]) AS k (lane, id)
 JOIN ${s}.outbox_lane_messages m ON m.lane = k.lane AND m.id = k.id
 JOIN ${s}.outbox_lanes l ON l.lane = m.lane
 WHERE l.owner = $3 AND l.lease_expires_at > now() + $4 * interval '1 millisecond'
-  AND (NOT m.ordered OR m.sequence = 1) AND m.available_at IS NULL
+  AND m.available_at IS NULL
   AND NOT EXISTS (SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = m.lane AND p.id = m.id)`;
 
 /** Gives back every lane `$1` owns and forgets it (a graceful stop: others take them at once). */
@@ -712,18 +712,18 @@ RETURNING id::text AS id,
           topic,
           aggregate_id AS "aggregateId",
           lane,
-          -- Nothing can come before it: the first of its aggregate, or unordered; and due now.
-          available_at IS NULL AND (NOT ordered OR sequence = 1) AS quick
+          available_at IS NULL AS due
 ), woke AS (
   -- The LISTEN wake-up (migration 005's waiters, src/dispatcher/wake/listen-notify.ts): NOTIFY
   -- only while a dispatcher waits, sent at COMMIT; in the statement rather than a trigger (the
   -- claim engine's per-row deferred trigger is part of its enqueue cost). The payload names the
-  -- messages nothing can come before, as lane:id (at most 64; else none): the dispatcher that
-  -- owns a lane publishes them at once, read by primary key, instead of reading its lanes
-  -- (lane-dispatcher.ts, #publishHinted). Only ids: any role that can LISTEN reads a payload.
+  -- messages due now, as lane:id (at most 64; else none): the dispatcher that owns a lane
+  -- publishes those nothing can come before at once, read by primary key, instead of reading
+  -- its lanes (lane-dispatcher.ts, #publishHinted). Only ids: any role that can LISTEN reads a
+  -- payload.
   -- Per waiter, identical: PostgreSQL sends one.
   SELECT count(pg_notify('${notifyChannel(s.replace(/^"|"$/g, ''))}', coalesce((
-           SELECT string_agg(q.lane || ':' || q.id, ',') FROM written q WHERE q.quick
+           SELECT string_agg(q.lane || ':' || q.id, ',') FROM written q WHERE q.due
            HAVING count(*) <= 64), ''))) AS n
   FROM ${s}.outbox_waiters w WHERE w.expires_at > clock_timestamp()
 )${

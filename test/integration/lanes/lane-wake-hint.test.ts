@@ -63,13 +63,15 @@ const isHintRead = (s: string) =>
   s.includes('JOIN "public".outbox_lane_messages m ON m.lane = k.lane');
 
 describe('lanes engine: messages named by the wake-up', () => {
-  it('an idle dispatcher publishes the message its NOTIFY names without reading its lanes first', async () => {
+  it('an idle dispatcher publishes the messages its NOTIFY names without reading its lanes first, the first of an aggregate and the next', async () => {
     const { executor, statements } = recording(fromPg(db.pool));
     let before: string[] | undefined;
     let from = 0;
+    const seen: number[] = [];
     const publisher: Publisher = {
       publish: async (messages) => {
         if (messages.some((m) => m.aggregateId === 'hinted')) before ??= statements.slice(from);
+        seen.push(...messages.map((m) => m.sequence));
         return messages.map(() => ({ status: 'published' as const }));
       },
     };
@@ -92,9 +94,21 @@ describe('lanes engine: messages named by the wake-up', () => {
       await expect.poll(() => dispatcher.stats().published, { timeout: 10_000 }).toBe(1);
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(dispatcher.stats().published).toBe(1);
+
+      // Its aggregate's next message: this dispatcher published the one before, so it has
+      // nothing before it either, and goes out the same way.
+      await settled(dispatcher);
+      before = undefined;
+      from = statements.length;
+      await write([{ topic: 'mail.send', aggregateId: 'hinted', payload: { n: 2 } }]);
+      await expect.poll(() => before !== undefined, { timeout: 10_000 }).toBe(true);
+      expect(before!.filter(isHintRead)).toHaveLength(1);
+      expect(before!.filter(isLaneRead)).toEqual([]);
+      await expect.poll(() => dispatcher.stats().published, { timeout: 10_000 }).toBe(2);
     } finally {
       await dispatcher.stop();
     }
+    expect(seen).toEqual([1, 2]);
     // Its cursor passed it (given back at the stop): nothing left behind.
     expect(
       await count(`SELECT count(*) AS n FROM outbox_lane_messages m JOIN outbox_lanes l
