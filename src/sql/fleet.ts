@@ -254,7 +254,7 @@ WHERE relname IN ('outbox_lane_messages', 'outbox_lane_parked') AND schemaname =
  *   not before its lease runs out;
  * - messages after the cursor of a lane another dispatcher leases (one that died: a fleet process
  *   killed mid-turn): when its lease runs out. One primary-key probe per leased lane, from the
- *   cursor, so what was consumed is never read (a held snapshot keeps it from vacuum);
+ *   cursor, so what was consumed is never read;
  * - messages after the cursor of a free lane, up to the horizon (`outbox_lane_horizon`, taken
  *   afresh): due now. A turn ends when its drain found nothing, so these are what was committed
  *   after its last read and before the control connection read the tenant's counter as its new
@@ -276,9 +276,14 @@ FROM (
   ) p
   UNION ALL
   SELECT CASE WHEN l.lease_expires_at > now() THEN l.lease_expires_at ELSE now() END
-  FROM ${schema}.outbox_lanes l, ${schema}.outbox_lane_horizon(0, 0, 0) h
-  WHERE EXISTS (
+  FROM ${schema}.outbox_lanes l
+  CROSS JOIN ${schema}.outbox_lane_horizon(0, 0, 0) h
+  -- A LATERAL ... LIMIT 1, not EXISTS: the planner made the EXISTS a hash semi-join over a
+  -- sequential scan of every message (790 buffers after 40,000 consumed, 213 after 10,000).
+  CROSS JOIN LATERAL (
     SELECT 1 FROM ${schema}.outbox_lane_messages m
     WHERE m.lane = l.lane AND m.id > l.cursor
-      AND (l.lease_expires_at > now() OR m.id <= h.safe))
+      AND (l.lease_expires_at > now() OR m.id <= h.safe)
+    LIMIT 1
+  ) waiting
 ) next`;
