@@ -4,7 +4,9 @@
  * latency, never a message.
  *
  * Protocol, so producers can skip the wake-up cost while dispatchers are busy:
- * 1. `start(wake)` once; the source calls `wake()` whenever work may have arrived.
+ * 1. `start(wake)` once; the source calls `wake()` whenever work may have arrived, with a hint
+ *    when it has one (a LISTEN source: the notification's payload; the lanes writer names the
+ *    messages it wrote there, which a lanes dispatcher may publish at once: lane-dispatcher.ts).
  * 2. When a claim finds nothing, the dispatcher awaits `idle()` (arm: "notify me now"), then
  *    claims ONCE more — anything committed before arming is found by that claim — and only then
  *    sleeps until `wake()` or the poll interval.
@@ -14,7 +16,7 @@
  * Errors thrown by `idle`/`busy` are reported and otherwise ignored: polling covers them.
  */
 export interface WakeSource {
-  start(wake: () => void): Promise<void>;
+  start(wake: (hint?: string) => void): Promise<void>;
   idle?(): Promise<void>;
   busy?(): Promise<void>;
   stop(): Promise<void>;

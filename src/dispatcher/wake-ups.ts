@@ -14,9 +14,17 @@ export class WakeUps {
   #wakeRequested = false;
   #armed = false;
 
-  constructor(source: WakeSource | undefined, events: TypedEmitter<DispatcherEventMap>) {
+  readonly #onHint: ((hint: string) => void) | undefined;
+
+  /** `onHint`: given a wake-up's hint (wake-source.ts) before the sleeps end. */
+  constructor(
+    source: WakeSource | undefined,
+    events: TypedEmitter<DispatcherEventMap>,
+    onHint?: (hint: string) => void,
+  ) {
     this.#source = source;
     this.#events = events;
+    this.#onHint = onHint;
   }
 
   /** True with a wake source: {@link afterClaim} then has work to do. */
@@ -28,7 +36,10 @@ export class WakeUps {
   start(): void {
     if (this.#source) {
       this.#source
-        .start(() => this.wake())
+        .start((hint) => {
+          if (hint !== undefined) this.#onHint?.(hint);
+          this.wake();
+        })
         .catch((error: unknown) =>
           this.#events.emit('dispatcher:wake-source:failure', { error: toError(error) }),
         );

@@ -80,7 +80,7 @@ function addStats(a: DispatcherStats, b: DispatcherStats): DispatcherStats {
  * still comes after the source is armed.
  */
 export function shareWakeSource(source: WakeSource, members: number): WakeSource[] {
-  const wakes: (() => void)[] = [];
+  const wakes: ((hint?: string) => void)[] = [];
   const waiting = new Set<number>();
   let started: Promise<void> | undefined;
   let chain: Promise<void> = Promise.resolve();
@@ -95,7 +95,7 @@ export function shareWakeSource(source: WakeSource, members: number): WakeSource
     const member: WakeSource = {
       start: (wake) => {
         wakes.push(wake);
-        started ??= source.start(() => wakes.forEach((w) => w()));
+        started ??= source.start((hint) => wakes.forEach((w) => w(hint)));
         return started;
       },
       stop: () => (++stopped === members ? source.stop() : Promise.resolve()),

@@ -15,7 +15,7 @@ import { WakeUps } from '../dispatcher/wake-ups.js';
 import type { WakeSource } from '../dispatcher/wake-source.js';
 import { LANE_COUNT } from '../migrations/024-lanes.js';
 import type { OutgoingMessage, Publisher } from '../publishers/publisher.js';
-import { laneDueSql, laneLeaveSql, laneNextCallSql } from '../sql/lanes.js';
+import { laneByIdsSql, laneDueSql, laneLeaveSql, laneNextCallSql } from '../sql/lanes.js';
 import { LaneDispatcherGroup, shareWakeSource } from './lane-dispatcher-group.js';
 import { isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
 import type { BackoffOptions } from '../core/backoff.js';
@@ -105,6 +105,8 @@ interface LaneRow {
   /** created_at in ms since the epoch (sql/lanes.ts says why not a timestamptz). */
   created_ms: number;
   attempts?: number;
+  /** A shadow message (migration 026): settled as published, never handed to the publisher. */
+  shadow?: boolean | null;
 }
 
 /** What becomes of a published (or not published) message's row. */
@@ -197,6 +199,7 @@ class LaneDispatcher implements Dispatcher {
     due: string;
     settleParked: string;
     leave: string;
+    byIds: string;
   };
   /** Cursor of each owned lane as last committed (bigint as text). */
   #cursors = new Map<number, string>();
@@ -241,6 +244,13 @@ class LaneDispatcher implements Dispatcher {
    */
   #unpublished = new Set<string>();
   #worker: Promise<void> | undefined;
+  /** True while the loop sleeps idle: nothing read, published or held in memory is in flight. */
+  #sleeping = false;
+  /**
+   * Messages a wake-up named, being published ({@link #publishHinted}); the loop's next read
+   * waits for it, so no read runs beside it.
+   */
+  #hinted: Promise<void> | undefined;
   /** The rate limits of the options are declared (once, before the first batch). */
   #prepared = false;
 
@@ -283,7 +293,9 @@ class LaneDispatcher implements Dispatcher {
     this.#publisher = options.publisher;
     this.#schema = quoteIdentifier(this.#options.schema);
     this.id = options.id ?? defaultOwnerId();
-    this.#wakeUps = new WakeUps(options.wakeSource, this.#events);
+    this.#wakeUps = new WakeUps(options.wakeSource, this.#events, (hint) =>
+      this.#publishHinted(hint),
+    );
     // Read-only spells of the database, told once each (events.ts), as the claim engine does.
     watchReadOnly(this.#events);
     this.#routes = new RouteGate({
@@ -300,6 +312,7 @@ class LaneDispatcher implements Dispatcher {
       due: laneDueSql(s),
       settleParked: `SELECT ${s}.outbox_lane_settle_parked($1, $2, $3, $4, $5, $6, $7)`,
       leave: laneLeaveSql(s),
+      byIds: laneByIdsSql(s),
     };
   }
 
@@ -401,7 +414,12 @@ class LaneDispatcher implements Dispatcher {
       if (!busy && this.#state === 'running' && !this.#pending()) {
         // A message parked for a rate-limit token comes due with no write to announce it.
         const wait = this.#idleWaitMs();
-        await this.#wakeUps.sleep(Math.min(wait, this.#routes.nextTokenInMs() ?? wait));
+        this.#sleeping = true;
+        try {
+          await this.#wakeUps.sleep(Math.min(wait, this.#routes.nextTokenInMs() ?? wait));
+        } finally {
+          this.#sleeping = false;
+        }
       }
     }
     await this.#leave();
@@ -448,6 +466,7 @@ class LaneDispatcher implements Dispatcher {
   /** Commits what is pending, then gives the lanes back (best effort: else their leases expire). */
   async #leave(): Promise<void> {
     try {
+      await this.#hinted;
       await this.#discardAhead();
       if (this.#pending()) await this.#next(0, true);
       await this.#executor.query(this.#sql.leave, [this.id]);
@@ -485,6 +504,7 @@ class LaneDispatcher implements Dispatcher {
   async #cycle(draining: boolean): Promise<boolean> {
     this.#idle.begin();
     try {
+      if (this.#hinted) await this.#hinted;
       if (!this.#prepared && this.#options.rateLimits.length > 0)
         await declareRateLimits(this.#executor, this.#options.rateLimits, {
           schema: this.#options.schema,
@@ -706,18 +726,8 @@ class LaneDispatcher implements Dispatcher {
       batch.ahead && m.ordered && this.#unpublished.has(`${m.lane}:${m.aggregate_id}`);
     const sending = messages.filter((m) => !behind(m));
     const plans = sending.length > 0 ? await this.#publishGated(sending, 0) : [];
-    const o = this.#outcome;
     const unpublished = new Set<string>();
-    const park = (m: LaneRow, settled: Settlement) => {
-      // A dead letter under 'skip' does not hold its aggregate back (sql/lanes.ts: blocks).
-      const holds = settled.kind !== 'dead' || this.#options.deadLetterPolicy === 'hold';
-      if (m.ordered && holds) unpublished.add(`${m.lane}:${m.aggregate_id}`);
-      o.parkLanes.push(m.lane);
-      o.parkIds.push(m.id);
-      o.parkKinds.push(settled.kind);
-      o.parkErrors.push(settled.error ?? null);
-      o.parkDelays.push(settled.delayMs ?? null);
-    };
+    const park = (m: LaneRow, settled: Settlement) => this.#park(m, settled, unpublished);
     plans.forEach((plan, i) => {
       const settled = laneSettlement(plan, 'unsent');
       if (settled.kind !== 'published') park(sending[i]!, settled);
@@ -750,6 +760,100 @@ class LaneDispatcher implements Dispatcher {
       this.#stats.claimed += messages.length;
     }
     return moved;
+  }
+
+  /**
+   * Records that `m` was not published: the next call parks it (`settled` says how), and an
+   * ordered one that holds its aggregate back goes into `unpublished` (`lane:aggregate`).
+   */
+  #park(m: LaneRow, settled: Settlement, unpublished?: Set<string>): void {
+    const o = this.#outcome;
+    // A dead letter under 'skip' does not hold its aggregate back (sql/lanes.ts: blocks).
+    const holds = settled.kind !== 'dead' || this.#options.deadLetterPolicy === 'hold';
+    if (m.ordered && holds) unpublished?.add(`${m.lane}:${m.aggregate_id}`);
+    o.parkLanes.push(m.lane);
+    o.parkIds.push(m.id);
+    o.parkKinds.push(settled.kind);
+    o.parkErrors.push(settled.error ?? null);
+    o.parkDelays.push(settled.delayMs ?? null);
+  }
+
+  /**
+   * A wake-up's hint: the messages the writer's NOTIFY named (`lane:id,...`, sql/lanes.ts), each
+   * one nothing can come before (unordered, or the first of its aggregate). While the loop sleeps
+   * idle, those of lanes this dispatcher owns are read by primary key and published at once,
+   * without reading the lanes (issue 43: that read was most of the latency). Safe because the
+   * loop sleeps: no read or batch is in flight, and the loop's next read waits for this (G3: a
+   * message is in one publish at a time); what was published is remembered as handled above its
+   * lane's position (the lane read skips it, as a row read again below the horizon); what failed
+   * is parked by that read's call, before it reads (G4: its aggregate's later messages park
+   * behind it, as behind a batch's failure). Best effort: anything else waits for that read.
+   */
+  #publishHinted(hint: string): void {
+    if (!this.#sleeping || this.#hinted || this.#state !== 'running') return;
+    const lanes: number[] = [];
+    const ids: string[] = [];
+    for (const item of hint.split(',')) {
+      const [lane, id] = item.split(':');
+      const n = Number(lane);
+      // Not one a lane read already handled: published (or parked) at or below the lane's
+      // position, or remembered above it. A NOTIFY can come after the read that found its row.
+      const position = this.#positions.get(n);
+      if (
+        !id ||
+        !/^\d+$/.test(id) ||
+        position === undefined ||
+        !above(id, position) ||
+        this.#handled.get(n)?.has(id)
+      )
+        continue;
+      lanes.push(n);
+      ids.push(id);
+    }
+    if (lanes.length === 0) return;
+    const hinted = (async () => {
+      // A sixth of the lease left at least, as a batch's publish deadline keeps (#publish).
+      const { rows } = await this.#executor.query<{ rows: string | null }>(this.#sql.byIds, [
+        lanes,
+        ids,
+        this.id,
+        Math.ceil(this.#options.leaseMs / 6),
+      ]);
+      const messages = laneRows(rows[0]?.rows ?? null).filter(
+        (m) => !this.#handled.get(m.lane)?.has(m.id),
+      );
+      if (messages.length === 0) return;
+      for (const m of messages) {
+        let handled = this.#handled.get(m.lane);
+        if (!handled) this.#handled.set(m.lane, (handled = new Set()));
+        handled.add(m.id);
+      }
+      let plans: Plan[];
+      try {
+        plans = await this.#publishGated(messages, 0);
+      } catch (error) {
+        // Not settled: the lane read must find them again (published again, same id, G2).
+        for (const m of messages) this.#handled.get(m.lane)?.delete(m.id);
+        throw error;
+      }
+      plans.forEach((plan, i) => {
+        const settled = laneSettlement(plan, 'unsent');
+        if (settled.kind !== 'published') this.#park(messages[i]!, settled);
+      });
+      this.#stats.batches++;
+      this.#stats.claimed += messages.length;
+    })()
+      .catch((error: unknown) => {
+        // Nothing was published if the read failed; the lane read finds the messages.
+        this.#events.emit('dispatcher:claim:failure', {
+          error: error instanceof Error ? error : new Error(String(error)),
+          retryInMs: 0,
+        });
+      })
+      .finally(() => {
+        if (this.#hinted === hinted) this.#hinted = undefined;
+      });
+    this.#hinted = hinted;
   }
 
   /** Due heads of parked messages: published, then settled at once (rare: failures only). */
@@ -899,6 +1003,7 @@ type LaneJsonRow = [
   JsonValue,
   Record<string, string> | null,
   number,
+  boolean | null,
 ];
 
 /** The rows of a call of `outbox_lane_next`, from its json text (sql/lanes.ts says why json). */
@@ -915,6 +1020,7 @@ function laneRows(text: string | null): LaneRow[] {
     payload: r[7],
     headers: r[8],
     created_ms: r[9],
+    shadow: r[10],
   }));
 }
 
@@ -930,6 +1036,7 @@ function toOutgoing(row: LaneRow, attempts: number): OutgoingMessage {
     headers: row.headers ?? {},
     createdAt: new Date(row.created_ms),
     attempts,
+    ...(row.shadow ? { shadow: true } : {}),
   };
 }
 

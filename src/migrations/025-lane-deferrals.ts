@@ -1,4 +1,5 @@
-import { laneNextFunctionSql, laneSettleParkedFunctionSql } from '../sql/lanes.js';
+import { laneSettleParkedFunctionSql } from '../sql/lanes.js';
+import { laneNextFunction025 } from './025-frozen-functions.js';
 import type { Migration } from './migration.js';
 
 /**
@@ -19,5 +20,6 @@ import type { Migration } from './migration.js';
 export const laneDeferrals: Migration = {
   version: 25,
   name: 'lane-deferrals',
-  up: (s) => [laneNextFunctionSql(s), laneSettleParkedFunctionSql(s)],
+  // `outbox_lane_next` was replaced by migration 026: the text 025 created, frozen.
+  up: (s) => [laneNextFunction025(s), laneSettleParkedFunctionSql(s)],
 };

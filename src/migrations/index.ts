@@ -23,6 +23,7 @@ import { callApprovals } from './022-call-approvals.js';
 import { claimFillfactor } from './023-claim-fillfactor.js';
 import { lanes } from './024-lanes.js';
 import { laneDeferrals } from './025-lane-deferrals.js';
+import { laneWriterFeatures } from './026-lane-writer-features.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -52,6 +53,7 @@ export const MIGRATIONS: readonly Migration[] = [
   claimFillfactor,
   lanes,
   laneDeferrals,
+  laneWriterFeatures,
 ];
 
 /** The schema version this build of agent-outbox expects. */

@@ -54,3 +54,40 @@ SELECT count(*)::int AS n FROM gone`;
 /** Dry run of key pruning: how many keys have expired (`outbox prune --dry-run`). */
 export const countExpiredDedupeKeysSql = (s: string) => `
 SELECT count(*)::int AS n FROM ${s}.outbox_dedupe_keys WHERE expires_at <= now()`;
+
+/**
+ * The lanes engine's dedupe keys (migration 026): the keys of a batch are admitted BEFORE its
+ * messages are written, in one statement, into the same `outbox_dedupe_keys` as the claim
+ * engine's (a key written by one engine deduplicates on the other: switching engines keeps every
+ * window). Returns the keys admitted, each with the message id its message is then written with;
+ * a key not returned is live (a duplicate), and its message is not written at all — its
+ * aggregate's counter is never touched, so no sequence number is skipped (the claim engine gets
+ * the same by claiming the key in a trigger that fires before the counter's).
+ *
+ * Why before, not in the insert: the lanes INSERT counts each aggregate's messages up front (one
+ * counter upsert per aggregate, sql/lanes.ts), so a row dropped by a trigger would leave a gap.
+ * The key row holds id 0 and no sequence until the insert fills them in, within the same
+ * transaction: no other transaction sees it before.
+ *
+ * Concurrency, as the claim engine's trigger: a writer inserting a key that another transaction
+ * holds uncommitted waits on the primary key until it ends. Committed: under READ COMMITTED the
+ * DO UPDATE's WHERE is checked on the committed row, live, so nothing is returned (a duplicate,
+ * no error). Rolled back: this writer admits it. Under REPEATABLE READ or SERIALIZABLE the
+ * waiter fails with serialization_failure (40001). The writer sends the keys sorted (code-unit
+ * order), so two batches taking the same keys take them in one order.
+ *
+ * $1 jsonb array of `{ k, t, a }` (key, topic, aggregate), $2 the window in ms.
+ */
+export const admitLaneDedupeKeysSql = (s: string) => `
+INSERT INTO ${s}.outbox_dedupe_keys AS k
+  (dedupe_key, message_id, id, topic, aggregate_id, expires_at)
+SELECT e.value->>'k', ${s}.outbox_uuid_v7(), 0, e.value->>'t', e.value->>'a',
+       now() + $2::float8 * interval '1 millisecond'
+FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(value, position)
+ORDER BY e.position
+ON CONFLICT (dedupe_key) DO UPDATE
+  SET message_id = EXCLUDED.message_id, id = EXCLUDED.id, topic = EXCLUDED.topic,
+      aggregate_id = EXCLUDED.aggregate_id, sequence = NULL,
+      created_at = now(), expires_at = EXCLUDED.expires_at
+  WHERE k.expires_at <= now()
+RETURNING k.dedupe_key AS "dedupeKey", k.message_id::text AS "messageId"`;

@@ -133,6 +133,20 @@ $$`;
  *    a lane is parked, its later messages are parked behind it as they are read. At most
  *    4 × p_batch rows of a lane are examined a call, so a deep parked aggregate costs each call a
  *    bounded amount (G7).
+ * 5. Since migration 026, delays: a message whose `available_at` (delayMs/availableAt; NULL
+ *    without a delay) is still ahead when it is read is not returned but parked as a deferral
+ *    (attempts 0, head, due at its available_at); an ordered one blocks its aggregate, whose
+ *    later messages park behind it as behind a failure (G4). The parked path publishes them
+ *    when due. Rejected: a WHERE that skips rows not due (the cursor would pass them, or wait
+ *    for them and hold its whole lane back); parking them in the writer (an ordered message's
+ *    predecessors may not have been read yet, and the parked path would publish it before
+ *    them). What it costs a lane without delays: one probe of the empty partial index
+ *    `outbox_lane_messages_delayed_idx` a lane, inside a statement the call ran already; its
+ *    rows are then read by the statement of migration 025, unchanged. A lane with a message not
+ *    due within reach is read row by row, as a lane with a parked aggregate is (at most
+ *    4 × p_batch rows a call, each not due parked: a write per delayed message read early).
+ *    And `shadow` is returned: the dispatcher settles a shadow message without handing it to
+ *    the publisher, as the claim engine does.
  *
  * `created_ms` is the message's created_at in ms since the epoch: parsing a timestamptz into a
  * Date in node-postgres was ~20 % of a batch's read time (500 rows: 5.0–6.0 ms with it, 3.9–4.7
@@ -146,7 +160,7 @@ $$`;
  * would be a write (a lane-row version a held snapshot keeps) that buys nothing.
  */
 export const laneNextFunctionSql = (s: string) => `
-CREATE OR REPLACE FUNCTION ${s}.outbox_lane_next(
+CREATE FUNCTION ${s}.outbox_lane_next(
   p_owner text, p_lanes smallint[], p_from bigint[], p_to bigint[],
   p_park_lanes smallint[], p_park_ids bigint[], p_park_kinds text[], p_park_errors text[],
   p_park_delay_ms float8[], p_dead_blocks boolean,
@@ -154,7 +168,8 @@ CREATE OR REPLACE FUNCTION ${s}.outbox_lane_next(
   p_safe bigint, p_pair_id bigint, p_pair_xid bigint, p_async boolean,
   p_read_lanes smallint[], p_read_after bigint[])
 RETURNS TABLE (lane smallint, id bigint, message_id uuid, aggregate_id text, sequence bigint,
-               ordered boolean, topic text, payload jsonb, headers jsonb, created_ms float8)
+               ordered boolean, topic text, payload jsonb, headers jsonb, created_ms float8,
+               shadow boolean)
 -- Every read here walks a lane's primary key from its cursor, in id order, and stops at its
 -- LIMIT. Measured: for a lane with a deep parked aggregate the planner chose a bitmap scan of
 -- the whole lane and a sort (5,000 rows read for a batch); the settings keep it to the walk.
@@ -167,6 +182,8 @@ DECLARE
   v_left integer := p_batch;
   v_n integer;
   v_any_blocked boolean;
+  v_delayed boolean;
+  v_held text[];
   v_row record;
   v_seen integer;
   v_upto bigint;
@@ -215,6 +232,16 @@ BEGIN
     UPDATE ${s}.outbox_lane_parked p SET head = false
     FROM unnest(p_park_lanes, p_park_ids, p_park_kinds) AS f (lane, id, kind)
     WHERE p.lane = f.lane AND p.id = f.id AND f.kind = 'dead' AND NOT p.ordered;
+    -- A delayed message that a read parked as its aggregate's head (below) while an earlier
+    -- message of the aggregate was with the dispatcher: that one is parked now, blocking, so
+    -- the delayed one is no longer head (one head an aggregate: it would be published first
+    -- were it due first). outbox_lane_promote makes it head again, its delay kept.
+    UPDATE ${s}.outbox_lane_parked p SET head = false
+    FROM unnest(p_park_lanes, p_park_ids, p_park_kinds) AS f (lane, id, kind)
+    JOIN ${s}.outbox_lane_messages m ON m.lane = f.lane AND m.id = f.id
+    WHERE m.ordered AND (f.kind <> 'dead' OR p_dead_blocks)
+      AND p.lane = f.lane AND p.aggregate_id = m.aggregate_id AND p.blocks AND p.id > f.id
+      AND p.head;
     PERFORM ${s}.outbox_lane_promote(array_agg(m.lane), array_agg(m.aggregate_id))
     FROM (SELECT DISTINCT m.lane, m.aggregate_id
           FROM unnest(p_park_lanes, p_park_ids) AS f (lane, id)
@@ -232,31 +259,79 @@ BEGIN
     SELECT 1 FROM ${s}.outbox_lane_parked p
     WHERE p.blocks AND p.lane IN (SELECT l.lane FROM ${s}.outbox_lanes l WHERE l.owner = p_owner))
   INTO v_any_blocked;
+  -- Delays (migration 026): a message written with delayMs/availableAt has available_at set
+  -- (NULL otherwise) and is in outbox_lane_messages_delayed_idx. Whether a lane has one after
+  -- its read position: a probe of that partial index (two pages when it holds nothing; EXPLAIN
+  -- ANALYZE of this query, 16 owned lanes: 16 probes, 32 buffer hits, ~0.016 ms) in the query
+  -- that reads the lanes anyway. Not a query of its own over outbox_lanes: under a held
+  -- snapshot every read of that table scans the dead versions of its 16 rows (measured in
+  -- lane-bound.test.ts: a second read of it took the growth from 62 to 93 pages).
   FOR v_lane IN
-    SELECT l.lane AS no, greatest(l.cursor, r.after) AS after FROM ${s}.outbox_lanes l
+    SELECT l.lane AS no, greatest(l.cursor, r.after) AS after,
+           EXISTS (
+             SELECT 1 FROM ${s}.outbox_lane_messages d
+             WHERE d.lane = l.lane AND d.id > greatest(l.cursor, r.after)
+               AND d.available_at IS NOT NULL) AS delayed
+    FROM ${s}.outbox_lanes l
     LEFT JOIN unnest(p_read_lanes, p_read_after) AS r (lane_no, after) ON r.lane_no = l.lane
     WHERE l.owner = p_owner AND l.lease_expires_at > now()
     ORDER BY l.lane < p_start, l.lane
   LOOP
     EXIT WHEN v_left <= 0;
-    IF NOT v_any_blocked OR NOT EXISTS (
-         SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = v_lane.no AND p.blocks) THEN
-      RETURN QUERY
-      SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
-             m.payload, m.headers, extract(epoch FROM m.created_at)::float8 * 1000
-      FROM ${s}.outbox_lane_messages m
-      WHERE m.lane = v_lane.no AND m.id > v_lane.after
-      ORDER BY m.id LIMIT v_left;
+    -- A message not due yet among the delayed ones the batch can reach on this lane (the first
+    -- v_left delayed rows after the position hold every delayed row of its first v_left rows):
+    -- at most v_left index entries, however many delayed messages wait further on.
+    -- Not a statement at all when the lane has no delayed message after it (the hot path).
+    v_delayed := false;
+    IF v_lane.delayed THEN
+      v_delayed := EXISTS (
+        SELECT 1 FROM (
+          SELECT d.available_at FROM ${s}.outbox_lane_messages d
+          WHERE d.lane = v_lane.no AND d.id > v_lane.after AND d.available_at IS NOT NULL
+          ORDER BY d.id LIMIT v_left) d
+        WHERE d.available_at > now());
+    END IF;
+    IF NOT v_delayed AND (NOT v_any_blocked OR NOT EXISTS (
+         SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = v_lane.no AND p.blocks)) THEN
+      IF NOT v_lane.delayed THEN
+        -- No delayed message after the position: the statement of migration 025 (and shadow).
+        RETURN QUERY
+        SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
+               m.payload, m.headers, extract(epoch FROM m.created_at)::float8 * 1000, m.shadow
+        FROM ${s}.outbox_lane_messages m
+        WHERE m.lane = v_lane.no AND m.id > v_lane.after
+        ORDER BY m.id LIMIT v_left;
+      ELSE
+        -- Delayed messages after the position, all due: one that was parked when read (below)
+        -- is read again when the position stopped below it at the horizon; the parked path
+        -- publishes it, not this. A statement of its own, so that a lane without delayed
+        -- messages runs the statement above unchanged, without a subplan to set up per lane
+        -- (a first pgbench of an idle call, with the subquery in every lane's statement: 0.20
+        -- -> 0.26 ms; later runs on this loaded machine were within their noise either way).
+        RETURN QUERY
+        SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
+               m.payload, m.headers, extract(epoch FROM m.created_at)::float8 * 1000, m.shadow
+        FROM ${s}.outbox_lane_messages m
+        WHERE m.lane = v_lane.no AND m.id > v_lane.after
+          AND (m.available_at IS NULL OR NOT EXISTS (
+            SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = m.lane AND p.id = m.id))
+        ORDER BY m.id LIMIT v_left;
+      END IF;
       GET DIAGNOSTICS v_n = ROW_COUNT;
       v_upto := CASE WHEN v_n > 0 AND v_n < v_left THEN v_end END;
       v_left := v_left - v_n;
     ELSE
-      -- A lane with a parked aggregate: row by row, parking that aggregate's later messages.
+      -- A lane with a parked aggregate or a message not due yet: row by row, parking the
+      -- aggregate's later messages, and a message not due as a deferral (attempts 0) due at its
+      -- available_at, which then blocks its ordered aggregate as a failure does (G4): the
+      -- parked path publishes it when due, and its aggregate's later messages after it.
       v_seen := 0;
       v_upto := NULL;
+      v_held := '{}';
       FOR v_row IN
         SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
                m.payload, m.headers, extract(epoch FROM m.created_at)::float8 * 1000 AS created_ms,
+               m.shadow, m.available_at,
                -- Behind a blocking parked message of its aggregate (or that message itself):
                -- later in id order only. A row before it was read (and published or parked)
                -- before it, since within an aggregate id order is commit order: it comes back
@@ -266,7 +341,11 @@ BEGIN
                m.ordered AND EXISTS (
                  SELECT 1 FROM ${s}.outbox_lane_parked p
                  WHERE p.lane = m.lane AND p.aggregate_id = m.aggregate_id AND p.blocks
-                   AND p.id <= m.id) AS behind
+                   AND p.id <= m.id) AS behind,
+               -- An unordered delayed message parked by an earlier read, read again.
+               m.available_at IS NOT NULL AND EXISTS (
+                 SELECT 1 FROM ${s}.outbox_lane_parked p
+                 WHERE p.lane = m.lane AND p.id = m.id) AS parked
         FROM ${s}.outbox_lane_messages m
         WHERE m.lane = v_lane.no AND m.id > v_lane.after
         ORDER BY m.id LIMIT 4 * p_batch
@@ -274,15 +353,31 @@ BEGIN
         EXIT WHEN v_left <= 0;
         v_seen := v_seen + 1;
         v_upto := v_row.id;
-        IF v_row.behind THEN
-          INSERT INTO ${s}.outbox_lane_parked (lane, id, aggregate_id, ordered, head, blocks)
-          VALUES (v_row.lane, v_row.id, v_row.aggregate_id, true, false, true)
+        -- v_held: aggregates this loop parked a delayed message of (the loop's query does not
+        -- see what the loop inserts).
+        IF v_row.behind OR (v_row.ordered AND v_row.aggregate_id = ANY (v_held)) THEN
+          -- Its own due time kept: outbox_lane_promote makes it head no earlier than that.
+          INSERT INTO ${s}.outbox_lane_parked
+            (lane, id, aggregate_id, ordered, head, blocks, available_at)
+          VALUES (v_row.lane, v_row.id, v_row.aggregate_id, true, false, true,
+                  coalesce(v_row.available_at, now()))
           ON CONFLICT DO NOTHING;
+        ELSIF v_row.parked THEN
+          NULL;
+        ELSIF v_row.available_at > now() THEN
+          INSERT INTO ${s}.outbox_lane_parked
+            (lane, id, aggregate_id, ordered, head, blocks, available_at)
+          VALUES (v_row.lane, v_row.id, v_row.aggregate_id, v_row.ordered, true, v_row.ordered,
+                  v_row.available_at)
+          ON CONFLICT DO NOTHING;
+          IF v_row.ordered THEN
+            v_held := v_held || v_row.aggregate_id;
+          END IF;
         ELSE
           lane := v_row.lane; id := v_row.id; message_id := v_row.message_id;
           aggregate_id := v_row.aggregate_id; sequence := v_row.sequence;
           ordered := v_row.ordered; topic := v_row.topic; payload := v_row.payload;
-          headers := v_row.headers; created_ms := v_row.created_ms;
+          headers := v_row.headers; created_ms := v_row.created_ms; shadow := v_row.shadow;
           RETURN NEXT;
           v_left := v_left - 1;
         END IF;
@@ -295,7 +390,7 @@ BEGIN
     IF v_upto IS NOT NULL THEN
       lane := v_lane.no; id := v_upto; message_id := NULL; aggregate_id := NULL;
       sequence := NULL; ordered := NULL; topic := NULL; payload := NULL; headers := NULL;
-      created_ms := NULL;
+      created_ms := NULL; shadow := NULL;
       RETURN NEXT;
     END IF;
   END LOOP;
@@ -476,14 +571,25 @@ WITH heads AS (
   SELECT h.available_at, r.lane, r.id, r.attempts
   FROM heads h
   CROSS JOIN LATERAL (
-    SELECT b.lane, b.id, b.attempts FROM ${s}.outbox_lane_parked b
-    WHERE h.ordered AND h.blocks AND b.lane = h.lane AND b.aggregate_id = h.aggregate_id
-      AND b.blocks AND b.id > h.id AND b.dead_at IS NULL
-    ORDER BY b.id LIMIT $2
+    SELECT w.lane, w.id, w.attempts FROM (
+      SELECT b.lane, b.id, b.attempts,
+             -- A delayed message parked behind (migration 026) keeps its due time: the run
+             -- stops before the first one not due yet, which becomes head once what precedes it
+             -- is published (outbox_lane_promote keeps its available_at).
+             bool_or(b.available_at > now()) OVER (ORDER BY b.id) AS later
+      FROM (
+        SELECT b.lane, b.id, b.attempts, b.available_at FROM ${s}.outbox_lane_parked b
+        WHERE h.ordered AND h.blocks AND b.lane = h.lane AND b.aggregate_id = h.aggregate_id
+          AND b.blocks AND b.id > h.id AND b.dead_at IS NULL
+        ORDER BY b.id LIMIT $2
+      ) b
+    ) w
+    WHERE NOT w.later
   ) r
 )
 SELECT d.lane, d.id, d.attempts, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
-       m.payload, m.headers, extract(epoch FROM m.created_at)::float8 * 1000 AS created_ms
+       m.payload, m.headers, extract(epoch FROM m.created_at)::float8 * 1000 AS created_ms,
+       m.shadow
 FROM due d
 JOIN ${s}.outbox_lane_messages m ON m.lane = d.lane AND m.id = d.id
 ORDER BY d.available_at, d.lane, d.id
@@ -492,7 +598,8 @@ LIMIT $2`;
 /**
  * The dispatcher's call of `outbox_lane_next` (19 parameters, in the function's order), its rows
  * as ONE json text: an array per row, `[lane, id, message_id, aggregate_id, sequence, ordered,
- * topic, payload, headers or null when empty, created_ms]`, ids and sequences as text (bigints).
+ * topic, payload, headers or null when empty, created_ms, shadow]`, ids and sequences as text
+ * (bigints). `shadow` since migration 026.
  * Why: node-postgres turns each field of each row into a string and then a value, into an
  * object built field by field; for the ten fields of a message that was 2.6 µs a message of the
  * dispatcher's 4.5–5.3 µs of CPU (process.cpuUsage over a drain of 100,000), more than everything
@@ -505,11 +612,34 @@ LIMIT $2`;
 export const laneNextCallSql = (s: string) => `
 SELECT json_agg(json_build_array(r.lane, r.id::text, r.message_id, r.aggregate_id,
                                  r.sequence::text, r.ordered, r.topic, r.payload,
-                                 nullif(r.headers, '{}'::jsonb), r.created_ms)
-                ORDER BY r.n)::text AS rows
+                                 nullif(r.headers, '{}'::jsonb), r.created_ms, r.shadow)
+                ORDER BY r.ordinality)::text AS rows
+-- The function's columns by their own names (no column list here: a column the function gains
+-- must not shift the names), the row number as \`ordinality\`.
 FROM ${s}.outbox_lane_next($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                           $17, $18, $19) WITH ORDINALITY AS r(lane, id, message_id, aggregate_id,
-                           sequence, ordered, topic, payload, headers, created_ms, n)`;
+                           $17, $18, $19) WITH ORDINALITY AS r`;
+
+/**
+ * The messages a wake-up named (the writer's NOTIFY payload, lane:id), read by primary key, in
+ * {@link laneNextCallSql}'s json: those of lanes `$3` owns with at least `$4` ms of lease left,
+ * that nothing can come before (unordered, or the first of its aggregate), due, and not parked.
+ * Why: an idle dispatcher woken by a NOTIFY read every lane it owns (`outbox_lane_next`: 0.87–0.96
+ * ms p50 over 16 empty lanes on this machine under load, against 0.30–0.40 for this read), and
+ * that read was most of the commit-to-publish latency (issue 43). Whatever this misses (a row not
+ * visible yet, a lease about to end) the lane read finds as before.
+ */
+export const laneByIdsSql = (s: string) => `
+SELECT json_agg(json_build_array(m.lane, m.id::text, m.message_id, m.aggregate_id,
+                                 m.sequence::text, m.ordered, m.topic, m.payload,
+                                 nullif(m.headers, '{}'::jsonb),
+                                 extract(epoch FROM m.created_at)::float8 * 1000, m.shadow)
+                ORDER BY m.lane, m.id)::text AS rows
+FROM unnest($1::smallint[], $2::bigint[]) AS k (lane, id)
+JOIN ${s}.outbox_lane_messages m ON m.lane = k.lane AND m.id = k.id
+JOIN ${s}.outbox_lanes l ON l.lane = m.lane
+WHERE l.owner = $3 AND l.lease_expires_at > now() + $4 * interval '1 millisecond'
+  AND (NOT m.ordered OR m.sequence = 1) AND m.available_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = m.lane AND p.id = m.id)`;
 
 /** Gives back every lane `$1` owns and forgets it (a graceful stop: others take them at once). */
 export const laneLeaveSql = (s: string) => `
@@ -527,41 +657,87 @@ UPDATE ${s}.outbox_lanes SET owner = NULL, lease_expires_at = NULL WHERE owner =
  * The writer computes `n` and `r`: with window functions and a GROUP BY here (each a sort) the
  * statement took ~0.04 ms more a business transaction (0.197 vs 0.161 ms, best of 16 blocks).
  * No trigger and one index on the hot row: the enqueue the issue asks to make leaner.
+ *
+ * Since migration 026: `available_at` is set only for a message with a delay (`at`, else `d` >
+ * 0, from the transaction's start as on the claim engine), NULL otherwise, so that the read
+ * checks it only when set (sql/lanes.ts `outbox_lane_next`); `shadow` as written.
  */
-export const insertLaneMessagesSql = (s: string) => `
+export const insertLaneMessagesSql = (s: string) => laneInsert(s, false);
+
+/**
+ * The same INSERT for a batch with dedupe keys (migration 026): the keys were admitted first
+ * (sql/dedupe.ts `admitLaneDedupeKeysSql`), each with its message id (`mi`), and the statement
+ * writes each admitted key's row id and sequence into its `outbox_dedupe_keys` row, which the
+ * admission left at id 0: a duplicate found later is answered with them. A separate text, as on
+ * the claim engine: a batch without keys runs the statement above.
+ */
+export const insertKeyedLaneMessagesSql = (s: string) => laneInsert(s, true);
+
+const laneInsert = (s: string, keyed: boolean) => `
 WITH input AS (
-  SELECT m.value AS v, m.position,
-         -- The LISTEN wake-up (migration 005's waiters, src/dispatcher/wake/listen-notify.ts):
-         -- NOTIFY only while a dispatcher waits, sent at COMMIT. Uncorrelated, so evaluated once
-         -- per statement; in this CTE, which is read twice and so computed whole, rather than a
-         -- trigger: the claim engine's per-row deferred trigger is part of its enqueue cost.
-         (SELECT count(pg_notify('${notifyChannel(s.replace(/^"|"$/g, ''))}', ''))
-          FROM ${s}.outbox_waiters w WHERE w.expires_at > clock_timestamp()) AS woke
+  SELECT m.value AS v, m.position
   FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS m(value, position)
 ), counted AS (
   INSERT INTO ${s}.outbox_aggregates AS a (aggregate_id, last_sequence)
   SELECT i.v->>'a', (i.v->>'n')::bigint FROM input i WHERE i.v ? 'n' ORDER BY i.position
   ON CONFLICT (aggregate_id) DO UPDATE SET last_sequence = a.last_sequence + excluded.last_sequence
   RETURNING a.aggregate_id, a.last_sequence
-)
+), written AS (
 INSERT INTO ${s}.outbox_lane_messages
-  (lane, id, aggregate_id, sequence, ordered, topic, payload, headers)
+  (lane, id, ${keyed ? 'message_id, ' : ''}aggregate_id, sequence, ordered, topic, payload, headers,
+   available_at, shadow)
 SELECT ${s}.outbox_lane_of(i.v->>'a'),
        nextval('${s}.outbox_lane_ids'),
-       i.v->>'a',
+       ${
+         keyed
+           ? `coalesce((i.v->>'mi')::uuid, ${s}.outbox_uuid_v7()),
+       `
+           : ''
+       }i.v->>'a',
        c.last_sequence - (i.v->>'r')::bigint,
        coalesce((i.v->>'o')::boolean, NOT EXISTS (
          SELECT 1 FROM ${s}.outbox_unordered_topics u WHERE (i.v->>'t') LIKE u.pattern)),
        i.v->>'t',
        i.v->'p',
-       coalesce(i.v->'h', '{}'::jsonb)
+       coalesce(i.v->'h', '{}'::jsonb),
+       CASE WHEN i.v->>'at' IS NOT NULL THEN (i.v->>'at')::timestamptz
+            WHEN (i.v->>'d')::float8 > 0 THEN now() + (i.v->>'d')::float8 * interval '1 millisecond'
+       END,
+       coalesce((i.v->>'s')::boolean, false)
 FROM input i JOIN counted c ON c.aggregate_id = i.v->>'a'
 ORDER BY i.position
 RETURNING id::text AS id,
           message_id::text AS "messageId",
           sequence::text AS sequence,
           topic,
-          aggregate_id AS "aggregateId"`;
+          aggregate_id AS "aggregateId",
+          lane,
+          -- Nothing can come before it: the first of its aggregate, or unordered; and due now.
+          available_at IS NULL AND (NOT ordered OR sequence = 1) AS quick
+), woke AS (
+  -- The LISTEN wake-up (migration 005's waiters, src/dispatcher/wake/listen-notify.ts): NOTIFY
+  -- only while a dispatcher waits, sent at COMMIT; in the statement rather than a trigger (the
+  -- claim engine's per-row deferred trigger is part of its enqueue cost). The payload names the
+  -- messages nothing can come before, as lane:id (at most 64; else none): the dispatcher that
+  -- owns a lane publishes them at once, read by primary key, instead of reading its lanes
+  -- (lane-dispatcher.ts, #publishHinted). Only ids: any role that can LISTEN reads a payload.
+  -- Per waiter, identical: PostgreSQL sends one.
+  SELECT count(pg_notify('${notifyChannel(s.replace(/^"|"$/g, ''))}', coalesce((
+           SELECT string_agg(q.lane || ':' || q.id, ',') FROM written q WHERE q.quick
+           HAVING count(*) <= 64), ''))) AS n
+  FROM ${s}.outbox_waiters w WHERE w.expires_at > clock_timestamp()
+)${
+  keyed
+    ? `, keys AS (
+  UPDATE ${s}.outbox_dedupe_keys k SET id = w.id::bigint, sequence = w.sequence::bigint
+  FROM written w JOIN input i ON (i.v->>'mi')::uuid = w."messageId"::uuid
+  WHERE k.dedupe_key = i.v->>'k'
+)
+SELECT w.id, w."messageId", w.sequence, w.topic, w."aggregateId", i.v->>'k' AS "dedupeKey"
+FROM written w CROSS JOIN woke LEFT JOIN input i ON (i.v->>'mi')::uuid = w."messageId"::uuid`
+    : `
+SELECT w.id, w."messageId", w.sequence, w.topic, w."aggregateId" FROM written w CROSS JOIN woke`
+}`;
 
 /** One retention call of {@link lanePruneFunctionSql}: $1 age in ms, $2 rows per lane. */
 export const lanePruneSql = (s: string) => `SELECT ${s}.outbox_lane_prune($1, $2) AS n`;

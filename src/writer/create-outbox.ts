@@ -14,10 +14,10 @@ import {
 import { approvalLink, type ApprovalLinkOptions } from '../core/approval-links.js';
 import { insertApprovalRequestsSql } from '../sql/approval-requests.js';
 import { insertMessagesSql } from '../sql/insert-messages.js';
-import { insertLaneMessagesSql } from '../sql/lanes.js';
 import { AUTOCOMMIT_OPT_IN, isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
 import { preparable } from '../store/statement-name.js';
 import { insertKeyed, resolveDedupeWindowMs } from './keyed-insert.js';
+import { insertLaneMessages } from './lane-insert.js';
 import { byAggregate, inInputOrder, type InsertedRow } from './inserted-rows.js';
 
 /** Options of {@link createOutbox}. */
@@ -68,8 +68,9 @@ export interface OutboxOptions {
    * Which engine's tables to write (issue 43): `'claims'` (default) writes `outbox`, published by
    * `createDispatcher`; `'lanes'` writes `outbox_lane_messages` (migration 024), published by
    * `createLaneDispatcher`: nothing is written per message when it is published. The lanes
-   * engine does not yet take `dedupeKey`, `requiresApproval`, `shadow`, `delayMs` or
-   * `availableAt` (refused with a validation error, nothing written) nor `approvalRequests`.
+   * engine takes `delayMs`, `availableAt`, `dedupeKey` (and `onDuplicate`) and `shadow` as the
+   * claim engine does; it does not yet take `requiresApproval` (refused with a validation
+   * error, nothing written) nor `approvalRequests`.
    */
   engine?: 'claims' | 'lanes';
 }
@@ -152,9 +153,7 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
       'approvalRequests',
       "is not available on the lanes engine yet: use engine 'claims' for held messages",
     );
-  const sql = preparable(
-    (engine === 'lanes' ? insertLaneMessagesSql : insertMessagesSql)(quoteIdentifier(schemaName)),
-  );
+  const sql = preparable(insertMessagesSql(quoteIdentifier(schemaName)));
   const limits: ValidationLimits = resolveLimits({
     maxPayloadBytes: options.maxPayloadBytes,
     maxHeadersBytes: options.maxHeadersBytes,
@@ -220,6 +219,12 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
     if (engine === 'lanes') valid.forEach(refuseOnLanes);
     const json = (message: ValidMessage, index: number) =>
       rowJson(message, messages[index] as OutboxMessage, traceHeaders, defaultSchemaVersion);
+    if (engine === 'lanes')
+      return insertLaneMessages(executor, valid, json, {
+        schema: schemaName,
+        dedupeWindowMs,
+        reject,
+      });
     // Messages using the columns of migration 013 take the longer statement; the others the usual.
     const enqueued = valid.some(
       (m) => m.dedupeKey !== undefined || m.approval?.onExpiry === 'approve',
@@ -242,8 +247,9 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
     // One global lock order for the aggregates' sequence counters (see insert-messages.ts).
     // Array.prototype.sort is stable: positions within an aggregate keep the caller's order.
     if (batch.length > 1) batch.sort(byAggregate);
-    const rowsJson = engine === 'lanes' ? withAggregateCounts(batch) : batch.map((row) => row.json);
-    const { rows } = await executor.query<InsertedRow>(sql, [`[${rowsJson.join(',')}]`]);
+    const { rows } = await executor.query<InsertedRow>(sql, [
+      `[${batch.map((row) => row.json).join(',')}]`,
+    ]);
     if (rows.length !== valid.length) {
       throw new Error(
         `agent-outbox: inserted ${rows.length} rows for ${valid.length} messages; is a trigger or rule on the outbox table dropping rows?`,
@@ -303,36 +309,13 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
   };
 }
 
-/**
- * The lanes writer's rows with their aggregate's counts (sql/lanes.ts `insertLaneMessagesSql`):
- * `r`, how many messages of the aggregate follow the row in the batch, and `n`, on its first
- * row, how many it has. `batch` is sorted by aggregate.
- */
-function withAggregateCounts(batch: readonly { aggregateId: string; json: string }[]): string[] {
-  const out: string[] = [];
-  for (let start = 0; start < batch.length;) {
-    let end = start + 1;
-    while (end < batch.length && batch[end]!.aggregateId === batch[start]!.aggregateId) end++;
-    for (let i = start; i < end; i++) {
-      const counts = i === start ? `"r":${end - 1 - i},"n":${end - start}` : `"r":${end - 1 - i}`;
-      out.push(`{${counts},${batch[i]!.json.slice(1)}`);
-    }
-    start = end;
-  }
-  return out;
-}
-
 /** What the lanes engine does not take yet (issue 43): refused before anything is written. */
 function refuseOnLanes(message: ValidMessage, index: number): void {
   const field = (name: string) => `messages[${index}].${name}`;
   const why =
     "is not available on the lanes engine yet (createOutbox({ engine: 'lanes' })): use engine 'claims' for it";
-  if (message.dedupeKey !== undefined) throw new OutboxValidationError(field('dedupeKey'), why);
   if (message.approval !== undefined)
     throw new OutboxValidationError(field('requiresApproval'), why);
-  if (message.shadow) throw new OutboxValidationError(field('shadow'), why);
-  if (message.availableAt !== undefined) throw new OutboxValidationError(field('availableAt'), why);
-  if (message.delayMs !== 0) throw new OutboxValidationError(field('delayMs'), why);
 }
 
 /** The writer's `approvalRequests` option, checked once, or undefined. */

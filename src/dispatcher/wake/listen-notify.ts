@@ -24,7 +24,10 @@ import {
  */
 export interface ListenClient {
   query(text: string, values?: unknown[]): Promise<unknown>;
-  on(event: 'notification', listener: (message: { channel: string }) => void): unknown;
+  on(
+    event: 'notification',
+    listener: (message: { channel: string; payload?: string }) => void,
+  ): unknown;
   on(event: 'error', listener: (error: Error) => void): unknown;
   on(event: 'end', listener: () => void): unknown;
   end(): Promise<void>;
@@ -110,7 +113,7 @@ class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
   readonly #events = new TypedEmitter<ListenNotifyEventMap>();
   #state: State = 'created';
   #client: ListenClient | undefined;
-  #wake: () => void = () => undefined;
+  #wake: (hint?: string) => void = () => undefined;
   /** The dispatcher said idle() and not busy() since: the waiter row should exist. */
   #armed = false;
   #failures = 0;
@@ -150,7 +153,7 @@ class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
   }
 
   /** Resolves after the first connection attempt; a failure schedules a reconnect, never throws. */
-  async start(wake: () => void): Promise<void> {
+  async start(wake: (hint?: string) => void): Promise<void> {
     if (this.#state !== 'created') throw new Error(`wake source is ${this.#state}`);
     this.#wake = wake;
     await this.#open();
@@ -214,10 +217,11 @@ class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
       const opened = client;
       opened.on('error', (error) => this.#lost(opened, error));
       opened.on('end', () => this.#lost(opened, new Error('LISTEN connection ended')));
-      opened.on('notification', ({ channel }) => {
+      opened.on('notification', ({ channel, payload }) => {
         if (channel !== this.#channel || this.#client !== opened) return;
         this.#events.emit('listen:notification:receive');
-        this.#wake();
+        // The payload: what the lanes writer says was written (sql/lanes.ts), '' otherwise.
+        this.#wake(payload || undefined);
       });
       await withTimeout(opened.query(this.#sql.listen), this.#heartbeatTimeoutMs);
       if (this.#armed)

@@ -143,8 +143,12 @@ describe('lanes engine: concurrency', () => {
       );
       while (published.length < 40 && Date.now() - started < 10_000)
         await new Promise((resolve) => setTimeout(resolve, 10));
-      expect(published).toHaveLength(40);
       expect(Date.now() - started).toBeLessThan(10_000);
+      // Each once: both members are told of all 40 (the NOTIFY names them), each publishes
+      // those of its own lanes, and its lane reads skip them.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(published).toHaveLength(40);
+      expect(new Set(published.map((m) => m.id)).size).toBe(40);
       // One LISTEN connection for the group, not one a member.
       expect(connections).toBe(1);
     } finally {

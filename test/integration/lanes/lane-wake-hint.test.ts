@@ -1,0 +1,194 @@
+import pg from 'pg';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { OutboxMessage } from '../../../src/core/message.js';
+import { createListenNotifyWakeSource } from '../../../src/dispatcher/wake/listen-notify.js';
+import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
+import type { OutgoingMessage, Publisher } from '../../../src/publishers/publisher.js';
+import { notifyChannel } from '../../../src/sql/notify.js';
+import { fromPg } from '../../../src/store/from-pg.js';
+import type { SqlExecutor } from '../../../src/store/sql-executor.js';
+import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { enqueueLanes } from '../../helpers/lanes.js';
+
+/**
+ * The lanes writer's NOTIFY names the messages nothing can come before (sql/lanes.ts); an idle
+ * lane dispatcher publishes those at once, read by primary key, instead of reading its lanes
+ * (lane-dispatcher.ts `#publishHinted`, issue 43's latency).
+ */
+let db: TestDatabase;
+beforeEach(async () => {
+  db = await createTestDatabase();
+});
+afterEach(async () => {
+  await db.drop();
+});
+
+const write = (messages: OutboxMessage[]) => enqueueLanes(db.pool, messages);
+const count = async (sql: string) => Number((await db.pool.query<{ n: string }>(sql)).rows[0]!.n);
+
+/** The statements run through it, in order (their first 80 characters, trimmed). */
+function recording(inner: SqlExecutor) {
+  const statements: string[] = [];
+  const executor: SqlExecutor = {
+    query: (text, values, options) => {
+      statements.push(text.replace(/\s+/g, ' ').trim());
+      return inner.query(text, values, options);
+    },
+  };
+  return { executor, statements };
+}
+
+function listen() {
+  return createListenNotifyWakeSource({
+    connect: async () => {
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      return client;
+    },
+    heartbeatMs: 500,
+    waiterTtlMs: 5_000,
+  });
+}
+
+/** Idle, armed, and past its short looks: what it does next is what a NOTIFY makes it do. */
+async function settled(dispatcher: ReturnType<typeof createLaneDispatcher>) {
+  for (let i = 0; i < 100 && (await count('SELECT count(*) AS n FROM outbox_waiters')) === 0; i++)
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  await dispatcher.onIdle();
+  await new Promise((resolve) => setTimeout(resolve, 300));
+}
+
+const isLaneRead = (s: string) => s.includes('outbox_lane_next(');
+const isHintRead = (s: string) =>
+  s.includes('JOIN "public".outbox_lane_messages m ON m.lane = k.lane');
+
+describe('lanes engine: messages named by the wake-up', () => {
+  it('an idle dispatcher publishes the message its NOTIFY names without reading its lanes first', async () => {
+    const { executor, statements } = recording(fromPg(db.pool));
+    let before: string[] | undefined;
+    let from = 0;
+    const publisher: Publisher = {
+      publish: async (messages) => {
+        if (messages.some((m) => m.aggregateId === 'hinted')) before ??= statements.slice(from);
+        return messages.map(() => ({ status: 'published' as const }));
+      },
+    };
+    const dispatcher = createLaneDispatcher({
+      executor,
+      publisher,
+      pollIntervalMs: 60_000,
+      wakeSource: listen(),
+    });
+    dispatcher.start();
+    try {
+      await settled(dispatcher);
+      from = statements.length;
+      await write([{ topic: 'mail.send', aggregateId: 'hinted', payload: {} }]);
+      await expect.poll(() => before !== undefined, { timeout: 10_000 }).toBe(true);
+      // Between the write and the publish: the read by id, and no read of the lanes.
+      expect(before!.filter(isHintRead)).toHaveLength(1);
+      expect(before!.filter(isLaneRead)).toEqual([]);
+      // The lane read that follows skips it: published once.
+      await expect.poll(() => dispatcher.stats().published, { timeout: 10_000 }).toBe(1);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(dispatcher.stats().published).toBe(1);
+    } finally {
+      await dispatcher.stop();
+    }
+    // Its cursor passed it (given back at the stop): nothing left behind.
+    expect(
+      await count(`SELECT count(*) AS n FROM outbox_lane_messages m JOIN outbox_lanes l
+                     ON l.lane = m.lane WHERE m.id > l.cursor`),
+    ).toBe(0);
+  });
+
+  it('a named message that fails is parked, and its aggregate’s next message waits behind it (G4)', async () => {
+    const { executor, statements } = recording(fromPg(db.pool));
+    const attempts: OutgoingMessage[] = [];
+    const published: OutgoingMessage[] = [];
+    let failFirst = true;
+    let firstAttemptAfter: string[] | undefined;
+    let from = 0;
+    const publisher: Publisher = {
+      publish: async (messages) =>
+        messages.map((m) => {
+          attempts.push(m);
+          if (m.aggregateId === 'order' && m.sequence === 1 && failFirst) {
+            failFirst = false;
+            firstAttemptAfter = statements.slice(from);
+            return { status: 'retryable' as const, error: 'destination said no' };
+          }
+          published.push(m);
+          return { status: 'published' as const };
+        }),
+    };
+    const dispatcher = createLaneDispatcher({
+      executor,
+      publisher,
+      // No poll while the fast path is looked at; the retry is woken by hand below.
+      pollIntervalMs: 60_000,
+      backoff: { baseMs: 300, maxMs: 300, jitterMs: 0 },
+      wakeSource: listen(),
+    });
+    dispatcher.start();
+    try {
+      await settled(dispatcher);
+      from = statements.length;
+      await write([{ topic: 'payment.charge', aggregateId: 'order', payload: { n: 1 } }]);
+      await expect.poll(() => firstAttemptAfter !== undefined, { timeout: 10_000 }).toBe(true);
+      // The failed attempt came from the read by id (the fast path is what is tested here).
+      expect(firstAttemptAfter!.filter(isLaneRead)).toEqual([]);
+      await write([{ topic: 'payment.charge', aggregateId: 'order', payload: { n: 2 } }]);
+      const poll = setInterval(() => dispatcher.wake(), 100);
+      await expect
+        .poll(() => published.filter((m) => m.aggregateId === 'order').length, {
+          timeout: 15_000,
+        })
+        .toBe(2)
+        .finally(() => clearInterval(poll));
+    } finally {
+      await dispatcher.stop();
+    }
+    const order = attempts.filter((m) => m.aggregateId === 'order').map((m) => m.sequence);
+    // 1 failed, then 1 again, then 2: never 2 before 1 went out.
+    expect(order).toEqual([1, 1, 2]);
+    expect(published.map((m) => m.sequence)).toEqual([1, 2]);
+    expect(await count('SELECT count(*) AS n FROM outbox_lane_parked')).toBe(0);
+  });
+
+  it('a NOTIFY that comes after the lane read published its message publishes nothing again', async () => {
+    const published: OutgoingMessage[] = [];
+    const publisher: Publisher = {
+      publish: async (messages) => {
+        published.push(...messages);
+        return messages.map(() => ({ status: 'published' as const }));
+      },
+    };
+    const dispatcher = createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher,
+      pollIntervalMs: 60_000,
+      wakeSource: listen(),
+    });
+    dispatcher.start();
+    try {
+      await settled(dispatcher);
+      const [written] = await write([{ topic: 'mail.send', aggregateId: 'late', payload: {} }]);
+      await expect.poll(() => published.length, { timeout: 10_000 }).toBe(1);
+      await settled(dispatcher);
+      // The same message named again, as a NOTIFY delivered late would.
+      const { rows } = await db.pool.query<{ lane: number }>(
+        'SELECT lane FROM outbox_lane_messages WHERE id = $1',
+        [written!.id],
+      );
+      await db.pool.query('SELECT pg_notify($1, $2)', [
+        notifyChannel('public'),
+        `${rows[0]!.lane}:${written!.id}`,
+      ]);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(published.map((m) => m.aggregateId)).toEqual(['late']);
+    } finally {
+      await dispatcher.stop();
+    }
+  });
+});
