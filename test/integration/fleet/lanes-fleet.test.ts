@@ -1,6 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import type { OutgoingMessage, PublishOutcome, Publisher } from '../../../src/index.js';
+import pg from 'pg';
+import {
+  createOutbox,
+  fromPg,
+  type EnqueuedMessage,
+  type OutgoingMessage,
+  type PublishOutcome,
+  type Publisher,
+} from '../../../src/index.js';
 import { createFleetDispatcher, type FleetDispatcher } from '../../../src/fleet/index.js';
 import { commitWithSequences, tenantFamily } from '../../helpers/tenant-databases.js';
 
@@ -136,5 +144,33 @@ describe('fleet dispatcher on the lanes engine (one process)', () => {
       .toBe(true);
     expect(failedAt).toBeGreaterThan(0);
     expect(publisher.published.get(flaky!.messageId)! - failedAt).toBeGreaterThanOrEqual(1_400);
+  }, 30_000);
+
+  it('comes back for a delayed message when it is due (parked by the turn that read it early)', async () => {
+    await fleet?.stop();
+    const publisher = recordingPublisher({ callMs: 0 });
+    fleet = lanesFleet(publisher, {});
+    await fleet.start();
+    const client = new pg.Client({ connectionString: family.url(family.name(0)) });
+    await client.connect();
+    let written: EnqueuedMessage;
+    try {
+      await client.query('BEGIN');
+      written = await createOutbox({ engine: 'lanes' }).enqueue(fromPg(client), {
+        topic: 'reminder.send',
+        aggregateId: 'r',
+        payload: {},
+        delayMs: 1_500,
+      });
+      await client.query('COMMIT');
+    } finally {
+      await client.end();
+    }
+    const committedAt = Date.now();
+    // The idle poll is a minute away: only the next-due read brings the tenant back.
+    await expect
+      .poll(() => publisher.published.has(written.messageId), { timeout: 15_000 })
+      .toBe(true);
+    expect(publisher.published.get(written.messageId)! - committedAt).toBeGreaterThanOrEqual(1_000);
   }, 30_000);
 });
