@@ -9,6 +9,7 @@ import { resolveDispatcherOptions } from '../dispatcher/options.js';
 import type { FleetEventMap } from './events.js';
 import { checkGlob } from './glob.js';
 import { ServerFleet, type FleetScope } from './server-fleet.js';
+import { laneFleetRefusal, type FleetEngine } from './target-engine.js';
 
 export type { FleetEventMap, FleetTargetInfo } from './events.js';
 
@@ -58,6 +59,13 @@ export interface FleetDispatcherOptions extends Omit<
   };
   /** Identifies this process among the fleet's members. Default `host:pid:random`. */
   member?: string;
+  /**
+   * Which engine's messages are dispatched: `claims` (default: `createOutbox()`'s `outbox`
+   * table) or `lanes` (`createOutbox({ engine: 'lanes' })`, docs/lanes.md), each tenant by a
+   * lane dispatcher. A fleet of each engine may run on the same tenants; they do not share
+   * ownership. With `lanes`, `concurrency` stays 1 and claim-only options are refused.
+   */
+  engine?: FleetEngine;
 }
 
 /** A dispatcher for many databases (or schemas) with a bounded number of connections. */
@@ -117,6 +125,12 @@ export function createFleetDispatcher(options: FleetDispatcherOptions): FleetDis
       throw new OutboxValidationError(name, `must be an integer >= ${min}, got ${String(v)}`);
     return v;
   };
+  const engine = options.engine ?? 'claims';
+  if (engine !== 'claims' && engine !== 'lanes')
+    throw new OutboxValidationError('engine', `must be claims or lanes, got ${String(engine)}`);
+  const refused = engine === 'lanes' ? laneFleetRefusal(options as DispatcherOptions) : undefined;
+  if (refused !== undefined)
+    throw new OutboxValidationError(refused.slice(0, refused.indexOf(':')), refused);
   const resolved = resolveDispatcherOptions(options as DispatcherOptions);
   const connectionsPerTarget = resolved.concurrency;
   const maxConnections = positive('maxConnections', options.maxConnections, 10, 2);
@@ -147,6 +161,7 @@ export function createFleetDispatcher(options: FleetDispatcherOptions): FleetDis
     statusIntervalMs,
     retention,
     member: _member,
+    engine: _engine,
     ...dispatcher
   } = options;
   const servers = urls.map(
@@ -162,6 +177,7 @@ export function createFleetDispatcher(options: FleetDispatcherOptions): FleetDis
         events,
         target: {
           dispatcher,
+          engine,
           connectionsPerTarget,
           pollIntervalMs: resolved.pollIntervalMs,
           warmMs: positive('warmMs', warmMs, 5_000, 0),

@@ -1,20 +1,21 @@
 import type pg from 'pg';
-import { readStatus } from '../admin/status.js';
 import { quoteIdentifier } from '../core/identifier.js';
-import { createDispatcher, type Dispatcher } from '../dispatcher/dispatcher.js';
+import type { Dispatcher } from '../dispatcher/dispatcher.js';
 import type { TypedEmitter } from '../dispatcher/events.js';
-import type { DispatcherOptions } from '../dispatcher/options.js';
-import { resolveDispatcherOptions } from '../dispatcher/options.js';
-import { PgOutboxStore } from '../dispatcher/pg-outbox-store.js';
 import { assertSchemaCurrent } from '../migrations/migrate.js';
 import { createRetentionJob, poolSessions } from '../retention/retention-job.js';
-import { forceStatsFlushSql, nextDueSql } from '../sql/fleet.js';
+import { forceStatsFlushSql } from '../sql/fleet.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { fromPg } from '../store/from-pg.js';
 import { createPgPool } from '../store/multi-host-pool.js';
 import { endPoolBounded, trackPoolConnections } from '../cli/dispatch/pool-shutdown.js';
 import type { FleetEventMap, FleetTargetInfo } from './events.js';
-import { TurnStore } from './turn-store.js';
+import {
+  createTargetEngine,
+  type FleetEngine,
+  type TargetEngine,
+  type TenantDispatcherOptions,
+} from './target-engine.js';
 
 /**
  * States of one tenant in a fleet process (it holds a connection only in the middle three):
@@ -55,7 +56,9 @@ export interface TargetHost {
 
 /** Timings and per-tenant settings shared by every tenant of a fleet. */
 export interface FleetTargetSettings {
-  dispatcher: Omit<DispatcherOptions, 'executor' | 'store' | 'wakeSource' | 'id' | 'schema'>;
+  dispatcher: TenantDispatcherOptions;
+  /** Which engine's tables are dispatched (target-engine.ts). */
+  engine: FleetEngine;
   /** Connections one tenant holds while served (its pool's max). */
   connectionsPerTarget: number;
   pollIntervalMs: number;
@@ -82,6 +85,7 @@ export class FleetTarget {
   readonly #url: string;
   readonly #host: TargetHost;
   readonly #settings: FleetTargetSettings;
+  readonly #engine: TargetEngine;
   readonly #dispatcher: Dispatcher;
   #state: FleetTargetState = 'idle';
   #pool: pg.Pool | undefined;
@@ -121,26 +125,15 @@ export class FleetTarget {
         return fromPg(this.#pool).query(text, values, options);
       },
     };
-    const resolved = resolveDispatcherOptions({
-      ...args.settings.dispatcher,
-      schema: args.info.schema,
-    });
-    const store = new TurnStore(
-      new PgOutboxStore(executor, {
-        schema: resolved.schema,
-        settleCommit: resolved.settleCommit,
-        claimCommit: resolved.claimCommit,
-        statementTimeoutMs: resolved.statementTimeoutMs,
-      }),
-      () => this.#turnOver,
-    );
-    this.#dispatcher = createDispatcher({
-      ...args.settings.dispatcher,
+    this.#engine = createTargetEngine({
+      engine: args.settings.engine,
+      options: args.settings.dispatcher,
       schema: args.info.schema,
       executor,
-      store,
       id: args.id,
+      turnOver: () => this.#turnOver,
     });
+    this.#dispatcher = this.#engine.dispatcher;
     this.#forwardEvents();
   }
 
@@ -226,6 +219,7 @@ export class FleetTarget {
       }
       if (!this.#schemaChecked) {
         await assertSchemaCurrent(this.#executor(), this.info.schema);
+        await this.#engine.prepare(this.#executor());
         this.#schemaChecked = true;
       }
     } catch (error) {
@@ -246,13 +240,17 @@ export class FleetTarget {
         const started = Date.now();
         const result = await this.#dispatcher.drain();
         published += result.published;
+        // Claim once more after a new baseline: whatever was committed before it is seen now.
+        // A turn of the lanes engine writes even when it found nothing (its lanes taken and
+        // given back): rebaselined too, else those writes wake the tenant again and again; the
+        // read of the next due time, after the baseline, sees what that drain could not.
         if (
-          result.claimed > 0 &&
+          (result.claimed > 0 || this.#engine.writesEveryTurn) &&
           !this.#wakePending &&
           !this.#turnOver &&
-          (await this.#rebaseline())
+          (await this.#rebaseline()) &&
+          result.claimed > 0
         )
-          // Claim once more: whatever was committed before the new baseline is seen now.
           this.#wakePending = true;
         this.#host.events.emit('fleet:target:drained', {
           target: this.info,
@@ -323,7 +321,7 @@ export class FleetTarget {
     const { statusIntervalMs, retention } = this.#settings;
     if (statusIntervalMs > 0 && now - this.#lastStatusAt >= statusIntervalMs) {
       this.#lastStatusAt = now;
-      const status = await readStatus(this.#executor(), { schema: this.info.schema });
+      const status = await this.#engine.readStatus(this.#executor());
       this.#host.events.emit('fleet:target:status', { target: this.info, status });
     }
     // Every turn counts, the idle poll's too: rows become old enough long after their turn.
@@ -365,7 +363,7 @@ export class FleetTarget {
     if (pool && retryInMs === undefined && !this.#stopping) {
       try {
         const { rows } = await this.#executor().query<{ inMs: number | null }>(
-          nextDueSql(quoteIdentifier(this.info.schema)),
+          this.#engine.nextDueSql,
         );
         nextInMs = rows[0]?.inMs ?? null;
       } catch {

@@ -11,3 +11,4 @@ export {
   type FleetTargetInfo,
 } from './fleet-dispatcher.js';
 export { globMatcher, globToLike } from './glob.js';
+export type { FleetEngine } from './target-engine.js';

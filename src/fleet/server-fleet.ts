@@ -9,6 +9,8 @@ import {
   schemaCounterSql,
   discoverDatabasesSql,
   discoverSchemasSql,
+  laneSchemaActivitySql,
+  laneSchemaCounterSql,
   schemaActivitySql,
 } from '../sql/fleet.js';
 import { fromPg } from '../store/from-pg.js';
@@ -63,6 +65,8 @@ export class ServerFleet implements TargetHost {
   readonly #queue: FleetTarget[] = [];
   readonly #matches: (name: string) => boolean;
   readonly #like: string;
+  /** The activity probe's statements: all tenants' counters, and one tenant's. */
+  readonly #sql: { activity: string; counter: string };
   #discovered: string[] = [];
   /** Each tenant's write counter as last seen, and when the read that saw it began. */
   #counters = new Map<string, { value: bigint; readAt: number }>();
@@ -93,11 +97,29 @@ export class ServerFleet implements TargetHost {
     this.#controlOpen = trackPoolConnections(this.#control);
     this.#executor = fromPg(this.#control, { preparedStatements: false });
     const scope = options.scope;
+    const lanes = options.target.engine === 'lanes';
+    this.#sql = {
+      activity:
+        scope.kind === 'databases'
+          ? databaseActivitySql
+          : lanes
+            ? laneSchemaActivitySql
+            : schemaActivitySql,
+      counter:
+        scope.kind === 'databases'
+          ? databaseCounterSql
+          : lanes
+            ? laneSchemaCounterSql
+            : schemaCounterSql,
+    };
     this.#membership = new FleetMembership({
       control: this.#executor,
       member: options.member,
+      // A fleet of each engine may serve the same tenants (while they move from one engine to
+      // the other): they must not take each other's tenants. The claim engine's scope as before.
       scope:
-        scope.kind === 'databases' ? `db:${scope.glob}:${scope.schema}` : `schema:${scope.glob}`,
+        (scope.kind === 'databases' ? `db:${scope.glob}:${scope.schema}` : `schema:${scope.glob}`) +
+        (lanes ? ':lanes' : ''),
       leaseMs: options.leaseMs,
     });
   }
@@ -331,10 +353,9 @@ export class ServerFleet implements TargetHost {
 
   /** One read of every tenant's write counters; a tenant whose counter moved is woken. */
   async #probeActivity(): Promise<void> {
-    const scope = this.#options.scope;
     const readAt = performance.now();
     const { rows } = await this.#executor.query<{ name: string; changes: string }>(
-      scope.kind === 'databases' ? databaseActivitySql : schemaActivitySql,
+      this.#sql.activity,
       [this.#like],
     );
     for (const { name, changes } of rows) {
@@ -355,11 +376,11 @@ export class ServerFleet implements TargetHost {
     const scope = this.#options.scope;
     const name = scope.kind === 'databases' ? target.info.database : target.info.schema;
     const readAt = performance.now();
-    const { rows } = await this.#executor.query<{ changes: string }>(
-      scope.kind === 'databases' ? databaseCounterSql : schemaCounterSql,
-      [name],
-    );
-    if (rows[0]) this.#counters.set(name, { value: BigInt(rows[0].changes), readAt });
+    const { rows } = await this.#executor.query<{ changes: string | null }>(this.#sql.counter, [
+      name,
+    ]);
+    if (rows[0]?.changes != null)
+      this.#counters.set(name, { value: BigInt(rows[0].changes), readAt });
   }
 
   #info(name: string): FleetTargetInfo {

@@ -82,6 +82,13 @@ export interface LaneDispatcherOptions {
    * failure or renew a lease still wait. Default false.
    */
   asyncCommit?: boolean;
+  /**
+   * Asked before each batch of {@link Dispatcher.drain}: true ends the drain there, as when a
+   * batch finds nothing (the batch in flight published, its outcome committed, the lanes given
+   * back); what was not read stays after the cursors for the next drain. A fleet ends a tenant's
+   * turn with it (src/fleet/). Default: a drain runs until nothing is due.
+   */
+  stopDrain?: () => boolean;
 }
 
 /** One row of `outbox_lane_next` or of the parked path (bigints as text). */
@@ -182,6 +189,7 @@ class LaneDispatcher implements Dispatcher {
   readonly #schema: string;
   readonly #maxLanes: number;
   readonly #asyncCommit: boolean;
+  readonly #stopDrain: () => boolean;
   readonly #events = new TypedEmitter<DispatcherEventMap>();
   readonly #stats: DispatcherStats = emptyStats();
   readonly #idle = new IdleTracker(() => this.#events.emit('dispatcher:idle'));
@@ -291,6 +299,7 @@ class LaneDispatcher implements Dispatcher {
         `must be true or false, got ${JSON.stringify(options.asyncCommit)}`,
       );
     this.#asyncCommit = options.asyncCommit ?? false;
+    this.#stopDrain = options.stopDrain ?? (() => false);
     this.#executor = options.executor;
     this.#publisher = options.publisher;
     this.#schema = quoteIdentifier(this.#options.schema);
@@ -371,9 +380,13 @@ class LaneDispatcher implements Dispatcher {
     });
     try {
       this.#balanceAt = 0;
-      while (await this.#cycle(true)) {
+      while (!this.#stopDrain() && (await this.#cycle(true))) {
         /* batches until one finds nothing */
       }
+    } catch (error) {
+      // As #run after a failure: the next drain starts from the cursors as committed.
+      await this.#forget();
+      throw error;
     } finally {
       off();
       await this.#leave();
@@ -400,19 +413,7 @@ class LaneDispatcher implements Dispatcher {
           error: error instanceof Error ? error : new Error(String(error)),
           retryInMs,
         });
-        // What the failed call carried is lost with it: lanes are taken again from the cursors
-        // as committed (a published message whose cursor move was lost is published again).
-        await this.#discardAhead();
-        this.#outcome = emptyOutcome();
-        this.#unpublished.clear();
-        this.#handled.clear();
-        this.#lastPublished.clear();
-        this.#positions.clear();
-        // The horizon too: the next call may reach another server (a promoted replica, a
-        // restored backup) whose id sequence is behind this safe id; kept, it lets the cursors
-        // pass ids that server hands out again.
-        this.#horizon = { safe: '0', pairId: '0', pairXid: '0' };
-        this.#balanceAt = 0;
+        await this.#forget();
         await this.#wakeUps.sleep(retryInMs);
         continue;
       }
@@ -454,6 +455,24 @@ class LaneDispatcher implements Dispatcher {
       Math.max(1, this.#inFlightWaitMs * 2),
     );
     return this.#inFlightWaitMs;
+  }
+
+  /**
+   * After a failed call: what it carried is lost with it, so lanes are taken again from the
+   * cursors as committed (a published message whose cursor move was lost is published again).
+   */
+  async #forget(): Promise<void> {
+    await this.#discardAhead();
+    this.#outcome = emptyOutcome();
+    this.#unpublished.clear();
+    this.#handled.clear();
+    this.#lastPublished.clear();
+    this.#positions.clear();
+    // The horizon too: the next call may reach another server (a promoted replica, a restored
+    // backup) whose id sequence is behind this safe id; kept, it lets the cursors pass ids that
+    // server hands out again.
+    this.#horizon = { safe: '0', pairId: '0', pairXid: '0' };
+    this.#balanceAt = 0;
   }
 
   /** Commits what is pending, then gives the lanes back (best effort: else their leases expire). */

@@ -3,7 +3,11 @@ import pg from 'pg';
 import { performance } from 'node:perf_hooks';
 import { startCli, type CliProcess } from '../helpers/cli-process.js';
 import { checkHistory, type ExpectedMessage } from '../helpers/history.js';
-import { commitWithSequences, tenantFamily } from '../helpers/tenant-databases.js';
+import {
+  commitWithSequences,
+  tenantFamily,
+  type TenantEngine,
+} from '../helpers/tenant-databases.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 /**
@@ -33,9 +37,11 @@ afterAll(async () => {
   await family.dropAll();
 });
 
-function startMember(): CliProcess {
+function startMember(engine: TenantEngine): CliProcess {
   return startCli([
     'dispatch',
+    '--engine',
+    engine,
     '--database-url',
     controlUrl,
     '--databases',
@@ -54,22 +60,26 @@ function startMember(): CliProcess {
 }
 
 /** Live owners' tenant counts (member → count): owners rows of members whose lease runs. */
-async function ownership(): Promise<Map<string, number>> {
+async function ownership(engine: TenantEngine): Promise<Map<string, number>> {
   const exists = await control.query(`SELECT to_regclass('agent_outbox_fleet.owners') AS t`);
   if (!exists.rows[0].t) return new Map();
   const { rows } = await control.query<{ member: string; n: number }>(
     `SELECT o.member, count(*)::int AS n FROM agent_outbox_fleet.owners o
      JOIN agent_outbox_fleet.members m ON m.scope = o.scope AND m.member = o.member
-     WHERE m.expires_at > now() AND o.scope LIKE '%' || $1 || '%' GROUP BY o.member`,
-    [family.glob],
+     WHERE m.expires_at > now() AND o.scope = $1 GROUP BY o.member`,
+    [`db:${family.glob}:public${engine === 'lanes' ? ':lanes' : ''}`],
   );
   return new Map(rows.map((r) => [r.member, r.n]));
 }
 
-async function waitForSpread(members: number, timeoutMs: number): Promise<number> {
+async function waitForSpread(
+  members: number,
+  timeoutMs: number,
+  engine: TenantEngine,
+): Promise<number> {
   const started = performance.now();
   for (;;) {
-    const owners = await ownership();
+    const owners = await ownership(engine);
     const counts = [...owners.values()];
     const total = counts.reduce((a, b) => a + b, 0);
     if (
@@ -84,11 +94,17 @@ async function waitForSpread(members: number, timeoutMs: number): Promise<number
   }
 }
 
-describe.each([2, 3])('%i fleet processes on 50 databases', (processes) => {
+// The lanes engine's fleet (its own ownership scope) on the same 50 databases, after the claim
+// engine's runs: written with the lanes writer, served by `--engine lanes` processes.
+describe.each([
+  { processes: 2, engine: 'claims' as const, title: '' },
+  { processes: 3, engine: 'claims' as const, title: '' },
+  { processes: 2, engine: 'lanes' as const, title: ', lanes engine' },
+])('$processes fleet processes on 50 databases$title', ({ processes, engine }) => {
   it('spread evenly, rebalanced on a join, taken over after kill -9: none lost, in order, none in flight twice', async () => {
     const members: CliProcess[] = [];
-    for (let i = 0; i < processes - 1; i++) members.push(startMember());
-    await waitForSpread(processes - 1, 60_000);
+    for (let i = 0; i < processes - 1; i++) members.push(startMember(engine));
+    await waitForSpread(processes - 1, 60_000, engine);
 
     const expected: ExpectedMessage[] = [];
     const committedAt = new Map<string, number>();
@@ -98,10 +114,14 @@ describe.each([2, 3])('%i fleet processes on 50 databases', (processes) => {
       while (writing) {
         const n = round++ % TENANTS;
         const aggregate = `${n}:agg-${Math.floor(Math.random() * 4)}`;
-        const written = await commitWithSequences(family.url(family.name(n)), [
-          { topic: 'payment.charge', aggregateId: aggregate, payload: { round } },
-          { topic: 'payment.charge', aggregateId: aggregate, payload: { round, second: true } },
-        ]);
+        const written = await commitWithSequences(
+          family.url(family.name(n)),
+          [
+            { topic: 'payment.charge', aggregateId: aggregate, payload: { round } },
+            { topic: 'payment.charge', aggregateId: aggregate, payload: { round, second: true } },
+          ],
+          { engine },
+        );
         const at = performance.now();
         for (const m of written) {
           expected.push({ ...m, ordered: true });
@@ -113,15 +133,15 @@ describe.each([2, 3])('%i fleet processes on 50 databases', (processes) => {
 
     await new Promise((r) => setTimeout(r, 2_000));
     const joinedAt = performance.now();
-    members.push(startMember());
-    const rebalanceMs = await waitForSpread(processes, 3 * LEASE_MS);
+    members.push(startMember(engine));
+    const rebalanceMs = await waitForSpread(processes, 3 * LEASE_MS, engine);
     const rebalancedAt = performance.now();
 
     await new Promise((r) => setTimeout(r, 2_000));
     const victim = members.shift()!;
     victim.child.kill('SIGKILL');
     const killedAt = performance.now();
-    const takeoverMs = await waitForSpread(processes - 1, 3 * LEASE_MS);
+    const takeoverMs = await waitForSpread(processes - 1, 3 * LEASE_MS, engine);
 
     await new Promise((r) => setTimeout(r, 2_000));
     writing = false;
@@ -151,7 +171,7 @@ describe.each([2, 3])('%i fleet processes on 50 databases', (processes) => {
     const afterKill = [...committedAt].filter(([, at]) => at >= killedAt);
     const killPause = Math.max(0, ...afterKill.map(([id, at]) => firstSeen.get(id)! - at));
     console.log(
-      `[fleet ${processes} processes] ${expected.length} messages; join: spread in ${rebalanceMs.toFixed(0)} ms, ` +
+      `[fleet ${processes} processes, ${engine}] ${expected.length} messages; join: spread in ${rebalanceMs.toFixed(0)} ms, ` +
         `slowest message written meanwhile ${joinPause.toFixed(0)} ms; kill -9: taken over in ${takeoverMs.toFixed(0)} ms, ` +
         `slowest message written after ${killPause.toFixed(0)} ms; duplicates ${report.duplicates} (lease ${LEASE_MS} ms)`,
     );

@@ -3,6 +3,7 @@ import pg from 'pg';
 import { inject } from 'vitest';
 import { withDatabase } from './url.js';
 import type { ExpectedMessage } from './history.js';
+import { createOutbox, fromPg, type JsonValue } from '../../src/index.js';
 
 /**
  * A family of tenant databases for fleet tests: all named `<run prefix>_<family>_<n>`, so a glob
@@ -106,15 +107,41 @@ export async function commitMessages(
   return (await commitWithSequences(url, messages)).map((m) => m.messageId);
 }
 
-/** {@link commitMessages}, with each message's per-aggregate sequence (for the history checker). */
+/** Which engine's writer a test's tenants are written with. */
+export type TenantEngine = 'claims' | 'lanes';
+
+const lanesOutboxes = new Map<string, ReturnType<typeof createOutbox>>();
+const lanesOutbox = (schema = 'public') => {
+  let outbox = lanesOutboxes.get(schema);
+  if (!outbox) lanesOutboxes.set(schema, (outbox = createOutbox({ engine: 'lanes', schema })));
+  return outbox;
+};
+
+/**
+ * {@link commitMessages}, with each message's per-aggregate sequence (for the history checker).
+ * `lanes`: written with `createOutbox({ engine: 'lanes' })` in `schema` (default `public`).
+ */
 export async function commitWithSequences(
   url: string,
   messages: { topic: string; aggregateId: string; payload: unknown }[],
+  options: { engine?: TenantEngine; schema?: string } = {},
 ): Promise<{ messageId: string; aggregateId: string; sequence: number }[]> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     await client.query('BEGIN');
+    if (options.engine === 'lanes') {
+      const written = await lanesOutbox(options.schema).enqueue(
+        fromPg(client),
+        messages.map((m) => ({ ...m, payload: m.payload as JsonValue })),
+      );
+      await client.query('COMMIT');
+      return written.map((m) => ({
+        messageId: m.messageId,
+        aggregateId: m.aggregateId,
+        sequence: m.sequence,
+      }));
+    }
     const out: { messageId: string; aggregateId: string; sequence: number }[] = [];
     for (const m of messages) {
       const { rows } = await client.query<{ message_id: string; sequence: string }>(
@@ -142,7 +169,13 @@ export async function commitWithSequences(
  */
 export async function writeTenantRounds(
   family: TenantFamily,
-  options: { tenants: number; rounds: number; perTransaction: number; pauseMs?: number },
+  options: {
+    tenants: number;
+    rounds: number;
+    perTransaction: number;
+    pauseMs?: number;
+    engine?: TenantEngine;
+  },
 ): Promise<ExpectedMessage[]> {
   const expected: ExpectedMessage[] = [];
   for (let round = 0; round < options.rounds; round++) {
@@ -153,7 +186,9 @@ export async function writeTenantRounds(
           aggregateId: `${n}:agg-${i % 2}`,
           payload: { round, i },
         }));
-        const written = await commitWithSequences(family.url(family.name(n)), messages);
+        const written = await commitWithSequences(family.url(family.name(n)), messages, {
+          engine: options.engine,
+        });
         for (const m of written) expected.push({ ...m, ordered: true });
       }),
     );

@@ -232,6 +232,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
           : [resolveDatabaseUrl(undefined)],
       schema: values.schema,
       connectTimeoutMs: connection.connectionTimeoutMillis,
+      engine,
       options,
       publisher: values.config
         ? await publisherFromConfig(values.config, webhookSecrets)

@@ -1,4 +1,5 @@
 import { createFleetDispatcher, type FleetDispatcher } from '../../fleet/fleet-dispatcher.js';
+import type { FleetEngine } from '../../fleet/target-engine.js';
 import type { DispatcherOptions } from '../../dispatcher/options.js';
 import { importPeer } from '../../publishers/optional-peer.js';
 import type { Publisher } from '../../publishers/publisher.js';
@@ -19,6 +20,7 @@ export interface FleetRun {
   discoverIntervalMs: number;
   idlePollMs: number;
   connectTimeoutMs: number;
+  engine: FleetEngine;
   options: Omit<DispatcherOptions, 'publisher' | 'executor'>;
   publisher: Publisher;
   publisherLabel: string;
@@ -47,6 +49,7 @@ export async function runFleet(run: FleetRun): Promise<number> {
     discoverIntervalMs: run.discoverIntervalMs,
     idlePollMs: run.idlePollMs,
     connectTimeoutMs: run.connectTimeoutMs,
+    engine: run.engine,
     statusIntervalMs: run.metrics ? 15_000 : 0,
     ...(run.retention && { retention: run.retention }),
   });
@@ -74,7 +77,7 @@ export async function runFleet(run: FleetRun): Promise<number> {
     await fleet.start();
     log(
       'info',
-      `fleet dispatcher ${fleet.member}: ${run.databases !== undefined ? `databases ${run.databases}` : `schemas ${run.schemas}`} on ${run.urls.map(redactUrl).join(', ')} → ${run.publisherLabel}`,
+      `${run.engine === 'lanes' ? 'lanes ' : ''}fleet dispatcher ${fleet.member}: ${run.databases !== undefined ? `databases ${run.databases}` : `schemas ${run.schemas}`} on ${run.urls.map(redactUrl).join(', ')} → ${run.publisherLabel}`,
       {
         maxConnections: run.maxConnections,
         discoverInterval: formatDuration(run.discoverIntervalMs),

@@ -16,9 +16,9 @@ Options:
                              per batch. With lanes, --concurrency N runs N lane dispatchers
                              on disjoint lanes; refused with exit 2:
                              --mode cdc, --slot, --publication, --sweep-interval-ms,
-                             --async-settle, --async-claim, --claim-shape, --prune-archive
-                             and the fleet flags. Defaults then: --batch-size 500,
-                             --poll-interval-ms 200
+                             --async-settle, --async-claim, --claim-shape, --prune-archive,
+                             and --concurrency in fleet mode (one lane dispatcher a tenant).
+                             Defaults then: --batch-size 500, --poll-interval-ms 200
   --database-url URL         Postgres connection string (default: $DATABASE_URL)
   --schema NAME              schema of the outbox tables (default: ${DEFAULT_SCHEMA})
   --publisher URL            where to publish: ${PUBLISHER_URL_SCHEMES.map((s) => `${s}://`).join(', ')}
@@ -138,7 +138,8 @@ Fleet mode (many databases or schemas, one process, a connection budget; docs/fl
                              (default 60s)
                              Run the same command on several hosts: each database is served
                              by one process at a time, spread evenly, taken over within
-                             --lease-ms when a process dies. Polls only: no LISTEN, no CDC
+                             --lease-ms when a process dies. Polls only: no LISTEN, no CDC.
+                             With --engine lanes a tenant's turn drains its lanes
 
 Environment:
   OUTBOX_WEBHOOK_SECRET      http(s):// only: whsec_ signing secret(s), space-separated (new

@@ -23,7 +23,6 @@ export function parseEngineFlag(value: string): Engine {
 const CDC = 'the lanes engine has no CDC path: its dispatcher polls the lane cursors';
 const ONE_CALL =
   "the lanes engine commits a batch's cursor moves together with the next read, in one call: there is no separate claim or settle commit";
-const FLEET = 'fleet mode drives claim-engine dispatchers only';
 const ARCHIVE =
   "an archiving prune covers the claim engine's outbox table only and leaves the lanes engine's messages: prune them without --prune-archive";
 
@@ -38,22 +37,22 @@ const REFUSED_ON_LANES: Record<string, string> = {
   'async-settle': ONE_CALL,
   'async-claim': ONE_CALL,
   'claim-shape': 'the lanes engine reads each lane after its cursor; it has no claim shape',
-  databases: FLEET,
-  schemas: FLEET,
-  'discover-interval': FLEET,
-  'max-connections': FLEET,
-  'idle-poll-interval': FLEET,
   'prune-archive': ARCHIVE,
 };
 
 /**
  * Throws a UsageError for the first flag given (in `tokens`, as parseArgs returns them) that the
- * lanes engine does not take. `--mode` is refused unless it is `poll`.
+ * lanes engine does not take. `--mode` is refused unless it is `poll`; `--concurrency` in fleet mode.
  */
 export function refuseLaneFlags(
   tokens: readonly { kind: string; name?: string; value?: string | undefined }[],
 ): void {
+  const fleet = tokens.some((t) => t.name === 'databases' || t.name === 'schemas');
   for (const token of tokens) {
+    if (fleet && token.name === 'concurrency' && token.value !== '1')
+      throw new UsageError(
+        '--concurrency is not available with --engine lanes in fleet mode: each tenant is served by one lane dispatcher on one connection',
+      );
     if (token.kind !== 'option' || token.name === undefined) continue;
     if (token.name === 'mode' && token.value !== 'poll')
       throw new UsageError(

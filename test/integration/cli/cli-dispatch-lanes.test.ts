@@ -58,7 +58,7 @@ describe('outbox dispatch --engine lanes', () => {
       [['--async-claim'], /--async-claim is not available/],
       [['--claim-shape', 'heads-first'], /no claim shape/],
       [['--mode', 'cdc'], /--mode cdc is not available with --engine lanes: .*no CDC path/],
-      [['--schemas', 'tenant_*'], /fleet mode/],
+      [['--schemas', 'tenant_*', '--concurrency', '2'], /--concurrency .* in fleet mode/],
       [['--prune-older-than', '30d', '--prune-archive'], /without --prune-archive/],
     ] as const) {
       const result = await runCli([...base, ...publisher, ...flags]);
