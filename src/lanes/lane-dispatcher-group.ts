@@ -10,10 +10,11 @@ import type { WakeSource } from '../dispatcher/wake-source.js';
  *
  * Why members and not more batches in one dispatcher: a lane's next read starts where the last
  * batch ended, so one dispatcher cannot read its lanes again before it has parsed what came back.
- * Measured on a drain of 100,000 (process.cpuUsage and /proc of the backends): the process spent
- * ~4.6 µs a message and the database ~4.2, and the drain took about their sum, one waiting on
- * the other. Two members on disjoint lanes overlap the two. Exactly what separate processes
- * sharing the lanes do (issue 43), without the processes.
+ * Measured on drains of 100,000 (process.cpuUsage and /proc of the backends): one dispatcher's
+ * process spent ~5.3-6.2 µs a message of CPU and the database ~2.7, and the drain took about
+ * their sum, one waiting on the other; two members on disjoint lanes overlap the two (131-148k
+ * -> 160-191k msg/s on a quiet 2-core machine). Exactly what separate processes sharing the
+ * lanes do (issue 43), without the processes.
  *
  * Events come from each member (`owner` says which); `stats()` and `drain()` add the members'
  * figures up; `onIdle()` resolves when every member is idle.

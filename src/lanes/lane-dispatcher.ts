@@ -671,7 +671,7 @@ class LaneDispatcher implements Dispatcher {
         o.to.push(position);
       }
     const reading = [...(readAfter ?? this.#positions)];
-    const result = await this.#executor.query<{ rows: string | null }>(this.#sql.next, [
+    const { rows } = await this.#executor.query<LaneRow>(this.#sql.next, [
       this.id,
       o.lanes,
       o.from,
@@ -692,7 +692,6 @@ class LaneDispatcher implements Dispatcher {
       reading.map(([lane]) => lane),
       reading.map(([, position]) => position),
     ]);
-    const rows = laneRows(result.rows[0]?.rows ?? null);
     o.lanes.forEach((lane, i) => this.#cursors.set(lane, o.to[i]!));
     if (o.lanes.length > 0) this.#syncAt = Date.now() + CURSOR_SYNC_MS;
     const [first] = rows;
@@ -841,7 +840,7 @@ class LaneDispatcher implements Dispatcher {
     if (lanes.length === 0) return;
     const hinted = (async () => {
       // A sixth of the lease left at least, as a batch's publish deadline keeps (#publish).
-      const { rows } = await this.#executor.query<{ rows: string | null }>(this.#sql.byIds, [
+      const { rows } = await this.#executor.query<LaneRow>(this.#sql.byIds, [
         lanes,
         ids,
         this.id,
@@ -849,7 +848,7 @@ class LaneDispatcher implements Dispatcher {
       ]);
       // Nothing can come before it: unordered, the first of its aggregate, or the one after
       // the last this dispatcher published of it.
-      const messages = laneRows(rows[0]?.rows ?? null).filter(
+      const messages = rows.filter(
         (m) =>
           !this.#handled.get(m.lane)?.has(m.id) &&
           (!m.ordered ||
@@ -1025,39 +1024,6 @@ function laneSettlement(plan: Plan, deferAs: 'unsent' | 'defer'): Settlement {
  */
 function above(a: string, b: string): boolean {
   return a.length !== b.length ? a.length > b.length : a > b;
-}
-
-/** A row of {@link laneNextCallSql}'s json, in its order. */
-type LaneJsonRow = [
-  number,
-  string,
-  string | null,
-  string,
-  string | null,
-  boolean,
-  string,
-  JsonValue,
-  Record<string, string> | null,
-  number,
-  boolean | null,
-];
-
-/** The rows of a call of `outbox_lane_next`, from its json text (sql/lanes.ts says why json). */
-function laneRows(text: string | null): LaneRow[] {
-  if (text === null) return [];
-  return (JSON.parse(text) as LaneJsonRow[]).map((r) => ({
-    lane: r[0],
-    id: r[1],
-    message_id: r[2],
-    aggregate_id: r[3],
-    sequence: r[4],
-    ordered: r[5],
-    topic: r[6],
-    payload: r[7],
-    headers: r[8],
-    created_ms: r[9],
-    shadow: r[10],
-  }));
 }
 
 function toOutgoing(row: LaneRow, attempts: number): OutgoingMessage {

@@ -597,31 +597,18 @@ LIMIT $2`;
 
 /**
  * The dispatcher's call of `outbox_lane_next` (19 parameters, in the function's order), its rows
- * as ONE json text: an array per row, `[lane, id, message_id, aggregate_id, sequence, ordered,
- * topic, payload, headers or null when empty, created_ms, shadow]`, ids and sequences as text
- * (bigints). `shadow` since migration 026.
- * Why: node-postgres turns each field of each row into a string and then a value, into an
- * object built field by field; for the ten fields of a message that was 2.6 µs a message of the
- * dispatcher's 4.5–5.3 µs of CPU (process.cpuUsage over a drain of 100,000), more than everything
- * else it does. One JSON.parse of the batch costs 1.2–1.5 µs a message. The database builds the
- * text instead (json_build_array: about 1.5 µs a message more, on the database's core, overlapped
- * with the publish of the batch before when read ahead). Tried: rowMode 'array' (2.5 µs: the
- * fields are still strings first), payload as text (2.5), a text concatenation split in JS
- * (2.4: the split and number parsing cost what they save). NULL when the call returns no row.
+ * as rows. Tried (session 24): the batch as ONE json text (json_agg of json_build_array a row),
+ * which halved what node-postgres spends receiving a batch (2.6 -> 1.2-1.5 µs a message of the
+ * process's CPU) but cost the database ~1.7 µs a message more (2.7 -> 4.4-4.9, /proc of the
+ * backends): drains of 100,000 on a quiet machine were slower with it, 113-121k vs 131-148k msg/s
+ * with one dispatcher and 133-147k vs 160-191k with two (both cores busy: the sum is what counts).
  */
-export const laneNextCallSql = (s: string) => `
-SELECT json_agg(json_build_array(r.lane, r.id::text, r.message_id, r.aggregate_id,
-                                 r.sequence::text, r.ordered, r.topic, r.payload,
-                                 nullif(r.headers, '{}'::jsonb), r.created_ms, r.shadow)
-                ORDER BY r.ordinality)::text AS rows
--- The function's columns by their own names (no column list here: a column the function gains
--- must not shift the names), the row number as \`ordinality\`.
-FROM ${s}.outbox_lane_next($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                           $17, $18, $19) WITH ORDINALITY AS r`;
+export const laneNextCallSql = (s: string) =>
+  `SELECT * FROM ${s}.outbox_lane_next($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`;
 
 /**
- * The messages a wake-up named (the writer's NOTIFY payload, lane:id), read by primary key, in
- * {@link laneNextCallSql}'s json: those of lanes `$3` owns with at least `$4` ms of lease left,
+ * The messages a wake-up named (the writer's NOTIFY payload, lane:id), read by primary key, as
+ * `outbox_lane_next` returns rows: those of lanes `$3` owns with at least `$4` ms of lease left,
  * due, and not parked (the dispatcher keeps those nothing can come before: #publishHinted).
  * Why: an idle dispatcher woken by a NOTIFY read every lane it owns (`outbox_lane_next`: 0.87–0.96
  * ms p50 over 16 empty lanes on this machine under load, against 0.30–0.40 for this read), and
@@ -629,17 +616,15 @@ FROM ${s}.outbox_lane_next($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $1
  * visible yet, a lease about to end) the lane read finds as before.
  */
 export const laneByIdsSql = (s: string) => `
-SELECT json_agg(json_build_array(m.lane, m.id::text, m.message_id, m.aggregate_id,
-                                 m.sequence::text, m.ordered, m.topic, m.payload,
-                                 nullif(m.headers, '{}'::jsonb),
-                                 extract(epoch FROM m.created_at)::float8 * 1000, m.shadow)
-                ORDER BY m.lane, m.id)::text AS rows
+SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic, m.payload,
+       m.headers, extract(epoch FROM m.created_at)::float8 * 1000 AS created_ms, m.shadow
 FROM unnest($1::smallint[], $2::bigint[]) AS k (lane, id)
 JOIN ${s}.outbox_lane_messages m ON m.lane = k.lane AND m.id = k.id
 JOIN ${s}.outbox_lanes l ON l.lane = m.lane
 WHERE l.owner = $3 AND l.lease_expires_at > now() + $4 * interval '1 millisecond'
   AND m.available_at IS NULL
-  AND NOT EXISTS (SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = m.lane AND p.id = m.id)`;
+  AND NOT EXISTS (SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = m.lane AND p.id = m.id)
+ORDER BY m.lane, m.id`;
 
 /** Gives back every lane `$1` owns and forgets it (a graceful stop: others take them at once). */
 export const laneLeaveSql = (s: string) => `
