@@ -159,6 +159,9 @@ const emptyOutcome = (): Outcome => ({
  */
 const CURSOR_SYNC_MS = 1_000;
 
+/** Messages named by wake-ups a dispatcher keeps at most until it looks at them. */
+const NAMED_MAX = 256;
+
 /** Aggregates {@link LaneDispatcher}'s `#lastPublished` remembers at most. */
 const LAST_PUBLISHED_MAX = 10_000;
 
@@ -254,6 +257,10 @@ class LaneDispatcher implements Dispatcher {
    * waits for it, so no read runs beside it.
    */
   #hinted: Promise<void> | undefined;
+  /** The last batch came back full (a backlog): the wake source is disarmed then. */
+  #saturated = false;
+  /** What wake-ups named and is not looked at yet ({@link #publishHinted}). */
+  #named: { lane: number; id: string }[] = [];
   /**
    * The last sequence this dispatcher published of an ordered aggregate (`lane:aggregate`),
    * recorded while it is not draining a backlog (a batch that was not full, the parked path, a
@@ -419,7 +426,10 @@ class LaneDispatcher implements Dispatcher {
       }
       // An idle dispatcher arms the wake source (producers NOTIFY while a waiter row lives) and
       // looks once more before it sleeps: what committed before arming is found by that look.
-      if (await this.#wakeUps.afterClaim(busy ? 1 : 0)) continue;
+      // Armed until a batch comes back full, not only while idle: while armed every writer's
+      // NOTIFY names what it wrote, and those go out by id before the next read (#publishNamed)
+      // instead of waiting for it. A backlog disarms (writers stop notifying: no cost at load).
+      if (await this.#wakeUps.afterClaim(this.#saturated ? 1 : 0)) continue;
       if (busy) this.#inFlightWaitMs = 0;
       // Cursors left to write on going idle are written by the next read (#cycle): no sleep first.
       if (!busy && this.#state === 'running' && !this.#pending()) {
@@ -467,6 +477,7 @@ class LaneDispatcher implements Dispatcher {
     this.#unpublished.clear();
     this.#handled.clear();
     this.#lastPublished.clear();
+    this.#named = [];
     this.#positions.clear();
     // The horizon too: the next call may reach another server (a promoted replica, a restored
     // backup) whose id sequence is behind this safe id; kept, it lets the cursors pass ids that
@@ -517,6 +528,9 @@ class LaneDispatcher implements Dispatcher {
     this.#idle.begin();
     try {
       if (this.#hinted) await this.#hinted;
+      // Named by wake-ups while this dispatcher was busy: before the next read, which would find
+      // them too but reads every lane (not with a batch read ahead: a backlog, no latency to win).
+      if (!draining && !this.#ahead && this.#named.length > 0) await this.#publishNamed();
       if (!this.#prepared && this.#options.rateLimits.length > 0)
         await declareRateLimits(this.#executor, this.#options.rateLimits, {
           schema: this.#options.schema,
@@ -548,6 +562,7 @@ class LaneDispatcher implements Dispatcher {
         durationMs: Date.now() - started,
       });
       const saturated = messages.length >= this.#options.batchSize;
+      this.#saturated = saturated;
       const now = Date.now();
       // Read the next batch while this one is published, on a backlog only, and not when the
       // balance or the parked path is due: those run with no batch in flight (a lane given back
@@ -817,28 +832,44 @@ class LaneDispatcher implements Dispatcher {
    * behind it, as behind a batch's failure). Best effort: anything else waits for that read.
    */
   #publishHinted(hint: string): void {
-    if (!this.#sleeping || this.#hinted || this.#state !== 'running') return;
+    if (this.#state !== 'running') return;
+    for (const item of hint.split(',')) {
+      if (this.#named.length >= NAMED_MAX) break;
+      const [lane, id] = item.split(':');
+      if (id && /^\d+$/.test(id)) this.#named.push({ lane: Number(lane), id });
+    }
+    // Busy: the loop publishes them before its next read (#cycle). Asleep: now.
+    if (this.#sleeping && !this.#hinted) {
+      const hinted = this.#publishNamed().finally(() => {
+        if (this.#hinted === hinted) this.#hinted = undefined;
+      });
+      this.#hinted = hinted;
+    }
+  }
+
+  /**
+   * Publishes the messages wake-ups named ({@link #publishHinted}) that are still to publish: of
+   * a lane this dispatcher owns, above its position and not handled (a lane read since may have
+   * published them), read by primary key, then those nothing can come before. Runs while nothing
+   * else does (the loop asleep, or at the start of a cycle with no batch read ahead). Never
+   * rejects: what it could not do, the lane read does.
+   */
+  async #publishNamed(): Promise<void> {
+    const named = this.#named;
+    this.#named = [];
     const lanes: number[] = [];
     const ids: string[] = [];
-    for (const item of hint.split(',')) {
-      const [lane, id] = item.split(':');
-      const n = Number(lane);
+    for (const { lane, id } of named) {
       // Not one a lane read already handled: published (or parked) at or below the lane's
       // position, or remembered above it. A NOTIFY can come after the read that found its row.
-      const position = this.#positions.get(n);
-      if (
-        !id ||
-        !/^\d+$/.test(id) ||
-        position === undefined ||
-        !above(id, position) ||
-        this.#handled.get(n)?.has(id)
-      )
+      const position = this.#positions.get(lane);
+      if (position === undefined || !above(id, position) || this.#handled.get(lane)?.has(id))
         continue;
-      lanes.push(n);
+      lanes.push(lane);
       ids.push(id);
     }
     if (lanes.length === 0) return;
-    const hinted = (async () => {
+    try {
       // A sixth of the lease left at least, as a batch's publish deadline keeps (#publish).
       const { rows } = await this.#executor.query<LaneRow>(this.#sql.byIds, [
         lanes,
@@ -876,18 +907,12 @@ class LaneDispatcher implements Dispatcher {
       this.#remember(messages, settled);
       this.#stats.batches++;
       this.#stats.claimed += messages.length;
-    })()
-      .catch((error: unknown) => {
-        // Nothing was published if the read failed; the lane read finds the messages.
-        this.#events.emit('dispatcher:claim:failure', {
-          error: error instanceof Error ? error : new Error(String(error)),
-          retryInMs: 0,
-        });
-      })
-      .finally(() => {
-        if (this.#hinted === hinted) this.#hinted = undefined;
+    } catch (error) {
+      this.#events.emit('dispatcher:claim:failure', {
+        error: error instanceof Error ? error : new Error(String(error)),
+        retryInMs: 0,
       });
-    this.#hinted = hinted;
+    }
   }
 
   /** Due heads of parked messages: published, then settled at once (rare: failures only). */

@@ -205,4 +205,45 @@ describe('lanes engine: messages named by the wake-up', () => {
       await dispatcher.stop();
     }
   });
+
+  it('what a NOTIFY names while the dispatcher is busy goes out right after, read by id, before the next lane read', async () => {
+    const { executor, statements } = recording(fromPg(db.pool));
+    let release: (() => void) | undefined;
+    let before: string[] | undefined;
+    let from = 0;
+    const publisher: Publisher = {
+      publish: async (messages) => {
+        if (messages.some((m) => m.aggregateId === 'slow'))
+          await new Promise<void>((resolve) => (release = resolve));
+        if (messages.some((m) => m.aggregateId === 'named')) before ??= statements.slice(from);
+        return messages.map(() => ({ status: 'published' as const }));
+      },
+    };
+    const dispatcher = createLaneDispatcher({
+      executor,
+      publisher,
+      pollIntervalMs: 60_000,
+      wakeSource: listen(),
+    });
+    dispatcher.start();
+    try {
+      await settled(dispatcher);
+      await write([{ topic: 'mail.send', aggregateId: 'slow', payload: {} }]);
+      await expect.poll(() => release !== undefined, { timeout: 10_000 }).toBe(true);
+      // Busy publishing 'slow': the NOTIFY of this one finds it busy.
+      from = statements.length;
+      await write([{ topic: 'mail.send', aggregateId: 'named', payload: {} }]);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      release!();
+      await expect.poll(() => before !== undefined, { timeout: 10_000 }).toBe(true);
+      expect(before!.filter(isHintRead)).toHaveLength(1);
+      expect(before!.filter(isLaneRead)).toEqual([]);
+      await expect.poll(() => dispatcher.stats().published, { timeout: 10_000 }).toBe(2);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(dispatcher.stats().published).toBe(2);
+    } finally {
+      release?.();
+      await dispatcher.stop();
+    }
+  });
 });
