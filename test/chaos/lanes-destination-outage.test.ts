@@ -92,7 +92,9 @@ describe('a destination that refuses (503) for a while, lanes engine', () => {
     await expect.poll(() => receiver.distinct(), { timeout: 30_000 }).toBe(60);
     const shortRecoveredInMs = Math.round(performance.now() - shortStart);
     expect((await status()).deadLetters).toBe(0);
-    expect(await lanesPending(db.pool)).toBe(0);
+    // The last deliveries' settles (parked rows deleted, cursors moved) commit just after the
+    // receiver saw them: nothing pending soon after, not at the same instant (CI saw 20 once).
+    await expect.poll(() => lanesPending(db.pool), { timeout: 10_000 }).toBe(0);
     refusals.clear();
     dispatcher.child.kill('SIGTERM');
     expect(await dispatcher.exited).toBe(0);
