@@ -1,0 +1,326 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  approveMessages,
+  expireApprovals,
+  listAwaitingApproval,
+  OutboxApprovalError,
+  rejectMessages,
+} from '../../../src/admin/approvals.js';
+import type { OutboxMessage } from '../../../src/core/message.js';
+import type { DeadLetterPolicy } from '../../../src/dispatcher/options.js';
+import { laneStatus } from '../../../src/lanes/lane-admin.js';
+import type { Dispatcher } from '../../../src/dispatcher/dispatcher.js';
+import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
+import { readLaneEngineStatus } from '../../../src/lanes/lane-engine-status.js';
+import { InMemoryPublisher } from '../../../src/publishers/memory/in-memory-publisher.js';
+import { fromPg } from '../../../src/store/from-pg.js';
+import { createOutbox } from '../../../src/writer/create-outbox.js';
+import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+
+/**
+ * Held messages on the lanes engine (migration 027), with the claim engine's semantics
+ * (docs/approvals.md; claim-engine tests: test/integration/approvals/).
+ */
+const outbox = createOutbox({ engine: 'lanes' });
+let db: TestDatabase;
+let running: Dispatcher[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterEach(async () => {
+  await Promise.all(running.map((d) => d.stop()));
+  running = [];
+});
+afterAll(() => db.drop());
+
+async function write(messages: OutboxMessage[], writer = outbox) {
+  const client = await db.pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await writer.enqueue(fromPg(client), messages);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK');
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+const msg = (aggregateId: string, n: number, extra: Partial<OutboxMessage> = {}) =>
+  ({ topic: 'payment.refund', aggregateId, payload: { n }, ...extra }) as OutboxMessage;
+const held = (aggregateId: string, n: number, extra: Partial<OutboxMessage> = {}) =>
+  msg(aggregateId, n, { requiresApproval: true, ...extra });
+
+function dispatch(deadLetterPolicy: DeadLetterPolicy = 'hold') {
+  const publisher = new InMemoryPublisher();
+  const dispatcher = createLaneDispatcher({
+    executor: fromPg(db.pool),
+    publisher,
+    pollIntervalMs: 20,
+    deadLetterPolicy,
+  });
+  dispatcher.start();
+  running.push(dispatcher);
+  const of = (aggregateId: string) =>
+    publisher.published
+      .filter((m) => m.aggregateId === aggregateId)
+      .map((m) => (m.payload as { n: number }).n);
+  return { publisher, dispatcher, of };
+}
+
+async function waitFor(condition: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!(await condition())) {
+    if (Date.now() > until) throw new Error('condition not reached');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function decision(id: string) {
+  const { rows } = await db.pool.query<{
+    state: string;
+    decided_by: string | null;
+    note: string | null;
+    decided: boolean;
+  }>(
+    `SELECT state, decided_by, note, decided_at IS NOT NULL AS decided
+       FROM outbox_lane_approvals WHERE id = $1`,
+    [id],
+  );
+  return rows[0];
+}
+
+const lanes = { engine: 'lanes' } as const;
+
+describe('lanes engine: held messages', () => {
+  it('never publishes a held message before it is approved; the rest flows', async () => {
+    const written = await write([held('h-1', 1), msg('h-2', 1), msg('h-3', 1)]);
+    expect(written[0]).toMatchObject({ awaitingApproval: true });
+    expect(written[1]!.awaitingApproval).toBeUndefined();
+    const { publisher, of } = dispatch();
+    await waitFor(() => of('h-2').length === 1 && of('h-3').length === 1);
+    await sleep(300);
+    expect(of('h-1')).toEqual([]);
+    const waiting = await listAwaitingApproval(fromPg(db.pool), lanes);
+    expect(waiting.map((w) => w.messageId)).toEqual([written[0]!.messageId]);
+    expect(waiting[0]).toMatchObject({ id: written[0]!.id, aggregateId: 'h-1', sequence: 1 });
+    // By message id (the row id works too: other tests).
+    const decided = await approveMessages(fromPg(db.pool), [written[0]!.messageId], {
+      by: 'alice',
+      note: 'checked',
+      ...lanes,
+    });
+    expect(decided).toEqual([expect.objectContaining({ id: written[0]!.id, state: 'approved' })]);
+    await waitFor(() => of('h-1').length === 1);
+    expect(publisher.published.find((m) => m.aggregateId === 'h-1')!.id).toBe(
+      written[0]!.messageId,
+    );
+    expect(await decision(written[0]!.id)).toEqual({
+      state: 'approved',
+      decided_by: 'alice',
+      note: 'checked',
+      decided: true,
+    });
+    expect(await listAwaitingApproval(fromPg(db.pool), lanes)).toEqual([]);
+  });
+
+  it('an ordered held message holds its aggregate, which goes out in order once approved', async () => {
+    const written = await write([msg('o-1', 1), held('o-1', 2), msg('o-1', 3), msg('o-2', 1)]);
+    const { of } = dispatch();
+    await waitFor(() => of('o-1').length === 1 && of('o-2').length === 1);
+    await write([msg('o-1', 4)]);
+    await sleep(300);
+    expect(of('o-1')).toEqual([1]);
+    const status = await laneStatus(fromPg(db.pool));
+    expect(status.total.held).toBe(1);
+    await approveMessages(fromPg(db.pool), [written[1]!.id], { by: 'bob', ...lanes });
+    await waitFor(() => of('o-1').length === 4);
+    expect(of('o-1')).toEqual([1, 2, 3, 4]);
+  });
+
+  it('approved before the lane read reaches it: due at once, in order', async () => {
+    const written = await write([held('a-1', 1), msg('a-1', 2)]);
+    await approveMessages(fromPg(db.pool), [written[0]!.id], { by: 'carol', ...lanes });
+    const { of } = dispatch();
+    await waitFor(() => of('a-1').length === 2);
+    expect(of('a-1')).toEqual([1, 2]);
+  });
+
+  it('an unordered held message holds nothing', async () => {
+    const written = await write([held('u-1', 1, { ordered: false }), msg('u-1', 2)]);
+    const { of } = dispatch();
+    await waitFor(() => of('u-1').length === 1);
+    expect(of('u-1')).toEqual([2]);
+    await approveMessages(fromPg(db.pool), [written[0]!.id], { by: 'dan', ...lanes });
+    await waitFor(() => of('u-1').length === 2);
+    expect(of('u-1')).toEqual([2, 1]);
+  });
+
+  it('rejected under hold: never published, and its aggregate stays blocked', async () => {
+    const written = await write([held('rh-1', 1), msg('rh-1', 2), msg('rh-2', 1)]);
+    const { of } = dispatch();
+    await waitFor(() => of('rh-2').length === 1);
+    await rejectMessages(fromPg(db.pool), [written[0]!.id], {
+      by: 'erin',
+      reason: 'duplicate refund',
+      ...lanes,
+    });
+    await write([msg('rh-1', 3)]);
+    await sleep(500);
+    expect(of('rh-1')).toEqual([]);
+    expect(await decision(written[0]!.id)).toMatchObject({
+      state: 'rejected',
+      decided_by: 'erin',
+      note: 'duplicate refund',
+    });
+    const status = await readLaneEngineStatus(fromPg(db.pool));
+    expect(status.rejected).toBe(1);
+  });
+
+  it('rejected under skip: never published, its aggregate goes on (parked or not yet read)', async () => {
+    const parked = await write([held('rs-1', 1), msg('rs-1', 2)]);
+    const { of } = dispatch('skip');
+    await sleep(300);
+    expect(of('rs-1')).toEqual([]);
+    await rejectMessages(fromPg(db.pool), [parked[0]!.messageId], {
+      by: 'frank',
+      reason: 'no',
+      deadLetterPolicy: 'skip',
+      ...lanes,
+    });
+    await waitFor(() => of('rs-1').length === 1);
+    expect(of('rs-1')).toEqual([2]);
+    // Rejected before the read reaches it.
+    const early = await write([held('rs-2', 1), msg('rs-2', 2)]);
+    await running[0]!.stop();
+    await rejectMessages(fromPg(db.pool), [early[0]!.id], {
+      by: 'frank',
+      reason: 'no',
+      deadLetterPolicy: 'skip',
+      ...lanes,
+    });
+    const next = dispatch('skip');
+    await waitFor(() => next.of('rs-2').length === 1);
+    await sleep(200);
+    expect(next.of('rs-2')).toEqual([2]);
+    expect([...of('rs-2'), ...of('rs-1')]).toEqual([2]);
+  });
+
+  it('expires undecided: treated as rejected under the dispatcher policy, or approved on expiry', async () => {
+    const written = await write([
+      held('e-1', 1, { approvalExpiresInMs: 50 }),
+      msg('e-1', 2),
+      held('e-2', 1, { approvalExpiresInMs: 50, approvalOnExpiry: 'approve' }),
+      msg('e-2', 2),
+    ]);
+    await sleep(100);
+    // Overdue: expired for everyone already, before any sweep.
+    await expect(
+      approveMessages(fromPg(db.pool), [written[0]!.id], { by: 'gina', ...lanes }),
+    ).rejects.toMatchObject({ problems: [expect.objectContaining({ reason: 'expired' })] });
+    expect((await readLaneEngineStatus(fromPg(db.pool))).expired).toBeGreaterThanOrEqual(2);
+    const { of } = dispatch('skip'); // its first look sweeps
+    await waitFor(() => of('e-1').length === 1 && of('e-2').length === 2);
+    expect(of('e-1')).toEqual([2]);
+    expect(of('e-2')).toEqual([1, 2]);
+    expect(await decision(written[0]!.id)).toMatchObject({
+      state: 'expired',
+      decided_by: 'expiry',
+    });
+    expect(await decision(written[2]!.id)).toMatchObject({
+      state: 'approved',
+      decided_by: 'expiry',
+    });
+  });
+
+  it('expiry under hold keeps the aggregate blocked; the sweep from code takes the policy', async () => {
+    const written = await write([held('eh-1', 1, { approvalExpiresInMs: 50 }), msg('eh-1', 2)]);
+    const { of } = dispatch();
+    await sleep(150);
+    const swept = await expireApprovals(fromPg(db.pool), { deadLetterPolicy: 'hold', ...lanes });
+    expect(swept).toEqual([expect.objectContaining({ id: written[0]!.id, state: 'expired' })]);
+    await sleep(400);
+    expect(of('eh-1')).toEqual([]);
+  });
+
+  it('bad input: unknown ids, twice decided, not held, all or nothing; nothing written', async () => {
+    const written = await write([held('b-1', 1), held('b-2', 1), msg('b-3', 1)]);
+    const api = fromPg(db.pool);
+    const snapshot = () =>
+      db.pool
+        .query(`SELECT id, state, decided_by FROM outbox_lane_approvals ORDER BY id`)
+        .then((r) => JSON.stringify(r.rows));
+    const before = await snapshot();
+    await expect(
+      approveMessages(api, [written[0]!.id, '999999999'], { by: 'h', ...lanes }),
+    ).rejects.toMatchObject({
+      name: 'OutboxApprovalError',
+      problems: [expect.objectContaining({ ref: '999999999', reason: 'not-found' })],
+    });
+    await expect(
+      approveMessages(api, ['0190a5c8-0000-7000-8000-000000000000'], { by: 'h', ...lanes }),
+    ).rejects.toThrow(/no such message/);
+    await expect(
+      approveMessages(api, [written[2]!.id], { by: 'h', ...lanes }),
+    ).rejects.toMatchObject({ problems: [expect.objectContaining({ reason: 'not-held' })] });
+    await expect(approveMessages(api, ['x'], { by: 'h', ...lanes })).rejects.toThrow(
+      /neither a row id/,
+    );
+    await expect(
+      rejectMessages(api, [written[0]!.id], { by: 'h', reason: '', ...lanes }),
+    ).rejects.toThrow(/reason/);
+    expect(await snapshot()).toBe(before);
+    await rejectMessages(api, [written[1]!.id], { by: 'ivy', reason: 'no', ...lanes });
+    const twice = await approveMessages(api, [written[0]!.id, written[1]!.id], {
+      by: 'h',
+      ...lanes,
+    }).catch((e: unknown) => e);
+    expect(twice).toBeInstanceOf(OutboxApprovalError);
+    expect((twice as OutboxApprovalError).message).toMatch(/already rejected by ivy/);
+    expect(await decision(written[0]!.id)).toMatchObject({ state: 'awaiting', decided: false });
+    await expect(
+      rejectMessages(api, [written[1]!.id], { by: 'h', reason: 'again', ...lanes }),
+    ).rejects.toMatchObject({ problems: [expect.objectContaining({ reason: 'decided' })] });
+  });
+
+  it('approval requests: one unordered lanes message per held one, published at once', async () => {
+    const writer = createOutbox({
+      engine: 'lanes',
+      approvalRequests: { topic: 'approvals.requested' },
+    });
+    const written = await write(
+      [held('r-1', 1, { approvalRequestedBy: 'tool refund' }), msg('r-1', 2)],
+      writer,
+    );
+    expect(written[0]!.approvalRequestId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(written[1]!.approvalRequestId).toBeUndefined();
+    const { publisher, of } = dispatch();
+    await waitFor(() => publisher.published.some((m) => m.topic === 'approvals.requested'));
+    const request = publisher.published.find((m) => m.topic === 'approvals.requested')!;
+    expect(request.id).toBe(written[0]!.approvalRequestId);
+    expect(request.aggregateId).toBe('approval:r-1');
+    expect(request.payload).toMatchObject({
+      messageId: written[0]!.messageId,
+      topic: 'payment.refund',
+      aggregateId: 'r-1',
+      sequence: 1,
+      requestedBy: 'tool refund',
+      onExpiry: 'reject',
+      payload: { n: 1 },
+    });
+    expect(typeof (request.payload as { expiresAt: unknown }).expiresAt).toBe('string');
+    expect(of('r-1')).toEqual([]);
+  });
+
+  it('counts what waits as the claim engine does, not as pending', async () => {
+    const status = await readLaneEngineStatus(fromPg(db.pool));
+    const waiting = await listAwaitingApproval(fromPg(db.pool), lanes);
+    expect(status.awaitingApproval).toBe(waiting.length);
+    expect(status.awaitingApproval).toBeGreaterThan(0);
+    expect(status.oldestAwaitingApprovalAgeSeconds).toBeGreaterThan(0);
+  });
+});
