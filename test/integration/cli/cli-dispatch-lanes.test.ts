@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OutboxMessage } from '../../../src/core/message.js';
-import { fromPg } from '../../../src/store/from-pg.js';
-import { createOutbox } from '../../../src/writer/create-outbox.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { enqueueLanes } from '../../helpers/lanes.js';
 import { startCli } from '../../helpers/cli-process.js';
 import { runCli } from '../../helpers/run-cli.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
@@ -28,17 +27,7 @@ afterAll(async () => {
   await db?.drop();
 });
 
-async function write(messages: OutboxMessage[]) {
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    const written = await createOutbox({ engine: 'lanes' }).enqueue(fromPg(client), messages);
-    await client.query('COMMIT');
-    return written;
-  } finally {
-    client.release();
-  }
-}
+const write = (messages: readonly OutboxMessage[]) => enqueueLanes(db.pool, messages);
 
 /** Nothing listens here: a command that connected before refusing would exit 1, not 2. */
 const NOWHERE = 'postgres://outbox@127.0.0.1:1/nowhere';
