@@ -2,12 +2,7 @@ import { OutboxValidationError } from '../core/errors.js';
 import { quoteIdentifier } from '../core/identifier.js';
 import type { EnqueuedMessage } from '../core/message.js';
 import type { ValidMessage } from '../core/validate.js';
-import {
-  dedupeReleaseSql,
-  dedupeRollbackSql,
-  dedupeSavepointSql,
-  firstOfKeysSql,
-} from '../sql/dedupe.js';
+import { dedupeSavepointSql, firstOfKeysSql } from '../sql/dedupe.js';
 import { insertKeyedMessagesSql } from '../sql/insert-messages.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { preparable } from '../store/statement-name.js';
@@ -81,9 +76,6 @@ export async function insertKeyed(
   );
   const { written, keyless } = byKey(rows);
   const dropped = [...call.firstWithKey.keys()].filter((key) => !written.has(key));
-  if (settings.reject) {
-    await executor.query(dropped.length > 0 ? dedupeRollbackSql : dedupeReleaseSql);
-  }
   const first = await firstOfDropped(
     executor,
     sql.firstOf,

@@ -1,8 +1,9 @@
 import { OutboxDuplicateError, OutboxValidationError } from '../core/errors.js';
 import type { EnqueuedMessage } from '../core/message.js';
 import type { ValidMessage } from '../core/validate.js';
+import { dedupeReleaseSql, dedupeRollbackSql } from '../sql/dedupe.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
-import { inInputOrder, type InsertedRow } from './inserted-rows.js';
+import { inInputOrder, resultOf, type InsertedRow } from './inserted-rows.js';
 
 /**
  * What the two keyed writers share (keyed-insert.ts on the claim engine, lane-insert.ts on
@@ -45,8 +46,9 @@ export function splitByKey(valid: readonly ValidMessage[], reject: boolean): Key
 /**
  * The first messages of the keys that were not written (`dropped`: live keys of earlier calls),
  * read with `firstOfSql` (sql/dedupe.ts `firstOfKeysSql`), each answered with `deduped: true`.
- * Under `reject` the first duplicate is thrown as {@link OutboxDuplicateError} (the caller has
- * rolled its savepoint back). `missing` says in the error where a key that is neither written nor
+ * Under `reject` the caller's savepoint (taken before the keyed statement) is rolled back when a
+ * key was dropped, else released, and the first duplicate is thrown as
+ * {@link OutboxDuplicateError}. `missing` says in the error where a key that is neither written nor
  * found went: it means something outside the library dropped a row.
  */
 export async function firstOfDropped(
@@ -56,13 +58,14 @@ export async function firstOfDropped(
   reject: boolean,
   missing: string,
 ): Promise<Map<string, EnqueuedMessage>> {
+  if (reject) await executor.query(dropped.length > 0 ? dedupeRollbackSql : dedupeReleaseSql);
   const first = new Map<string, EnqueuedMessage>();
   if (dropped.length === 0) return first;
   const { rows } = await executor.query<InsertedRow & { dedupeKey: string }>(firstOfSql, [
     JSON.stringify(dropped),
   ]);
   for (const row of rows)
-    first.set(row.dedupeKey, { ...result(row, row.dedupeKey), deduped: true });
+    first.set(row.dedupeKey, { ...resultOf(row, row.dedupeKey), deduped: true });
   const lost = dropped.find((key) => !first.has(key));
   if (lost !== undefined)
     throw new Error(
@@ -113,21 +116,8 @@ export function keyedResults(
     const row = written.get(key);
     if (!row) return first.get(key)!;
     if (valid[call.firstWithKey.get(key)!] !== message)
-      return { ...result(row, key), deduped: true };
-    const found = result(row, key);
+      return { ...resultOf(row, key), deduped: true };
+    const found = resultOf(row, key);
     return message.approval ? { ...found, awaitingApproval: true } : found;
   });
-}
-
-/** A written row as the writer returns it. */
-function result(row: InsertedRow, dedupeKey: string): EnqueuedMessage {
-  return {
-    id: String(row.id),
-    messageId: row.messageId,
-    sequence: Number(row.sequence),
-    topic: row.topic,
-    aggregateId: row.aggregateId,
-    deduped: false,
-    dedupeKey,
-  };
 }

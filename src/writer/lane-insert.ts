@@ -1,13 +1,7 @@
 import { quoteIdentifier } from '../core/identifier.js';
 import type { EnqueuedMessage } from '../core/message.js';
 import type { ValidMessage } from '../core/validate.js';
-import {
-  admitLaneDedupeKeysSql,
-  dedupeReleaseSql,
-  dedupeRollbackSql,
-  dedupeSavepointSql,
-  firstOfKeysSql,
-} from '../sql/dedupe.js';
+import { admitLaneDedupeKeysSql, dedupeSavepointSql, firstOfKeysSql } from '../sql/dedupe.js';
 import { insertKeyedLaneMessagesSql, insertLaneMessagesSql } from '../sql/lanes.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { preparable } from '../store/statement-name.js';
@@ -88,8 +82,6 @@ export async function insertLaneMessages(
   );
   const messageIdOf = new Map(admitted.map((row) => [row.dedupeKey, row.messageId]));
   const dropped = keys.filter((key) => !messageIdOf.has(key));
-  if (settings.reject)
-    await executor.query(dropped.length > 0 ? dedupeRollbackSql : dedupeReleaseSql);
 
   // A statement of its own, after the admission: under READ COMMITTED it sees a key that a
   // concurrent transaction committed while the admission waited on it (sql/dedupe.ts).
