@@ -46,7 +46,8 @@ describe('outbox dispatch --engine lanes', () => {
       [['--async-settle'], /no separate claim or settle commit/],
       [['--async-claim'], /--async-claim is not available/],
       [['--claim-shape', 'heads-first'], /no claim shape/],
-      [['--mode', 'cdc'], /--mode cdc is not available with --engine lanes: .*no CDC path/],
+      [['--slot', 'lanes_slot'], /--slot is not available without --mode cdc/],
+      [['--mode', 'cdc', '--sweep-interval-ms', '1000'], /no separate sweeper/],
       [['--schemas', 'tenant_*', '--concurrency', '2'], /--concurrency .* in fleet mode/],
       [['--prune-older-than', '30d', '--prune-archive'], /without --prune-archive/],
     ] as const) {
