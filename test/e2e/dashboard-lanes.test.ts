@@ -15,6 +15,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { enqueueLanes } from '../helpers/lanes.js';
 import { CHROMIUM_ARGS, startUi, stop } from '../fixtures/ops/dashboard-ui.js';
 import { requireBinary } from '../fixtures/ops/tools.js';
+import { runOps } from '../fixtures/ops/run-ops-cli.js';
 
 /** Publishes everything but `payment.charge`, which the broker refuses for good. */
 const refusingCharges: Publisher = {
@@ -153,6 +154,14 @@ describe('outbox ui --engine lanes', () => {
       .poll(async () => publishedSince(await state(), replayStart), { timeout: 20_000 })
       .toBe(1);
   }, 120_000);
+
+  it('refuses an unknown --engine (exit 2)', async () => {
+    const result = await runOps(['ui', '--engine', 'queues', '--port', '0'], {
+      DATABASE_URL: db.url,
+    });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/--engine must be claims or lanes, got "queues"/);
+  });
 
   it('shows the lanes dead letter in headless Chromium and replays it from the page', async ({
     skip,
