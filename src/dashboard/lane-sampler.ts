@@ -25,7 +25,6 @@ const LATENCY_SPAN_MS = 3_600_000;
 interface LaneRow {
   lane: number;
   cursor: string;
-  previousCursor: string | null;
   at: number;
   passed: number;
   parkedPassed: number;
@@ -46,9 +45,9 @@ export interface LaneLatency {
  * The dashboard's sampler on the lanes engine: backlog and dead letters from
  * `readLaneEngineStatus` (bounded by a window of ids), the published rate and the latency from
  * the lane cursors (sql/dashboard-lanes.ts `laneSampleSql`): what a cursor passed since the
- * previous sample, less what parked, plus the parked rows that left. Each sample reads at most a
- * window of ids past each lane's previous cursor and {@link LANE_SAMPLE_PARKED_LIMIT} parked rows
- * a lane, whatever the backlog or the history. The charts start empty: there is no per-message
+ * previous sample, less the growth of the parked rows and dead letters. Each sample reads at most a
+ * window of ids past each lane's previous cursor and about {@link LANE_SAMPLE_PARKED_LIMIT} parked
+ * rows a lane, whatever the backlog or the history. The charts start empty: there is no per-message
  * timestamp to rebuild them from.
  */
 export class LaneDashboardSampler implements DashboardSeries {
@@ -60,9 +59,12 @@ export class LaneDashboardSampler implements DashboardSeries {
   readonly #idWindow: number;
   readonly #parkedLimit: number;
   readonly #samples: DashboardSample[] = [];
-  /** Each lane's cursor and parked rows at or below it, as of the previous sample. */
+  /** Each lane's cursor as of the previous sample. */
   readonly #lanes = new Map<number, { cursor: string }>();
-  /** Parked rows at or below the cursors, dead letters included, at the previous sample. */
+  /**
+   * Parked rows not dead at or below the cursors, plus the dead letters, at the previous sample
+   * (null when not counted: past the parked limit).
+   */
   #parked: number | null = null;
   /** What a sample counted below zero, taken off the next ones. */
   #carried = 0;

@@ -22,19 +22,30 @@
  *   windows together hold about $3 messages when the lanes are busy alike, 16 × $3 at worst.
  * - `parkedPassed`: the rows of the same window that are parked now (a failure, a deferral, a
  *   delay, what waits behind a failure): passed, not published.
- * - `parkedBehind`: parked rows at or below the cursor (dead letters included), at most $4 + 1
- *   (a `LIMIT` on the primary key's range: the planner walks it). A parked row leaves only when it
- *   is published (the settle deletes it; a dead letter stays, a replay keeps the row), so what the
- *   lane published since the previous sample is `passed - (parkedBehind - previous parkedBehind)`:
- *   the retries, deferrals and what waited behind a failure are counted when they go out. Past
- *   $4 (a long outage parked more, or a lane holds that many dead letters) the caller counts
- *   `passed - parkedPassed` instead and says the figure is estimated.
+ * - `parkedBehind`: parked rows at or below the cursor that are not dead, and `deadLetters` (all
+ *   lanes, one number). A parked row leaves only when it is published (the settle deletes it; a
+ *   dead letter stays, a replay keeps the row), so what the lanes published since the previous
+ *   sample is `passed - (growth of parkedBehind + deadLetters)`: the retries, deferrals and what
+ *   waited behind a failure are counted when they go out, a dead letter never. A sum that comes
+ *   out below zero (a dead letter above its cursor is counted before the cursor passes it) is
+ *   carried into the next samples by the caller.
+ *   Bounded: from the lane's first parked row that is not dead and its last one at or below the
+ *   cursor, each walked past the dead rows a row at a time (an unfiltered `LIMIT 1` of the
+ *   primary key: every plan serves it from the index) at most $4 steps, counted when they lie
+ *   within $4 ids (a range); else NULL, and the caller counts `passed - parkedPassed` (what
+ *   went out from the parked rows is then not counted) and says the figure is estimated. Dead
+ *   letters through `outbox_lane_parked_dead_idx`, at most $4 + 1 (its order and the `LIMIT`
+ *   make the planner walk it); past $4 the same. A `count(*)` of a `LIMIT`ed range of the
+ *   primary key was tried first: with statistics older than the parked rows the planner chose a
+ *   bitmap scan of the whole lane and a sort: 6,000 parked rows read (5,001 parked) for a
+ *   limit of 100.
  * - `buckets` and `parkedBuckets`: the latency histogram of the window's messages (not shadow)
  *   and of its parked rows, as `{bucket: count}` with `width_bucket` over the edges $6 (as
  *   `latencyHistogramSql`). The latency is `now() - created_at`: the message went out between
  *   the previous sample and this one, so this is an upper bound (by up to an interval, plus the
  *   up to a second a dispatcher keeps its cursors in memory). Parked rows in the window are one
- *   probe of the messages' key each (few: failures), not a probe of the parked table per message.
+ *   probe of the messages' key each (failures: few, and at most the window's), not a probe of the
+ *   parked table per message.
  *
  * Rejected: a `LEFT JOIN` of the parked table per message (a probe per message read: the status
  * read measured 47 ms for 10,000 with `NOT EXISTS`); `pg_stat_user_tables.n_tup_del` of the
@@ -45,7 +56,7 @@
  * planner takes `outbox_lanes` for 940 rows).
  */
 export const laneSampleSql = (s: string) => `
-SELECT l.lane, l.cursor::text AS cursor, p.cursor::text AS "previousCursor",
+SELECT l.lane, l.cursor::text AS cursor,
        (extract(epoch FROM now()) * 1000)::float8 AS at,
        coalesce(w.passed, 0)::int AS passed, coalesce(w.parked, 0)::int AS "parkedPassed",
        w.buckets, w.parked_buckets AS "parkedBuckets",

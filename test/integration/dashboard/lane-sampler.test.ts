@@ -84,6 +84,33 @@ describe('LaneDashboardSampler', () => {
     expect(sampler.latency().total).toBe(3_000);
   }, 60_000);
 
+  it('puts what the cursors passed in the latency histogram by its age at the sample, parked rows not', async () => {
+    const sampler = newSampler();
+    await sampler.sample();
+    await enqueueLanes(db.pool, mails(20, 'old'));
+    await db.pool.query(
+      `UPDATE outbox_lane_messages SET created_at = now() - interval '45 seconds'`,
+    );
+    await createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher: {
+        publish: async (messages) =>
+          messages.map((m) =>
+            (m.payload as { i: number }).i < 5
+              ? { status: 'permanent' as const, error: 'refused' }
+              : { status: 'published' as const },
+          ),
+      },
+      deadLetterPolicy: 'skip',
+    }).drain();
+    await sampler.sample();
+    const { edgesSeconds, counts, total } = sampler.latency();
+    expect(total).toBe(15);
+    // Created 45 s before the sample: the [30 s, 60 s) bucket (an upper bound of the latency).
+    expect(counts[edgesSeconds.indexOf(30)]).toBe(15);
+    expect(counted(sampler)).toBe(15);
+  });
+
   it('counts a cursor write that straddles a sample once, in a later sample', async () => {
     const sampler = newSampler();
     await sampler.sample();
