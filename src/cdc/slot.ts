@@ -32,17 +32,22 @@ export async function currentDatabase(executor: SqlExecutor): Promise<string> {
   return rows[0]!.name;
 }
 
-/** Creates the publication of the outbox's INSERTs unless it exists. Safe to race. */
+/**
+ * Creates the publication of the outbox's INSERTs unless it exists. Safe to race. `create` makes
+ * the statement (default: the claim engine's table; sql/cdc.ts `createLanePublicationSql` for
+ * the lanes engine's).
+ */
 export async function ensurePublication(
   executor: SqlExecutor,
   publication: string,
   schema: string,
+  create: (publication: string, schema: string) => string = createPublicationSql,
 ): Promise<void> {
   const { rows } = await executor.query(publicationExistsSql, [publication]);
   if (rows.length > 0) return;
   try {
     await executor.query(
-      createPublicationSql(quoteIdentifier(publication, 'publication'), quoteIdentifier(schema)),
+      create(quoteIdentifier(publication, 'publication'), quoteIdentifier(schema)),
     );
   } catch (error) {
     // Another dispatcher created it between our check and our CREATE: fine.

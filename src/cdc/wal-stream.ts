@@ -6,8 +6,11 @@ import { formatLsn, parseLsn, type Lsn } from './lsn.js';
 /** What the stream reports, in WAL order. Handlers run synchronously, in order. */
 export interface WalStreamHandlers {
   begin(): void;
-  /** An outbox row was inserted (by the transaction being streamed). */
-  insert(rowId: string): void;
+  /**
+   * An outbox row was inserted (by the transaction being streamed); `row` holds its columns as
+   * pgoutput decoded them.
+   */
+  insert(rowId: string, row: Record<string, unknown>): void;
   commit(endLsn: Lsn): void;
   /** The server has sent everything before `lsn`; `replyRequested`: answer now. */
   keepalive(lsn: Lsn, replyRequested: boolean): void;
@@ -125,7 +128,7 @@ export async function openWalStream(options: WalStreamOptions): Promise<WalStrea
         break;
       case 'insert':
         if (message.relation.schema === options.schema && message.relation.name === options.table)
-          handlers.insert(String(message.new.id));
+          handlers.insert(String(message.new.id), message.new as Record<string, unknown>);
         break;
       case 'commit':
         if (message.commitEndLsn) handlers.commit(parseLsn(message.commitEndLsn));

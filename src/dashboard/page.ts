@@ -15,7 +15,7 @@ body { margin:0; font:14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif;
 header { display:flex; align-items:center; gap:16px; padding:12px 20px;
          border-bottom:1px solid var(--line); }
 header h1 { font-size:16px; margin:0; }
-header .updated { color:var(--dim); margin-left:auto; }
+header .updated { color:var(--dim); margin-left:auto; } #engine { color:var(--dim); }
 main { padding:16px 20px; display:grid; gap:16px; grid-template-columns:repeat(3, 1fr); }
 section { background:var(--panel); border:1px solid var(--line); border-radius:6px; padding:12px; }
 section h2 { font-size:13px; font-weight:600; color:var(--dim); margin:0 0 8px;
@@ -217,14 +217,20 @@ const SCRIPT = String.raw`
   function render(state) {
     lastState = state;
     var s = state.status;
+    // The lanes engine (outbox ui --engine lanes): nothing in flight (a batch leases its lane),
+    // no approvals yet, the latency an upper bound from the lane cursors.
+    var lanes = state.engine === 'lanes';
     var tiles = $('tiles');
-    tiles.replaceChildren(
+    tiles.replaceChildren.apply(tiles, [
       tile('backlog', s.backlog, s.backlog > 1000 ? 'warn' : ''),
       tile('oldest pending', age(s.oldestPendingAgeSeconds), s.oldestPendingAgeSeconds > 300 ? 'warn' : ''),
-      tile('due now', s.dueNow),
+      tile('due now', s.dueNow)].concat(lanes ? [] : [
       tile('in flight', s.inFlight),
-      tile('awaiting approval', s.awaitingApproval, s.oldestAwaitingApprovalAgeSeconds > 3600 ? 'warn' : ''),
-      tile('dead letters', s.deadLetters, s.deadLetters > 0 ? 'bad' : ''));
+      tile('awaiting approval', s.awaitingApproval, s.oldestAwaitingApprovalAgeSeconds > 3600 ? 'warn' : '')]).concat([
+      tile('dead letters', s.deadLetters, s.deadLetters > 0 ? 'bad' : '')]));
+    $('approvals').hidden = lanes;
+    $('latency-title').textContent = lanes ? 'Commit to publish latency, upper bound, last hour' : 'Dispatch latency, last hour';
+    $('engine').textContent = lanes ? 'lanes engine' : '';
     renderApprovals((state.approvals || []).concat((state.callApprovals || []).map(function (c) {
       // A paused agent tool call (issue 42): decided like a message, by its call-<n> id.
       var input = JSON.stringify(c.input);
@@ -250,7 +256,8 @@ const SCRIPT = String.raw`
       tr.appendChild(el('td', { 'class': 'error' }, d.lastError || ''));
       var cell = el('td');
       var button = el('button', { 'data-replay': d.id }, 'Replay');
-      button.addEventListener('click', function () { replay(d.id, button); });
+      // The lanes engine replays by message id (its row ids are <lane>:<id>).
+      button.addEventListener('click', function () { replay(lanes ? d.messageId : d.id, button); });
       cell.appendChild(button);
       tr.appendChild(cell);
       body.appendChild(tr);
@@ -316,7 +323,7 @@ const SCRIPT = String.raw`
 
 const BODY = String.raw`
 <header>
-  <h1>agent-outbox</h1>
+  <h1>agent-outbox</h1><span id="engine"></span>
   <span id="notice" role="status"></span>
   <form id="token-form"><input id="token" type="password" placeholder="dashboard token" autocomplete="off"><button>Use token</button></form>
   <span class="updated" id="updated">loading...</span>
@@ -325,7 +332,7 @@ const BODY = String.raw`
   <div class="tiles" id="tiles"></div>
   <section><h2>Backlog</h2><svg id="backlog-chart" role="img" aria-label="backlog over time"></svg></section>
   <section><h2>Published per second</h2><svg id="rate-chart" role="img" aria-label="published rate over time"></svg></section>
-  <section><h2>Dispatch latency, last hour · <span id="latency-total"></span></h2><svg id="latency-chart" role="img" aria-label="latency histogram"></svg></section>
+  <section><h2><span id="latency-title">Dispatch latency, last hour</span> · <span id="latency-total"></span></h2><svg id="latency-chart" role="img" aria-label="latency histogram"></svg></section>
   <section class="wide" id="approvals"><h2>Awaiting approval</h2>
     <div class="decider"><label>Deciding as <input id="decider" placeholder="your name" autocomplete="name" maxlength="255"></label> — every decision is kept with the message: who, when, why.</div>
     <table><thead><tr><th>id</th><th>topic</th><th>aggregate</th><th>waiting</th><th>requested by</th><th>payload</th><th></th></tr></thead>

@@ -11,6 +11,24 @@ export interface DashboardSample {
   deadLetters: number;
   /** Messages dispatched per second since the previous sample (null for the first sample). */
   publishedPerSecond: number | null;
+  /**
+   * Lanes engine only: the rate is partly estimated (a cursor moved past the sample's window of
+   * ids, or a lane has more parked rows than a sample counts). See docs/operations.md, "Dashboard".
+   */
+  publishedEstimated?: boolean;
+}
+
+/** What the server needs of a sampler (one per engine). */
+export interface DashboardSeries {
+  /** Takes one sample now (one at a time: a call during a sample waits for it). */
+  sample(): Promise<void>;
+  /** Samples now and every interval. */
+  start(): void;
+  stop(): Promise<void>;
+  /** The samples, oldest first. */
+  samples(): DashboardSample[];
+  /** The last sampling error, if any. */
+  lastError(): string | undefined;
 }
 
 /** Most dispatched rows the start-up history reads (see `chartHistorySql`). */
@@ -22,7 +40,7 @@ export const HISTORY_MAX_DISPATCHED_ROWS = 100_000;
  * any number of open pages. Before its first sample it rebuilds the charts' span (capacity ×
  * interval) from the database, so the charts are not empty when `outbox ui` has just started.
  */
-export class DashboardSampler {
+export class DashboardSampler implements DashboardSeries {
   readonly #executor: SqlExecutor;
   readonly #schemaName: string;
   readonly #schema: string;

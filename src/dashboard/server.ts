@@ -9,6 +9,9 @@ import type { DeadLetterPolicy } from '../dispatcher/options.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { isLoopbackHost, presentedToken, refuseCrossSite, tokenMatches } from './access.js';
 import { DASHBOARD_CSP, DASHBOARD_HTML } from './page.js';
+import { replayLaneDeadLetters } from '../lanes/lane-admin.js';
+import { LaneDashboardSampler } from './lane-sampler.js';
+import { readLaneDashboardState } from './lane-state.js';
 import { DashboardSampler } from './sampler.js';
 import { readDashboardState } from './state.js';
 
@@ -18,6 +21,13 @@ export interface DashboardOptions {
   executor: SqlExecutor;
   /** Schema of the outbox tables. Default `public`. */
   schema?: string;
+  /**
+   * Which engine's messages to show: `claims` (default: `createOutbox()`, `createDispatcher`) or
+   * `lanes` (`createOutbox({ engine: 'lanes' })`, `createLaneDispatcher`). On lanes the published
+   * rate and the latency come from the lane cursors (the latency is an upper bound), replay takes
+   * message ids, and there are no approvals yet (the panel is hidden, deciding is refused).
+   */
+  engine?: 'claims' | 'lanes';
   /** TCP port; 0 picks a free one. Default 8080. */
   port?: number;
   /** Interface to bind. Default `127.0.0.1`. Any other address needs a `token`. */
@@ -57,6 +67,10 @@ const MAX_BODY_BYTES = 64 * 1024;
  * has `calls`. Every POST passes the token and same-origin checks. Refuses to start on a non-loopback
  * address without a token.
  *
+ * With `engine: 'lanes'` it shows the lanes engine: `POST /api/replay` takes message ids (UUIDs)
+ * and replays through `replayLaneDeadLetters`; approve and reject answer 409 (the lanes engine
+ * holds no messages for approval yet).
+ *
  * @example
  * ```ts
  * const dashboard = await startDashboard({ executor: fromPg(pool), port: 8080 });
@@ -76,11 +90,19 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       'token',
       `is required to serve the dashboard on ${host}, which other machines can reach: its replay button changes data (set a token, or bind to 127.0.0.1)`,
     );
-  const sampler = new DashboardSampler({
+  const lanes = options.engine === 'lanes';
+  if (options.engine !== undefined && !lanes && options.engine !== 'claims')
+    throw new OutboxValidationError(
+      'engine',
+      `must be claims or lanes, got "${String(options.engine)}"`,
+    );
+  const sampling = {
     executor: options.executor,
     schema,
     intervalMs: options.sampleIntervalMs ?? 5_000,
-  });
+  };
+  const laneSampler = lanes ? new LaneDashboardSampler(sampling) : undefined;
+  const sampler = laneSampler ?? new DashboardSampler(sampling);
 
   const server = createServer((request, response) => {
     handle(request, response).catch((error: unknown) => {
@@ -119,12 +141,23 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       return send(
         response,
         200,
-        await readDashboardState(options.executor, schema, sampler.samples(), sampler.lastError()),
+        laneSampler
+          ? await readLaneDashboardState(options.executor, schema, laneSampler)
+          : await readDashboardState(
+              options.executor,
+              schema,
+              sampler.samples(),
+              sampler.lastError(),
+            ),
       );
     }
     if ((path === '/api/approve' || path === '/api/reject') && request.method === 'POST') {
       const refused = refuseCrossSite(request, loopback);
       if (refused) return send(response, 403, { error: refused });
+      if (lanes)
+        return send(response, 409, {
+          error: 'the lanes engine holds no messages for approval yet: nothing to decide',
+        });
       const body = decisionBody(await readJson(request), path === '/api/reject');
       if (typeof body === 'string') return send(response, 400, { error: body });
       // `call-<n>`: a paused agent tool call (issue 42), decided on its own (single-use).
@@ -170,7 +203,16 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         typeof body === 'object' && body !== null ? (body as { ids?: unknown }).ids : undefined;
       if (!Array.isArray(ids) || ids.length === 0 || !ids.every((id) => typeof id === 'string'))
         return send(response, 400, {
-          error: 'body must be {"ids": ["<row id or message id>", ...]}',
+          error: lanes
+            ? 'body must be {"ids": ["<message id (UUID)>", ...]}'
+            : 'body must be {"ids": ["<row id or message id>", ...]}',
+        });
+      if (lanes)
+        return send(response, 200, {
+          replayed: await replayLaneDeadLetters(options.executor, {
+            schema,
+            messageIds: ids as string[],
+          }),
         });
       const replayed = await replayDeadLetters(
         options.executor,

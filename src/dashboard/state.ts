@@ -15,6 +15,12 @@ export const LATENCY_SAMPLE_ROWS = 10_000;
 
 /** Everything the page shows, in one JSON document (`GET /api/state`). */
 export interface DashboardState {
+  /**
+   * Which engine's messages: `claims` (the `outbox` table) or `lanes` (`outbox ui --engine
+   * lanes`). On lanes the latency is an upper bound (from the lane cursors, see
+   * docs/operations.md, "Dashboard"), and `approvals` and `callApprovals` are empty.
+   */
+  engine: 'claims' | 'lanes';
   /** Server time, ms since the epoch. */
   now: number;
   /** `lastErrors` is empty here: see {@link DashboardState.lastErrors}. */
@@ -62,6 +68,7 @@ export async function readDashboardState(
     counts[index]! += Number(row.n);
   }
   return {
+    engine: 'claims',
     now: Date.now(),
     status,
     lastErrors: errors.rows.map((r) => ({ ...r, id: String(r.id), attempts: Number(r.attempts) })),

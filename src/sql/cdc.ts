@@ -216,3 +216,21 @@ FROM pg_replication_slots WHERE slot_name = $1`;
 
 /** Name of this connection's database, for the default slot name (slots are cluster-wide). */
 export const currentDatabaseSql = `SELECT current_database() AS name`;
+
+/**
+ * The lanes engine's publication (src/cdc/lane-cdc-wake-source.ts): INSERTs of
+ * `outbox_lane_messages` only, as {@link createPublicationSql} for the claim engine's table. A
+ * lanes reader never updates a message row, so nothing else would be sent anyway.
+ */
+export const createLanePublicationSql = (publication: string, schema: string) =>
+  `CREATE PUBLICATION ${publication} FOR TABLE ${schema}.outbox_lane_messages WITH (publish = 'insert')`;
+
+/**
+ * Moves an inactive slot to the current end of WAL without streaming what lies before. The lanes
+ * CDC wake-up source does this at every (re)start: its stream only names new messages to publish
+ * sooner; whatever was committed while nobody streamed is found by the lane read that follows
+ * the start (the lanes' cursors are the guarantee), so decoding and sending that WAL would be
+ * work for nothing. Fails (55006, object in use) while another connection streams the slot.
+ */
+export const advanceSlotSql = `
+SELECT end_lsn::text AS lsn FROM pg_replication_slot_advance($1, pg_current_wal_lsn())`;

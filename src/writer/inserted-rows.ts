@@ -30,14 +30,7 @@ export function inInputOrder(
   const byAggregate = new Map<string, EnqueuedMessage[]>();
   for (const row of rows) {
     const list = byAggregate.get(row.aggregateId) ?? [];
-    list.push({
-      id: String(row.id),
-      messageId: row.messageId,
-      sequence: Number(row.sequence),
-      topic: row.topic,
-      aggregateId: row.aggregateId,
-      deduped: false,
-    });
+    list.push(resultOf(row));
     byAggregate.set(row.aggregateId, list);
   }
   for (const list of byAggregate.values()) list.sort((a, b) => a.sequence - b.sequence);
@@ -52,4 +45,18 @@ export function inInputOrder(
       );
     return message.approval ? { ...row, awaitingApproval: true } : row;
   });
+}
+
+/** A written row as the writer returns it (with its key, when it has one). */
+export function resultOf(row: InsertedRow, dedupeKey?: string): EnqueuedMessage {
+  const result: EnqueuedMessage = {
+    id: String(row.id),
+    messageId: row.messageId,
+    sequence: Number(row.sequence),
+    topic: row.topic,
+    aggregateId: row.aggregateId,
+    deduped: false,
+  };
+  if (dedupeKey !== undefined) result.dedupeKey = dedupeKey;
+  return result;
 }

@@ -1,17 +1,13 @@
-import { OutboxDuplicateError, OutboxValidationError } from '../core/errors.js';
+import { OutboxValidationError } from '../core/errors.js';
 import { quoteIdentifier } from '../core/identifier.js';
 import type { EnqueuedMessage } from '../core/message.js';
 import type { ValidMessage } from '../core/validate.js';
-import {
-  dedupeReleaseSql,
-  dedupeRollbackSql,
-  dedupeSavepointSql,
-  firstOfKeysSql,
-} from '../sql/dedupe.js';
+import { dedupeSavepointSql, firstOfKeysSql } from '../sql/dedupe.js';
 import { insertKeyedMessagesSql } from '../sql/insert-messages.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { preparable } from '../store/statement-name.js';
-import { byAggregate, inInputOrder, type InsertedRow } from './inserted-rows.js';
+import { byAggregate, type InsertedRow } from './inserted-rows.js';
+import { byKey, firstOfDropped, keyedResults, splitByKey } from './keyed-results.js';
 
 /** Default `dedupeWindowMs`: 30 days. */
 export const DEFAULT_DEDUPE_WINDOW_MS = 30 * 24 * 60 * 60 * 1000;
@@ -64,24 +60,8 @@ export async function insertKeyed(
   settings: KeyedInsertSettings,
 ): Promise<EnqueuedMessage[]> {
   const sql = sqlOf(settings.schema);
-  // Within the call: the first message with a key stands for the later ones.
-  const firstWithKey = new Map<string, number>();
-  const sent: number[] = [];
-  valid.forEach((message, index) => {
-    const key = message.dedupeKey;
-    if (key === undefined) return sent.push(index);
-    const first = firstWithKey.get(key);
-    if (first === undefined) {
-      firstWithKey.set(key, index);
-      return sent.push(index);
-    }
-    if (settings.reject)
-      throw new OutboxValidationError(
-        `messages[${index}].dedupeKey`,
-        `repeats the key of messages[${first}] in the same call; with onDuplicate: 'reject' every key of a call must differ`,
-      );
-  });
-  const batch = sent.map((index) => ({
+  const call = splitByKey(valid, settings.reject);
+  const batch = call.sent.map((index) => ({
     index,
     aggregateId: valid[index]!.aggregateId,
     json: json(valid[index]!, index),
@@ -94,62 +74,14 @@ export async function insertKeyed(
     sql.insert,
     params,
   );
-  const written = new Map<string, InsertedRow>();
-  const keyless: InsertedRow[] = [];
-  for (const row of rows) {
-    if (row.dedupeKey === null) keyless.push(row);
-    else written.set(row.dedupeKey, row);
-  }
-  const dropped = [...firstWithKey.keys()].filter((key) => !written.has(key));
-  if (settings.reject) {
-    await executor.query(dropped.length > 0 ? dedupeRollbackSql : dedupeReleaseSql);
-  }
-  const first = new Map<string, EnqueuedMessage>();
-  if (dropped.length > 0) {
-    const { rows: found } = await executor.query<InsertedRow & { dedupeKey: string }>(sql.firstOf, [
-      JSON.stringify(dropped),
-    ]);
-    for (const row of found) {
-      first.set(row.dedupeKey, {
-        id: row.id,
-        messageId: row.messageId,
-        sequence: Number(row.sequence),
-        topic: row.topic,
-        aggregateId: row.aggregateId,
-        deduped: true,
-        dedupeKey: row.dedupeKey,
-      });
-    }
-    const missing = dropped.find((key) => !first.has(key));
-    if (missing !== undefined)
-      throw new Error(
-        `agent-outbox: the message with dedupeKey ${JSON.stringify(missing)} was neither written nor found in outbox_dedupe_keys; is a trigger or rule on the outbox table dropping rows?`,
-      );
-    if (settings.reject) {
-      const key = dropped[0]!;
-      throw new OutboxDuplicateError(key, first.get(key)!.messageId);
-    }
-  }
-
-  const keylessValid = sent.filter((i) => valid[i]!.dedupeKey === undefined).map((i) => valid[i]!);
-  const keylessResults = inInputOrder(keylessValid, keyless);
-  let nextKeyless = 0;
-  return valid.map((message) => {
-    const key = message.dedupeKey;
-    if (key === undefined) return keylessResults[nextKeyless++]!;
-    const row = written.get(key);
-    if (!row) return first.get(key)!;
-    const found: EnqueuedMessage = {
-      id: String(row.id),
-      messageId: row.messageId,
-      sequence: Number(row.sequence),
-      topic: row.topic,
-      aggregateId: row.aggregateId,
-      deduped: false,
-      dedupeKey: key,
-    };
-    // The first message of this key in the call was written by it; a later one repeats it.
-    if (valid[firstWithKey.get(key)!] !== message) return { ...found, deduped: true };
-    return message.approval ? { ...found, awaitingApproval: true } : found;
-  });
+  const { written, keyless } = byKey(rows);
+  const dropped = [...call.firstWithKey.keys()].filter((key) => !written.has(key));
+  const first = await firstOfDropped(
+    executor,
+    sql.firstOf,
+    dropped,
+    settings.reject,
+    'neither written nor found in outbox_dedupe_keys; is a trigger or rule on the outbox table dropping rows?',
+  );
+  return keyedResults(valid, call, written, keyless, first);
 }

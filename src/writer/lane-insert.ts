@@ -1,18 +1,12 @@
-import { OutboxDuplicateError, OutboxValidationError } from '../core/errors.js';
 import { quoteIdentifier } from '../core/identifier.js';
 import type { EnqueuedMessage } from '../core/message.js';
 import type { ValidMessage } from '../core/validate.js';
-import {
-  admitLaneDedupeKeysSql,
-  dedupeReleaseSql,
-  dedupeRollbackSql,
-  dedupeSavepointSql,
-  firstOfKeysSql,
-} from '../sql/dedupe.js';
+import { admitLaneDedupeKeysSql, dedupeSavepointSql, firstOfKeysSql } from '../sql/dedupe.js';
 import { insertKeyedLaneMessagesSql, insertLaneMessagesSql } from '../sql/lanes.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { preparable } from '../store/statement-name.js';
 import { byAggregate, inInputOrder, type InsertedRow } from './inserted-rows.js';
+import { byKey, firstOfDropped, keyedResults, splitByKey } from './keyed-results.js';
 
 /** What {@link insertLaneMessages} needs from the writer. */
 export interface LaneInsertSettings {
@@ -71,23 +65,8 @@ export async function insertLaneMessages(
     return inInputOrder(valid, rows);
   }
 
-  // Within the call: the first message with a key stands for the later ones.
-  const firstWithKey = new Map<string, number>();
-  const sent: number[] = [];
-  valid.forEach((message, index) => {
-    const key = message.dedupeKey;
-    if (key === undefined) return sent.push(index);
-    const first = firstWithKey.get(key);
-    if (first === undefined) {
-      firstWithKey.set(key, index);
-      return sent.push(index);
-    }
-    if (settings.reject)
-      throw new OutboxValidationError(
-        `messages[${index}].dedupeKey`,
-        `repeats the key of messages[${first}] in the same call; with onDuplicate: 'reject' every key of a call must differ`,
-      );
-  });
+  const call = splitByKey(valid, settings.reject);
+  const { firstWithKey, sent } = call;
   // Sorted by key: two writers of the same keys take their locks in one order.
   const keys = [...firstWithKey.keys()].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0));
   const admission = `[${keys
@@ -103,36 +82,16 @@ export async function insertLaneMessages(
   );
   const messageIdOf = new Map(admitted.map((row) => [row.dedupeKey, row.messageId]));
   const dropped = keys.filter((key) => !messageIdOf.has(key));
-  if (settings.reject)
-    await executor.query(dropped.length > 0 ? dedupeRollbackSql : dedupeReleaseSql);
 
-  const first = new Map<string, EnqueuedMessage>();
-  if (dropped.length > 0) {
-    // A statement of its own, after the admission: under READ COMMITTED it sees a key that a
-    // concurrent transaction committed while the admission waited on it (sql/dedupe.ts).
-    const { rows: found } = await executor.query<InsertedRow & { dedupeKey: string }>(sql.firstOf, [
-      JSON.stringify(dropped),
-    ]);
-    for (const row of found)
-      first.set(row.dedupeKey, {
-        id: row.id,
-        messageId: row.messageId,
-        sequence: Number(row.sequence),
-        topic: row.topic,
-        aggregateId: row.aggregateId,
-        deduped: true,
-        dedupeKey: row.dedupeKey,
-      });
-    const missing = dropped.find((key) => !first.has(key));
-    if (missing !== undefined)
-      throw new Error(
-        `agent-outbox: the message with dedupeKey ${JSON.stringify(missing)} was neither admitted nor found in outbox_dedupe_keys`,
-      );
-    if (settings.reject) {
-      const key = dropped[0]!;
-      throw new OutboxDuplicateError(key, first.get(key)!.messageId);
-    }
-  }
+  // A statement of its own, after the admission: under READ COMMITTED it sees a key that a
+  // concurrent transaction committed while the admission waited on it (sql/dedupe.ts).
+  const first = await firstOfDropped(
+    executor,
+    sql.firstOf,
+    dropped,
+    settings.reject,
+    'neither admitted nor found in outbox_dedupe_keys',
+  );
 
   const writing = sent.filter((index) => {
     const key = valid[index]!.dedupeKey;
@@ -152,32 +111,8 @@ export async function insertLaneMessages(
       };
     }),
   );
-  const written = new Map<string, InsertedRow>();
-  const keyless: InsertedRow[] = [];
-  for (const row of rows as (InsertedRow & { dedupeKey: string | null })[]) {
-    if (row.dedupeKey === null) keyless.push(row);
-    else written.set(row.dedupeKey, row);
-  }
-  const keylessValid = sent.filter((i) => valid[i]!.dedupeKey === undefined).map((i) => valid[i]!);
-  const keylessResults = inInputOrder(keylessValid, keyless);
-  let nextKeyless = 0;
-  return valid.map((message) => {
-    const key = message.dedupeKey;
-    if (key === undefined) return keylessResults[nextKeyless++]!;
-    const row = written.get(key);
-    if (!row) return first.get(key)!;
-    const found: EnqueuedMessage = {
-      id: String(row.id),
-      messageId: row.messageId,
-      sequence: Number(row.sequence),
-      topic: row.topic,
-      aggregateId: row.aggregateId,
-      deduped: false,
-      dedupeKey: key,
-    };
-    // The first message of this key in the call was written by it; a later one repeats it.
-    return valid[firstWithKey.get(key)!] !== message ? { ...found, deduped: true } : found;
-  });
+  const { written, keyless } = byKey(rows as (InsertedRow & { dedupeKey: string | null })[]);
+  return keyedResults(valid, call, written, keyless, first);
 }
 
 /** One INSERT of `batch` (sorted here by aggregate), or none when it is empty. */

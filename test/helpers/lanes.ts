@@ -1,4 +1,5 @@
-import type pg from 'pg';
+import pg from 'pg';
+import { createListenNotifyWakeSource } from '../../src/dispatcher/wake/listen-notify.js';
 import { laneStatus } from '../../src/lanes/lane-admin.js';
 import { createOutbox, fromPg, type EnqueuedMessage, type OutboxMessage } from '../../src/index.js';
 import { dispatchArgs } from './cli-process.js';
@@ -15,7 +16,7 @@ const lanesOutbox = createOutbox({ engine: 'lanes' });
  */
 export async function enqueueLanes(
   pool: pg.Pool,
-  messages: OutboxMessage[],
+  messages: readonly OutboxMessage[],
   options: { preparedStatements?: boolean } = {},
 ): Promise<EnqueuedMessage[]> {
   const client = await pool.connect();
@@ -50,4 +51,30 @@ export async function laneOwners(pool: pg.Pool): Promise<Map<number, string | nu
        FROM outbox_lanes ORDER BY lane`,
   );
   return new Map(rows.map((r) => [Number(r.lane), r.owner]));
+}
+
+/**
+ * A LISTEN wake source on its own connection to `url` (heartbeat 500 ms, waiter rows live 5 s:
+ * a test sees a stopped waiter go soon). `onConnect` is told of each connection it opens.
+ */
+export function listenWakeSource(url: string, onConnect: () => void = () => undefined) {
+  return createListenNotifyWakeSource({
+    connect: async () => {
+      onConnect();
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      return client;
+    },
+    heartbeatMs: 500,
+    waiterTtlMs: 5_000,
+  });
+}
+
+/** Waits (up to 2 s) until a dispatcher waits for a NOTIFY: its row in `outbox_waiters` lives. */
+export async function armed(pool: pg.Pool): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const { rows } = await pool.query<{ n: string }>('SELECT count(*) AS n FROM outbox_waiters');
+    if (Number(rows[0]!.n) > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }

@@ -41,6 +41,7 @@ import {
   cdcRunner,
   connectionSettings,
   DEFAULT_CONNECT_TIMEOUT_MS,
+  laneCdcWakeSource,
   listenWakeSource,
   pollRunner,
   type DispatchRunner,
@@ -322,13 +323,27 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
             concurrency: options.concurrency,
             publisher,
             batchSize: values['batch-size'] === undefined ? undefined : options.batchSize,
-            // Its own default (200 ms) when it polls alone; the safety net's when it listens.
+            // Its own default (200 ms) when it polls alone; the safety net's when it listens or
+            // follows the WAL.
             pollIntervalMs:
-              listen || values['poll-interval-ms'] !== undefined
-                ? options.pollIntervalMs
-                : undefined,
+              values.mode === 'cdc' && values['poll-interval-ms'] === undefined
+                ? 5_000
+                : listen || values['poll-interval-ms'] !== undefined
+                  ? options.pollIntervalMs
+                  : undefined,
             ...(listen && {
               wakeSource: listenWakeSource(listenUrl ?? url, connection, values.schema, log),
+            }),
+            ...(values.mode === 'cdc' && {
+              wakeSource: await laneCdcWakeSource({
+                executor: fromPg(pool),
+                url,
+                connection,
+                schema: values.schema,
+                slot: values.slot,
+                publication: values.publication,
+                log,
+              }),
             }),
           })
         : values.mode === 'cdc'

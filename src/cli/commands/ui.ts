@@ -12,9 +12,10 @@ import { isLoopbackHost } from '../../dashboard/access.js';
 import { createLogger, LOG_FORMAT_ENV, resolveLogFormat } from '../log.js';
 import { startTracing } from '../telemetry.js';
 import { packageVersion } from '../version.js';
+import { parseEngineFlag } from '../dispatch/lanes.js';
 
 /** `outbox ui --help`. */
-export const uiHelp = `Usage: outbox ui [--port 8080] [--host 127.0.0.1] [--token T] [options]
+export const uiHelp = `Usage: outbox ui [--port 8080] [--host 127.0.0.1] [--token T] [--engine claims|lanes] [options]
 
 Serves a dashboard: backlog and published rate over time, dispatch latency histogram
 (last hour), messages held for approval with Approve / Reject (a reason required), dead
@@ -22,6 +23,10 @@ letters with their last error and a Replay button, and the latest errors.
 One self-contained page (no CDN); open the printed URL.
 
 Options:
+  --engine claims|lanes  which engine's messages (default claims). With lanes: the published
+                        rate and the latency come from the lane cursors (the latency is an
+                        upper bound, by up to a sample interval); Replay takes message ids; no
+                        approvals panel yet
   --port N              port (default 8080; 0 picks a free one)
   --host ADDR           interface to bind (default 127.0.0.1). Any non-loopback address
                         requires --token: the page can replay dead letters
@@ -46,6 +51,7 @@ export async function uiCommand(argv: string[]): Promise<number> {
   const { values } = parseFlags({
     args: argv,
     options: {
+      engine: { type: 'string', default: 'claims' },
       port: { type: 'string' },
       host: { type: 'string', default: '127.0.0.1' },
       token: { type: 'string' },
@@ -63,6 +69,7 @@ export async function uiCommand(argv: string[]): Promise<number> {
     return EXIT.ok;
   }
   validateSchemaFlag(values.schema);
+  const engine = parseEngineFlag(values.engine);
   const logFormat = resolveLogFormat(values['log-format'], false, process.env[LOG_FORMAT_ENV]);
   const port = portFlag('port', values.port, { allowZero: true }) ?? 8080;
   const token = values.token ?? (process.env.OUTBOX_UI_TOKEN || undefined);
@@ -89,6 +96,7 @@ export async function uiCommand(argv: string[]): Promise<number> {
     const dashboard = await startDashboard({
       executor: fromPg(pool),
       schema: values.schema,
+      engine,
       port,
       host: values.host,
       token,
@@ -96,7 +104,7 @@ export async function uiCommand(argv: string[]): Promise<number> {
       deadLetterPolicy: policy,
     });
     const ready =
-      `Dashboard for ${redactUrl(url)} (schema "${values.schema}") at ${dashboard.url}` +
+      `Dashboard for ${redactUrl(url)} (schema "${values.schema}"${engine === 'lanes' ? ', lanes engine' : ''}) at ${dashboard.url}` +
       `${token ? ' (token required)' : ''}`;
     if (logFormat === 'json') {
       const log = createLogger('json');

@@ -14,11 +14,13 @@ Options:
                              lanes engine's (createOutbox({ engine: 'lanes' })), reading each
                              lane after its cursor under a lane lease (--lease-ms), writing
                              per batch. With lanes, --concurrency N runs N lane dispatchers
-                             on disjoint lanes; refused with exit 2:
-                             --mode cdc, --slot, --publication, --sweep-interval-ms,
-                             --async-settle, --async-claim, --claim-shape, --prune-archive,
-                             and --concurrency in fleet mode (one lane dispatcher a tenant).
-                             Defaults then: --batch-size 500, --poll-interval-ms 200
+                             on disjoint lanes, and --mode cdc wakes it from the WAL instead
+                             of LISTEN/NOTIFY (producers then never notify; its poll, default
+                             5000 ms, stays the guarantee). Refused with exit 2:
+                             --sweep-interval-ms, --async-settle, --async-claim, --claim-shape,
+                             --prune-archive, and --concurrency in fleet mode (one lane
+                             dispatcher a tenant). Defaults then: --batch-size 500,
+                             --poll-interval-ms 200
   --database-url URL         Postgres connection string (default: $DATABASE_URL)
   --schema NAME              schema of the outbox tables (default: ${DEFAULT_SCHEMA})
   --publisher URL            where to publish: ${PUBLISHER_URL_SCHEMES.map((s) => `${s}://`).join(', ')}

@@ -20,7 +20,9 @@ export function parseEngineFlag(value: string): Engine {
   return value;
 }
 
-const CDC = 'the lanes engine has no CDC path: its dispatcher polls the lane cursors';
+const SWEEP =
+  'with the lanes engine, --mode cdc only wakes the lane dispatcher (its safety-net poll is --poll-interval-ms, default 5000): there is no separate sweeper';
+const CDC_ONLY = 'it names the replication slot or publication of --mode cdc: add --mode cdc';
 const ONE_CALL =
   "the lanes engine commits a batch's cursor moves together with the next read, in one call: there is no separate claim or settle commit";
 const ARCHIVE =
@@ -31,9 +33,7 @@ const ARCHIVE =
  * before anything connects, so that a flag is never silently ignored.
  */
 const REFUSED_ON_LANES: Record<string, string> = {
-  slot: CDC,
-  publication: CDC,
-  'sweep-interval-ms': CDC,
+  'sweep-interval-ms': SWEEP,
   'async-settle': ONE_CALL,
   'async-claim': ONE_CALL,
   'claim-shape': 'the lanes engine reads each lane after its cursor; it has no claim shape',
@@ -42,22 +42,22 @@ const REFUSED_ON_LANES: Record<string, string> = {
 
 /**
  * Throws a UsageError for the first flag given (in `tokens`, as parseArgs returns them) that the
- * lanes engine does not take. `--mode` is refused unless it is `poll`; `--concurrency` in fleet mode.
+ * lanes engine does not take. `--slot` and `--publication` only with `--mode cdc`; `--concurrency`
+ * in fleet mode.
  */
 export function refuseLaneFlags(
   tokens: readonly { kind: string; name?: string; value?: string | undefined }[],
 ): void {
   const fleet = tokens.some((t) => t.name === 'databases' || t.name === 'schemas');
+  const cdc = tokens.some((t) => t.name === 'mode' && t.value === 'cdc');
   for (const token of tokens) {
     if (fleet && token.name === 'concurrency' && token.value !== '1')
       throw new UsageError(
         '--concurrency is not available with --engine lanes in fleet mode: each tenant is served by one lane dispatcher on one connection',
       );
     if (token.kind !== 'option' || token.name === undefined) continue;
-    if (token.name === 'mode' && token.value !== 'poll')
-      throw new UsageError(
-        `--mode ${token.value ?? ''} is not available with --engine lanes: ${CDC}`,
-      );
+    if (!cdc && (token.name === 'slot' || token.name === 'publication'))
+      throw new UsageError(`--${token.name} is not available without --mode cdc: ${CDC_ONLY}`);
     const why = REFUSED_ON_LANES[token.name];
     if (why !== undefined)
       throw new UsageError(`--${token.name} is not available with --engine lanes: ${why}`);

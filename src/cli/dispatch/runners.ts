@@ -95,6 +95,45 @@ export function listenWakeSource(
   return source;
 }
 
+const ONE_HOST_CDC =
+  '--mode cdc takes a database URL of one host: a replication stream does not follow a failover. Use --mode poll with several hosts, or give CDC the address of a proxy that follows the primary';
+
+/**
+ * `--engine lanes --mode cdc`: the lanes dispatcher woken from the WAL
+ * (cdc/lane-cdc-wake-source.ts) instead of LISTEN/NOTIFY. Its poll stays the guarantee.
+ */
+export async function laneCdcWakeSource(args: {
+  executor: SqlExecutor;
+  url: string;
+  connection: ConnectionSettings;
+  schema: string;
+  slot: string | undefined;
+  publication: string | undefined;
+  log: Log;
+}): Promise<WakeSource> {
+  if (parseMultiHostUrl(args.url)?.plain === false) throw new UsageError(ONE_HOST_CDC);
+  // Loaded only in cdc mode: pg-logical-replication is an optional peer dependency.
+  const { createLaneCdcWakeSource } = await importPeer(
+    'pg-logical-replication',
+    '--mode cdc',
+    () => import('../../cdc/index.js'),
+  );
+  const source = createLaneCdcWakeSource({
+    executor: args.executor,
+    schema: args.schema,
+    replicationConnection: { connectionString: args.url, ...args.connection },
+    ...(args.slot && { slotName: args.slot }),
+    ...(args.publication && { publicationName: args.publication }),
+  });
+  source.on('cdc:stream:start', ({ slot, reconnect }) =>
+    args.log('info', reconnect ? 'CDC streaming again; catch-up read' : 'CDC streaming', { slot }),
+  );
+  source.on('cdc:stream:lost', ({ error, retryInMs }) =>
+    args.log('warn', 'CDC stream lost; polling continues', { error: error.message, retryInMs }),
+  );
+  return source;
+}
+
 export async function cdcRunner(args: {
   executor: SqlExecutor;
   publisher: Publisher;
@@ -109,9 +148,7 @@ export async function cdcRunner(args: {
   if (parseMultiHostUrl(args.url)?.plain === false)
     // The stream would stay on the host it found first; and PostgreSQL 15 copies no logical
     // slot to a standby, so after a failover there is none to follow on the new primary anyway.
-    throw new UsageError(
-      '--mode cdc takes a database URL of one host: a replication stream does not follow a failover. Use --mode poll with several hosts, or give CDC the address of a proxy that follows the primary',
-    );
+    throw new UsageError(ONE_HOST_CDC);
   // Loaded only in cdc mode: pg-logical-replication is an optional peer dependency.
   const { createCdcDispatcher } = await importPeer(
     'pg-logical-replication',

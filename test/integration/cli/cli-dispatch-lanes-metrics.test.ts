@@ -1,10 +1,9 @@
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OutboxMessage } from '../../../src/core/message.js';
-import { fromPg } from '../../../src/store/from-pg.js';
-import { createOutbox } from '../../../src/writer/create-outbox.js';
 import { startCli, type CliProcess } from '../../helpers/cli-process.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { enqueueLanes } from '../../helpers/lanes.js';
 import { runCli } from '../../helpers/run-cli.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
 import { eventually, freePort } from '../../fixtures/ops/tools.js';
@@ -34,16 +33,7 @@ afterAll(async () => {
   await db?.drop();
 });
 
-async function write(messages: OutboxMessage[]): Promise<void> {
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    await createOutbox({ engine: 'lanes' }).enqueue(fromPg(client), messages);
-    await client.query('COMMIT');
-  } finally {
-    client.release();
-  }
-}
+const write = (messages: readonly OutboxMessage[]) => enqueueLanes(db.pool, messages);
 
 const mails = (n: number, prefix: string) =>
   Array.from({ length: n }, (_, i) => ({

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OutboxMessage } from '../../../src/core/message.js';
-import { fromPg } from '../../../src/store/from-pg.js';
-import { createOutbox } from '../../../src/writer/create-outbox.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { enqueueLanes } from '../../helpers/lanes.js';
 import { startCli } from '../../helpers/cli-process.js';
 import { runCli } from '../../helpers/run-cli.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
@@ -28,17 +27,7 @@ afterAll(async () => {
   await db?.drop();
 });
 
-async function write(messages: OutboxMessage[]) {
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    const written = await createOutbox({ engine: 'lanes' }).enqueue(fromPg(client), messages);
-    await client.query('COMMIT');
-    return written;
-  } finally {
-    client.release();
-  }
-}
+const write = (messages: readonly OutboxMessage[]) => enqueueLanes(db.pool, messages);
 
 /** Nothing listens here: a command that connected before refusing would exit 1, not 2. */
 const NOWHERE = 'postgres://outbox@127.0.0.1:1/nowhere';
@@ -57,7 +46,8 @@ describe('outbox dispatch --engine lanes', () => {
       [['--async-settle'], /no separate claim or settle commit/],
       [['--async-claim'], /--async-claim is not available/],
       [['--claim-shape', 'heads-first'], /no claim shape/],
-      [['--mode', 'cdc'], /--mode cdc is not available with --engine lanes: .*no CDC path/],
+      [['--slot', 'lanes_slot'], /--slot is not available without --mode cdc/],
+      [['--mode', 'cdc', '--sweep-interval-ms', '1000'], /no separate sweeper/],
       [['--schemas', 'tenant_*', '--concurrency', '2'], /--concurrency .* in fleet mode/],
       [['--prune-older-than', '30d', '--prune-archive'], /without --prune-archive/],
     ] as const) {

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { OutboxValidationError } from '../../../src/core/errors.js';
-import type { EnqueuedMessage, OutboxMessage } from '../../../src/core/message.js';
+import type { OutboxMessage } from '../../../src/core/message.js';
 import type { DeadLetterPolicy } from '../../../src/dispatcher/options.js';
 import {
   laneStatus,
@@ -11,11 +11,10 @@ import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
 import { InMemoryPublisher } from '../../../src/publishers/memory/in-memory-publisher.js';
 import { laneStatusSql } from '../../../src/sql/lane-admin.js';
 import { fromPg } from '../../../src/store/from-pg.js';
-import { createOutbox } from '../../../src/writer/create-outbox.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { enqueueLanes } from '../../helpers/lanes.js';
 import { rowsRead, type PlanNode } from '../../helpers/explain.js';
 
-const outbox = createOutbox({ engine: 'lanes' });
 const NO_BACKOFF = { baseMs: 0, maxMs: 0, jitterMs: 0 };
 let db: TestDatabase;
 
@@ -26,17 +25,7 @@ afterEach(async () => {
   await db.drop();
 });
 
-async function write(messages: readonly OutboxMessage[]): Promise<EnqueuedMessage[]> {
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    const written = await outbox.enqueue(fromPg(client), messages);
-    await client.query('COMMIT');
-    return written;
-  } finally {
-    client.release();
-  }
-}
+const write = (messages: readonly OutboxMessage[]) => enqueueLanes(db.pool, messages);
 
 const charge = (aggregateId: string, n: number): OutboxMessage => ({
   topic: 'payment.charge',

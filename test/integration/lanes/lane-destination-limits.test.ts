@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { EnqueuedMessage, OutboxMessage } from '../../../src/core/message.js';
+import type { OutboxMessage } from '../../../src/core/message.js';
 import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
 import { HttpPublisher } from '../../../src/publishers/http/index.js';
 import { InMemoryPublisher } from '../../../src/publishers/memory/in-memory-publisher.js';
 import { fromPg } from '../../../src/store/from-pg.js';
-import { createOutbox } from '../../../src/writer/create-outbox.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { enqueueLanes } from '../../helpers/lanes.js';
 import { checkHistory, eventsInOrder, expectedOf } from '../../helpers/history.js';
 import { manyMessages } from '../../helpers/outbox-fixtures.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
@@ -15,7 +15,6 @@ import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhoo
  * (destination-limits.ts) applied by the lane dispatcher. What a paused route or a missing token
  * holds is parked without an attempt and comes due after the delay.
  */
-const outbox = createOutbox({ engine: 'lanes' });
 let db: TestDatabase;
 let receiver: WebhookReceiver;
 let down = false;
@@ -41,17 +40,7 @@ beforeEach(async () => {
   );
 });
 
-async function write(messages: readonly OutboxMessage[]): Promise<EnqueuedMessage[]> {
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    const enqueued = await outbox.enqueue(fromPg(client), messages);
-    await client.query('COMMIT');
-    return enqueued;
-  } finally {
-    client.release();
-  }
-}
+const write = (messages: readonly OutboxMessage[]) => enqueueLanes(db.pool, messages);
 
 const fast = {
   backoff: { baseMs: 50, maxMs: 100, jitterMs: 0 },

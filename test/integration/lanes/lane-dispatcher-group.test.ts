@@ -1,13 +1,11 @@
-import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { OutboxValidationError } from '../../../src/core/errors.js';
 import type { OutboxMessage } from '../../../src/core/message.js';
-import { createListenNotifyWakeSource } from '../../../src/dispatcher/wake/listen-notify.js';
 import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
 import type { OutgoingMessage, Publisher } from '../../../src/publishers/publisher.js';
 import { fromPg } from '../../../src/store/from-pg.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { enqueueLanes } from '../../helpers/lanes.js';
+import { enqueueLanes, listenWakeSource, armed } from '../../helpers/lanes.js';
 
 /**
  * `createLaneDispatcher({ concurrency })`: that many lane dispatchers in one process on disjoint
@@ -112,25 +110,11 @@ describe('lanes engine: concurrency', () => {
       publisher,
       concurrency: 2,
       pollIntervalMs: 60_000,
-      wakeSource: createListenNotifyWakeSource({
-        connect: async () => {
-          connections++;
-          const client = new pg.Client({ connectionString: db.url });
-          await client.connect();
-          return client;
-        },
-        heartbeatMs: 500,
-        waiterTtlMs: 5_000,
-      }),
+      wakeSource: listenWakeSource(db.url, () => connections++),
     });
     dispatcher.start();
     try {
-      for (
-        let i = 0;
-        i < 100 && (await count('SELECT count(*) AS n FROM outbox_waiters')) === 0;
-        i++
-      )
-        await new Promise((resolve) => setTimeout(resolve, 20));
+      await armed(db.pool);
       await dispatcher.onIdle();
       const started = Date.now();
       // One message per lane's worth of aggregates: both members' lanes get one.

@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { OutboxMessage } from '../../../src/core/message.js';
 import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
@@ -6,6 +7,7 @@ import { InMemoryPublisher } from '../../../src/publishers/memory/in-memory-publ
 import { fromPg } from '../../../src/store/from-pg.js';
 import { createOutbox } from '../../../src/writer/create-outbox.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { listenWakeSource, enqueueLanes, armed } from '../../helpers/lanes.js';
 
 const outbox = createOutbox({ engine: 'lanes' });
 let db: TestDatabase;
@@ -17,16 +19,7 @@ afterEach(async () => {
   await db.drop();
 });
 
-async function write(messages: readonly OutboxMessage[]): Promise<void> {
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    await outbox.enqueue(fromPg(client), messages);
-    await client.query('COMMIT');
-  } finally {
-    client.release();
-  }
-}
+const write = (messages: readonly OutboxMessage[]) => enqueueLanes(db.pool, messages);
 
 const mail = (aggregateId: string, n: number): OutboxMessage => ({
   topic: 'mail.send',
@@ -255,33 +248,17 @@ describe('lanes engine: retention', () => {
 
 describe('lanes engine: LISTEN wake-ups', () => {
   it('publishes a message written while it sleeps on a 60 s poll, woken by the writer', async () => {
-    const { createListenNotifyWakeSource } =
-      await import('../../../src/dispatcher/wake/listen-notify.js');
-    const pg = (await import('pg')).default;
     const publisher = new InMemoryPublisher();
     const dispatcher = createLaneDispatcher({
       executor: fromPg(db.pool),
       publisher,
       pollIntervalMs: 60_000,
-      wakeSource: createListenNotifyWakeSource({
-        connect: async () => {
-          const client = new pg.Client({ connectionString: db.url });
-          await client.connect();
-          return client;
-        },
-        heartbeatMs: 500,
-        waiterTtlMs: 5_000,
-      }),
+      wakeSource: listenWakeSource(db.url),
     });
     dispatcher.start();
     try {
       // Idle and armed: a waiter row lives.
-      for (
-        let i = 0;
-        i < 100 && (await count('SELECT count(*) AS n FROM outbox_waiters')) === 0;
-        i++
-      )
-        await new Promise((resolve) => setTimeout(resolve, 20));
+      await armed(db.pool);
       await dispatcher.onIdle();
       const started = Date.now();
       await write([mail('woken', 1)]);
@@ -298,7 +275,6 @@ describe('lanes engine: LISTEN wake-ups', () => {
 
 describe('lanes engine: writers running while the dispatcher reads', () => {
   it('publishes every message of four concurrent writers: no cursor passes an id still being committed', async () => {
-    const pg = (await import('pg')).default;
     const seen = new Set<string>();
     const dispatcher = createLaneDispatcher({
       executor: fromPg(db.pool),
@@ -572,9 +548,6 @@ describe('lanes engine: going idle', () => {
 
 describe('lanes engine: a message written while the dispatcher was busy', () => {
   it('is published soon when its transaction commits after the dispatcher armed and looked (its INSERT sent no NOTIFY)', async () => {
-    const { createListenNotifyWakeSource } =
-      await import('../../../src/dispatcher/wake/listen-notify.js');
-    const pg = (await import('pg')).default;
     // The publisher holds each of `gated` until released: the dispatcher is busy, disarmed.
     const gates = new Map<string, () => void>();
     const seen: string[] = [];
@@ -597,13 +570,7 @@ describe('lanes engine: a message written while the dispatcher was busy', () => 
       executor: fromPg(db.pool),
       publisher,
       pollIntervalMs: 60_000,
-      wakeSource: createListenNotifyWakeSource({
-        connect: async () => {
-          const client = new pg.Client({ connectionString: db.url });
-          await client.connect();
-          return client;
-        },
-      }),
+      wakeSource: listenWakeSource(db.url),
     });
     dispatcher.start();
     const late = new pg.Client({ connectionString: db.url });

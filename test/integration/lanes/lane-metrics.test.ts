@@ -8,8 +8,8 @@ import { readLaneEngineStatus } from '../../../src/lanes/lane-engine-status.js';
 import { serveDispatcherMetrics } from '../../../src/metrics/serve-dispatcher-metrics.js';
 import type { Publisher } from '../../../src/publishers/publisher.js';
 import { fromPg } from '../../../src/store/from-pg.js';
-import { createOutbox } from '../../../src/writer/create-outbox.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { enqueueLanes } from '../../helpers/lanes.js';
 import { eventually, freePort } from '../../fixtures/ops/tools.js';
 
 /**
@@ -33,16 +33,7 @@ afterAll(async () => {
   await db?.drop();
 });
 
-async function write(messages: OutboxMessage[]): Promise<void> {
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    await createOutbox({ engine: 'lanes' }).enqueue(fromPg(client), messages);
-    await client.query('COMMIT');
-  } finally {
-    client.release();
-  }
-}
+const write = (messages: readonly OutboxMessage[]) => enqueueLanes(db.pool, messages);
 
 const mails = (n: number, prefix = 'm') =>
   Array.from({ length: n }, (_, i) => ({

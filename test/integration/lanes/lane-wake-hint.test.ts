@@ -1,14 +1,12 @@
-import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { OutboxMessage } from '../../../src/core/message.js';
-import { createListenNotifyWakeSource } from '../../../src/dispatcher/wake/listen-notify.js';
 import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
 import type { OutgoingMessage, Publisher } from '../../../src/publishers/publisher.js';
 import { notifyChannel } from '../../../src/sql/notify.js';
 import { fromPg } from '../../../src/store/from-pg.js';
 import type { SqlExecutor } from '../../../src/store/sql-executor.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { enqueueLanes } from '../../helpers/lanes.js';
+import { enqueueLanes, listenWakeSource, armed } from '../../helpers/lanes.js';
 
 /**
  * The lanes writer's NOTIFY names the messages nothing can come before (sql/lanes.ts); an idle
@@ -38,22 +36,33 @@ function recording(inner: SqlExecutor) {
   return { executor, statements };
 }
 
-function listen() {
-  return createListenNotifyWakeSource({
-    connect: async () => {
-      const client = new pg.Client({ connectionString: db.url });
-      await client.connect();
-      return client;
+/**
+ * A lane dispatcher on a recording executor, woken by LISTEN only (no poll in the test's time):
+ * `since()` is what it ran after the last `mark()`.
+ */
+function named(options: { backoff?: { baseMs: number; maxMs: number; jitterMs: number } } = {}) {
+  const { executor, statements } = recording(fromPg(db.pool));
+  let from = 0;
+  return {
+    mark: () => void (from = statements.length),
+    since: () => statements.slice(from),
+    start: (publisher: Publisher) => {
+      const dispatcher = createLaneDispatcher({
+        executor,
+        publisher,
+        pollIntervalMs: 60_000,
+        wakeSource: listenWakeSource(db.url),
+        ...options,
+      });
+      dispatcher.start();
+      return dispatcher;
     },
-    heartbeatMs: 500,
-    waiterTtlMs: 5_000,
-  });
+  };
 }
 
 /** Idle, armed, and past its short looks: what it does next is what a NOTIFY makes it do. */
 async function settled(dispatcher: ReturnType<typeof createLaneDispatcher>) {
-  for (let i = 0; i < 100 && (await count('SELECT count(*) AS n FROM outbox_waiters')) === 0; i++)
-    await new Promise((resolve) => setTimeout(resolve, 20));
+  await armed(db.pool);
   await dispatcher.onIdle();
   await new Promise((resolve) => setTimeout(resolve, 300));
 }
@@ -64,27 +73,19 @@ const isHintRead = (s: string) =>
 
 describe('lanes engine: messages named by the wake-up', () => {
   it('an idle dispatcher publishes the messages its NOTIFY names without reading its lanes first, the first of an aggregate and the next', async () => {
-    const { executor, statements } = recording(fromPg(db.pool));
+    const run = named();
     let before: string[] | undefined;
-    let from = 0;
     const seen: number[] = [];
-    const publisher: Publisher = {
+    const dispatcher = run.start({
       publish: async (messages) => {
-        if (messages.some((m) => m.aggregateId === 'hinted')) before ??= statements.slice(from);
+        if (messages.some((m) => m.aggregateId === 'hinted')) before ??= run.since();
         seen.push(...messages.map((m) => m.sequence));
         return messages.map(() => ({ status: 'published' as const }));
       },
-    };
-    const dispatcher = createLaneDispatcher({
-      executor,
-      publisher,
-      pollIntervalMs: 60_000,
-      wakeSource: listen(),
     });
-    dispatcher.start();
     try {
       await settled(dispatcher);
-      from = statements.length;
+      run.mark();
       await write([{ topic: 'mail.send', aggregateId: 'hinted', payload: {} }]);
       await expect.poll(() => before !== undefined, { timeout: 10_000 }).toBe(true);
       // Between the write and the publish: the read by id, and no read of the lanes.
@@ -99,7 +100,7 @@ describe('lanes engine: messages named by the wake-up', () => {
       // nothing before it either, and goes out the same way.
       await settled(dispatcher);
       before = undefined;
-      from = statements.length;
+      run.mark();
       await write([{ topic: 'mail.send', aggregateId: 'hinted', payload: { n: 2 } }]);
       await expect.poll(() => before !== undefined, { timeout: 10_000 }).toBe(true);
       expect(before!.filter(isHintRead)).toHaveLength(1);
@@ -117,37 +118,28 @@ describe('lanes engine: messages named by the wake-up', () => {
   });
 
   it('a named message that fails is parked, and its aggregate’s next message waits behind it (G4)', async () => {
-    const { executor, statements } = recording(fromPg(db.pool));
+    // No poll while the fast path is looked at; the retry is woken by hand below.
+    const run = named({ backoff: { baseMs: 300, maxMs: 300, jitterMs: 0 } });
     const attempts: OutgoingMessage[] = [];
     const published: OutgoingMessage[] = [];
     let failFirst = true;
     let firstAttemptAfter: string[] | undefined;
-    let from = 0;
-    const publisher: Publisher = {
+    const dispatcher = run.start({
       publish: async (messages) =>
         messages.map((m) => {
           attempts.push(m);
           if (m.aggregateId === 'order' && m.sequence === 1 && failFirst) {
             failFirst = false;
-            firstAttemptAfter = statements.slice(from);
+            firstAttemptAfter = run.since();
             return { status: 'retryable' as const, error: 'destination said no' };
           }
           published.push(m);
           return { status: 'published' as const };
         }),
-    };
-    const dispatcher = createLaneDispatcher({
-      executor,
-      publisher,
-      // No poll while the fast path is looked at; the retry is woken by hand below.
-      pollIntervalMs: 60_000,
-      backoff: { baseMs: 300, maxMs: 300, jitterMs: 0 },
-      wakeSource: listen(),
     });
-    dispatcher.start();
     try {
       await settled(dispatcher);
-      from = statements.length;
+      run.mark();
       await write([{ topic: 'payment.charge', aggregateId: 'order', payload: { n: 1 } }]);
       await expect.poll(() => firstAttemptAfter !== undefined, { timeout: 10_000 }).toBe(true);
       // The failed attempt came from the read by id (the fast path is what is tested here).
@@ -172,19 +164,12 @@ describe('lanes engine: messages named by the wake-up', () => {
 
   it('a NOTIFY that comes after the lane read published its message publishes nothing again', async () => {
     const published: OutgoingMessage[] = [];
-    const publisher: Publisher = {
+    const dispatcher = named().start({
       publish: async (messages) => {
         published.push(...messages);
         return messages.map(() => ({ status: 'published' as const }));
       },
-    };
-    const dispatcher = createLaneDispatcher({
-      executor: fromPg(db.pool),
-      publisher,
-      pollIntervalMs: 60_000,
-      wakeSource: listen(),
     });
-    dispatcher.start();
     try {
       await settled(dispatcher);
       const [written] = await write([{ topic: 'mail.send', aggregateId: 'late', payload: {} }]);
@@ -207,31 +192,23 @@ describe('lanes engine: messages named by the wake-up', () => {
   });
 
   it('what a NOTIFY names while the dispatcher is busy goes out right after, read by id, before the next lane read', async () => {
-    const { executor, statements } = recording(fromPg(db.pool));
+    const run = named();
     let release: (() => void) | undefined;
     let before: string[] | undefined;
-    let from = 0;
-    const publisher: Publisher = {
+    const dispatcher = run.start({
       publish: async (messages) => {
         if (messages.some((m) => m.aggregateId === 'slow'))
           await new Promise<void>((resolve) => (release = resolve));
-        if (messages.some((m) => m.aggregateId === 'named')) before ??= statements.slice(from);
+        if (messages.some((m) => m.aggregateId === 'named')) before ??= run.since();
         return messages.map(() => ({ status: 'published' as const }));
       },
-    };
-    const dispatcher = createLaneDispatcher({
-      executor,
-      publisher,
-      pollIntervalMs: 60_000,
-      wakeSource: listen(),
     });
-    dispatcher.start();
     try {
       await settled(dispatcher);
       await write([{ topic: 'mail.send', aggregateId: 'slow', payload: {} }]);
       await expect.poll(() => release !== undefined, { timeout: 10_000 }).toBe(true);
       // Busy publishing 'slow': the NOTIFY of this one finds it busy.
-      from = statements.length;
+      run.mark();
       await write([{ topic: 'mail.send', aggregateId: 'named', payload: {} }]);
       await new Promise((resolve) => setTimeout(resolve, 200));
       release!();

@@ -5,6 +5,10 @@ import { dispatchArgs, startCli, type CliProcess } from '../../helpers/cli-proce
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { requirePgBouncer, startPgBouncer, type PgBouncer } from '../../helpers/pgbouncer.js';
 import { runCli } from '../../helpers/run-cli.js';
+import { enqueueLanes } from '../../helpers/lanes.js';
+import { noopPublisher } from '../../helpers/held-snapshot.js';
+import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
+import type { DashboardState } from '../../../src/dashboard/index.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
 
 /**
@@ -112,6 +116,47 @@ describe.runIf(runs)('operations through PgBouncer in transaction mode (issue 41
     const state = await fetch(`${url}api/state`);
     expect(state.status).toBe(200);
     expect(await state.json()).toMatchObject({ status: { backlog: 0, deadLetters: 0 } });
+    ui.child.kill('SIGTERM');
+    expect(await ui.exited).toBe(0);
+  });
+
+  it('the lanes dashboard through the pooler: its samples count a lanes drain', async () => {
+    const ui = startCli([
+      'ui',
+      '--engine',
+      'lanes',
+      '--port',
+      '0',
+      '--sample-interval-ms',
+      '200',
+      '--database-url',
+      pooledUrl,
+    ]);
+    processes.push(ui);
+    const [, url] = await waitFor(ui, / at (http:\/\/\S+)/);
+    await enqueueLanes(
+      pooled,
+      Array.from({ length: 10 }, (_, i) => ({
+        topic: 'mail.send',
+        aggregateId: `l:${i}`,
+        payload: {},
+      })),
+      { preparedStatements: false },
+    );
+    const state = async () => (await (await fetch(`${url}api/state`)).json()) as DashboardState;
+    await expect.poll(async () => (await state()).status.backlog, { timeout: 20_000 }).toBe(10);
+    await createLaneDispatcher({ executor: fromPg(db.pool), publisher: noopPublisher }).drain();
+    const published = (s: DashboardState) =>
+      Math.round(
+        s.samples.reduce((sum, p, i) => {
+          const before = s.samples[i - 1];
+          return before ? sum + ((p.publishedPerSecond ?? 0) * (p.at - before.at)) / 1000 : sum;
+        }, 0),
+      );
+    await expect.poll(async () => published(await state()), { timeout: 20_000 }).toBe(10);
+    const last = await state();
+    expect(last).toMatchObject({ engine: 'lanes', status: { backlog: 0, deadLetters: 0 } });
+    expect(last.sampleError).toBeUndefined();
     ui.child.kill('SIGTERM');
     expect(await ui.exited).toBe(0);
   });

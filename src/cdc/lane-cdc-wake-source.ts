@@ -1,0 +1,276 @@
+import { OutboxValidationError, toError } from '../core/errors.js';
+import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
+import { TypedEmitter } from '../dispatcher/events.js';
+import type { WakeSource } from '../dispatcher/wake-source.js';
+import {
+  DEFAULT_RECONNECT_DELAY,
+  reconnectDelayMs,
+  type ReconnectDelayOptions,
+} from '../dispatcher/wake/reconnect-delay.js';
+import { advanceSlotSql, createLanePublicationSql } from '../sql/cdc.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
+import { parseLsn, type Lsn } from './lsn.js';
+import type { PgConnectionConfig } from './options.js';
+import { currentDatabase, defaultSlotName, ensurePublication, ensureSlot } from './slot.js';
+import { openWalStream, type WalStream } from './wal-stream.js';
+
+/** Options of {@link createLaneCdcWakeSource}. */
+export interface LaneCdcWakeSourceOptions {
+  /** Where the slot and the publication are looked up or created: `fromPg(pool)`. */
+  executor: SqlExecutor;
+  /**
+   * Connection for the replication stream (a `pg` ClientConfig; `replication: 'database'` is
+   * added). The role needs the REPLICATION attribute; the server `wal_level = logical`.
+   */
+  replicationConnection: PgConnectionConfig;
+  /** Schema of the outbox. Default `public`. */
+  schema?: string;
+  /**
+   * Default `agent_outbox_lanes_<database>_<schema>`. A slot serves one stream at a time: give
+   * each dispatcher process its own (a second process on the same slot keeps retrying, and
+   * polls meanwhile).
+   */
+  slotName?: string;
+  /** Default `agent_outbox_lanes_<schema>`. Created (INSERTs of the lane messages) when missing. */
+  publicationName?: string;
+  /**
+   * The stream counts as lost when nothing arrived on it for this long (a connection a network
+   * partition froze closes nothing); the source pings the server every `confirmIntervalMs`.
+   * Default 10 000.
+   */
+  streamTimeoutMs?: number;
+  /** Confirm the stream's position (and ask for a keepalive) this often. Default 1 000. */
+  confirmIntervalMs?: number;
+  reconnectDelay?: Partial<ReconnectDelayOptions>;
+}
+
+/** Events of the source, named `scope:subject:verb`. Listeners must not throw. */
+export interface LaneCdcWakeSourceEventMap {
+  /** Streaming (first time or after a loss); a catch-up wake-up follows. */
+  'cdc:stream:start': [{ slot: string; reconnect: boolean }];
+  /** The stream failed to start or was lost; a restart is scheduled. */
+  'cdc:stream:lost': [{ error: Error; retryInMs: number }];
+}
+
+/** A wake source that follows the lanes' inserts over logical replication. */
+export interface LaneCdcWakeSource extends WakeSource {
+  readonly slot: string | undefined;
+  on<K extends keyof LaneCdcWakeSourceEventMap>(
+    event: K,
+    listener: (...args: LaneCdcWakeSourceEventMap[K]) => void,
+  ): void;
+}
+
+/** At most this many messages named in one wake-up, as the lanes writer's NOTIFY (sql/lanes.ts). */
+const MAX_NAMED = 64;
+
+/**
+ * Wake-ups for a lanes dispatcher (`createLaneDispatcher({ wakeSource })`) from the WAL instead of
+ * NOTIFY: every committed transaction that wrote lane messages wakes the dispatcher with the due
+ * ones named (`lane:id`), which it publishes by id when nothing can come before them, as it does
+ * for the lanes writer's NOTIFY (lane-dispatcher.ts, `#publishHinted`). Producers pay nothing: no
+ * waiter row is ever written, so the writer never notifies.
+ *
+ * Only a hint, as every wake source: the lanes' cursors are the guarantee. So the slot is
+ * confirmed as soon as a transaction's wake-up is given (it never holds WAL back for a message
+ * still to publish), and at every start it is moved to the end of WAL
+ * (sql/cdc.ts `advanceSlotSql`) rather than replaying what was written while nobody streamed: the
+ * catch-up wake-up after the start makes the dispatcher read its lanes, which finds all of it. A
+ * stopped dispatcher's slot still keeps the WAL written since it stopped, until its next start:
+ * drop the slot of a dispatcher you retire (`pg_drop_replication_slot`), and bound what a slot may
+ * keep with `max_slot_wal_keep_size` (docs/latency.md).
+ *
+ * States: `created` (not started), `starting` (slot checked, moved, stream opening), `streaming`,
+ * `waiting` (lost or failed to start: a restart timer is pending, the dispatcher polls
+ * meanwhile), `stopped` (final).
+ */
+export function createLaneCdcWakeSource(options: LaneCdcWakeSourceOptions): LaneCdcWakeSource {
+  return new PgLaneCdcWakeSource(options);
+}
+
+type State = 'created' | 'starting' | 'streaming' | 'waiting' | 'stopped';
+
+class PgLaneCdcWakeSource implements LaneCdcWakeSource {
+  readonly #options: LaneCdcWakeSourceOptions;
+  readonly #schema: string;
+  readonly #publication: string;
+  readonly #streamTimeoutMs: number;
+  readonly #confirmIntervalMs: number;
+  readonly #reconnect: ReconnectDelayOptions;
+  readonly #events = new TypedEmitter<LaneCdcWakeSourceEventMap>();
+  #slot: string | undefined;
+  #state: State = 'created';
+  #stream: WalStream | undefined;
+  #wake: (hint?: string) => void = () => undefined;
+  /** Due messages of the transaction being streamed, as `lane:id`; undefined: too many to name. */
+  #named: string[] | undefined = [];
+  /** Where the stream has got to: confirmed at the next tick. */
+  #position: Lsn = 0n;
+  #failures = 0;
+  #started = 0;
+  #confirmTimer: NodeJS.Timeout | undefined;
+  #restartTimer: NodeJS.Timeout | undefined;
+
+  constructor(options: LaneCdcWakeSourceOptions) {
+    if (typeof options?.executor?.query !== 'function')
+      throw new OutboxValidationError('executor', 'must be a SqlExecutor, e.g. fromPg(pool)');
+    if (typeof options.replicationConnection !== 'object' || options.replicationConnection === null)
+      throw new OutboxValidationError(
+        'replicationConnection',
+        'must be a pg ClientConfig, e.g. { connectionString: process.env.DATABASE_URL }',
+      );
+    this.#options = options;
+    this.#schema = options.schema ?? DEFAULT_SCHEMA;
+    quoteIdentifier(this.#schema);
+    if (options.slotName !== undefined) quoteIdentifier(options.slotName, 'slotName');
+    this.#slot = options.slotName;
+    this.#publication =
+      options.publicationName ?? `agent_outbox_lanes_${this.#schema}`.slice(0, 63);
+    quoteIdentifier(this.#publication, 'publicationName');
+    this.#confirmIntervalMs = positive('confirmIntervalMs', options.confirmIntervalMs, 1_000);
+    this.#streamTimeoutMs = positive('streamTimeoutMs', options.streamTimeoutMs, 10_000);
+    if (this.#streamTimeoutMs <= this.#confirmIntervalMs)
+      throw new OutboxValidationError('streamTimeoutMs', 'must be greater than confirmIntervalMs');
+    this.#reconnect = { ...DEFAULT_RECONNECT_DELAY, ...options.reconnectDelay };
+  }
+
+  get slot(): string | undefined {
+    return this.#slot;
+  }
+
+  on<K extends keyof LaneCdcWakeSourceEventMap>(
+    event: K,
+    listener: (...args: LaneCdcWakeSourceEventMap[K]) => void,
+  ): void {
+    this.#events.on(event, listener);
+  }
+
+  /** Resolves after the first attempt to stream; a failure schedules a restart, never throws. */
+  async start(wake: (hint?: string) => void): Promise<void> {
+    if (this.#state !== 'created') throw new Error(`wake source is ${this.#state}`);
+    this.#wake = wake;
+    await this.#open();
+  }
+
+  async stop(): Promise<void> {
+    this.#state = 'stopped';
+    clearInterval(this.#confirmTimer);
+    clearTimeout(this.#restartTimer);
+    const stream = this.#stream;
+    this.#stream = undefined;
+    if (!stream) return;
+    await stream.confirm(this.#position).catch(() => undefined);
+    await stream.close().catch(() => undefined);
+  }
+
+  async #open(): Promise<void> {
+    this.#state = 'starting';
+    try {
+      const executor = this.#options.executor;
+      const database = await currentDatabase(executor);
+      const slot = (this.#slot ??= defaultSlotName(database, `lanes_${this.#schema}`));
+      await ensurePublication(executor, this.#publication, this.#schema, createLanePublicationSql);
+      const created = await ensureSlot(executor, slot, database);
+      // Nothing before now is worth decoding: the catch-up wake-up below reads the lanes.
+      const { rows } = await executor.query<{ lsn: string }>(advanceSlotSql, [slot]);
+      const from = rows[0] ? parseLsn(rows[0].lsn) : created.confirmedLsn;
+      this.#position = from;
+      this.#named = [];
+      // A loss reported before openWalStream returned (the stream had started) ends it at once.
+      let earlyLoss: Error | undefined;
+      const opened: { stream?: WalStream } = {};
+      const stream = await openWalStream({
+        connection: {
+          application_name: 'agent-outbox-lanes-cdc',
+          ...this.#options.replicationConnection,
+        },
+        slot,
+        publication: this.#publication,
+        schema: this.#schema,
+        table: 'outbox_lane_messages',
+        startLsn: from,
+        silenceTimeoutMs: this.#streamTimeoutMs,
+        handlers: {
+          begin: () => {
+            this.#named = [];
+          },
+          insert: (id, row) => {
+            // A delayed message is not due: the lane read parks it (migration 026).
+            if (row.available_at !== null && row.available_at !== undefined) return;
+            if (this.#named && this.#named.length < MAX_NAMED)
+              this.#named.push(`${String(row.lane)}:${id}`);
+            else this.#named = undefined;
+          },
+          commit: (endLsn) => {
+            const named = this.#named;
+            this.#named = [];
+            this.#position = endLsn;
+            // Too many to name: a plain wake-up, the dispatcher reads its lanes.
+            if (named === undefined) this.#wake();
+            else if (named.length > 0) this.#wake(named.join(','));
+          },
+          keepalive: (lsn, replyRequested) => {
+            if (lsn > this.#position) this.#position = lsn;
+            if (replyRequested) void this.#confirm(false);
+          },
+          lost: (error) => {
+            if (opened.stream) this.#lost(opened.stream, error);
+            else earlyLoss = error;
+          },
+        },
+      });
+      opened.stream = stream;
+      if (earlyLoss) {
+        await stream.close().catch(() => undefined);
+        throw earlyLoss;
+      }
+      if ((this.#state as State) === 'stopped') {
+        await stream.close().catch(() => undefined);
+        return;
+      }
+      this.#stream = stream;
+      this.#state = 'streaming';
+      this.#failures = 0;
+      this.#confirmTimer = setInterval(() => void this.#confirm(true), this.#confirmIntervalMs);
+      this.#confirmTimer.unref();
+      this.#events.emit('cdc:stream:start', { slot, reconnect: this.#started++ > 0 });
+      // Catch-up: what was committed while nobody streamed is found by a lane read.
+      this.#wake();
+    } catch (error) {
+      if ((this.#state as State) !== 'stopped') this.#scheduleRestart(toError(error));
+    }
+  }
+
+  async #confirm(ping: boolean): Promise<void> {
+    const stream = this.#stream;
+    if (!stream || this.#state !== 'streaming') return;
+    try {
+      await stream.confirm(this.#position, ping);
+    } catch (error) {
+      this.#lost(stream, toError(error));
+    }
+  }
+
+  #lost(stream: WalStream, error: Error): void {
+    if (this.#stream !== stream || this.#state !== 'streaming') return;
+    this.#stream = undefined;
+    clearInterval(this.#confirmTimer);
+    void stream.close().catch(() => undefined);
+    this.#scheduleRestart(error);
+  }
+
+  #scheduleRestart(error: Error): void {
+    const retryInMs = reconnectDelayMs(this.#failures++, this.#reconnect);
+    this.#state = 'waiting';
+    this.#events.emit('cdc:stream:lost', { error, retryInMs });
+    this.#restartTimer = setTimeout(() => void this.#open(), retryInMs);
+    this.#restartTimer.unref();
+  }
+}
+
+function positive(name: string, value: number | undefined, fallback: number): number {
+  const v = value ?? fallback;
+  if (!Number.isFinite(v) || v <= 0)
+    throw new OutboxValidationError(name, `must be a number > 0, got ${String(v)}`);
+  return v;
+}
