@@ -18,6 +18,7 @@ import type { OutgoingMessage, Publisher } from '../publishers/publisher.js';
 import { laneExpireSql } from '../sql/lane-approvals.js';
 import { laneByIdsSql, laneDueSql, laneLeaveSql, laneNextCallSql } from '../sql/lanes.js';
 import { LaneDispatcherGroup, shareWakeSource } from './lane-dispatcher-group.js';
+import { lastRegularLane, withShares } from './lane-shares.js';
 import { isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
 import type { BackoffOptions } from '../core/backoff.js';
 import type { DeadLetterPolicy } from '../dispatcher/options.js';
@@ -108,6 +109,8 @@ interface LaneRow {
   attempts?: number;
   /** A shadow message (migration 026): settled as published, never handed to the publisher. */
   shadow?: boolean | null;
+  /** Published ahead of its lane's cursor by a tenant share (migration 028, lane-shares.ts). */
+  share?: boolean;
 }
 
 /** What becomes of a published (or not published) message's row. */
@@ -138,6 +141,9 @@ interface Outcome {
   parkKinds: string[];
   parkErrors: (string | null)[];
   parkDelays: (number | null)[];
+  /** Messages a tenant share published (or parked) ahead of their lanes' cursors. */
+  aheadLanes: number[];
+  aheadIds: string[];
 }
 
 const emptyOutcome = (): Outcome => ({
@@ -149,6 +155,8 @@ const emptyOutcome = (): Outcome => ({
   parkKinds: [],
   parkErrors: [],
   parkDelays: [],
+  aheadLanes: [],
+  aheadIds: [],
 });
 
 /**
@@ -232,6 +240,8 @@ class LaneDispatcher implements Dispatcher {
   #handled = new Map<number, Set<string>>();
   /** The horizon (sql/lanes.ts `outbox_lane_horizon`): safe id and the pending pair. */
   #horizon = { safe: '0', pairId: '0', pairXid: '0' };
+  /** Each lane's tenant cursor: the last tenant its shares visited (lane-shares.ts). */
+  #tenantAfter = new Map<number, string>();
   /** When the last balance (which renews every owned lease to leaseMs) was sent. */
   #renewedAt = 0;
   #balanceAt = 0;
@@ -527,7 +537,7 @@ class LaneDispatcher implements Dispatcher {
 
   /** Something the database does not know yet: parked failures, or positions past cursors. */
   #pending(): boolean {
-    if (this.#outcome.parkIds.length > 0) return true;
+    if (this.#outcome.parkIds.length > 0 || this.#outcome.aheadIds.length > 0) return true;
     for (const [lane, position] of this.#positions)
       if (BigInt(position) > BigInt(this.#cursors.get(lane) ?? position)) return true;
     return false;
@@ -717,6 +727,9 @@ class LaneDispatcher implements Dispatcher {
       this.#asyncCommit,
       reading.map(([lane]) => lane),
       reading.map(([, position]) => position),
+      o.aheadLanes,
+      o.aheadIds,
+      reading.map(([lane]) => this.#tenantAfter.get(lane) ?? null),
     ]);
     o.lanes.forEach((lane, i) => this.#cursors.set(lane, o.to[i]!));
     if (o.lanes.length > 0) this.#syncAt = Date.now() + CURSOR_SYNC_MS;
@@ -729,8 +742,9 @@ class LaneDispatcher implements Dispatcher {
       };
       rows.shift();
     }
-    if (rows.length > 0) this.#start = rows[rows.length - 1]!.lane;
-    return { rows, safe: this.#horizon.safe, ahead };
+    const read = withShares(rows, new Map(reading), this.#tenantAfter);
+    if (read.length > 0) this.#start = lastRegularLane(read) ?? this.#start;
+    return { rows: read, safe: this.#horizon.safe, ahead };
   }
 
   /**
@@ -741,6 +755,7 @@ class LaneDispatcher implements Dispatcher {
     if (!batch.examined) {
       batch.examined = new Map<number, string>();
       for (const row of batch.rows) {
+        if (row.share) continue; // ahead of the lane's read: it does not move the position
         const seen = batch.examined.get(row.lane);
         if (seen === undefined || above(row.id, seen)) batch.examined.set(row.lane, row.id);
       }
@@ -772,6 +787,13 @@ class LaneDispatcher implements Dispatcher {
     settledAll.forEach((settled, i) => {
       if (settled.kind !== 'published') park(sending[i]!, settled);
     });
+    // Published or parked ahead of its lane's cursor: the next call records it, and lane reads
+    // skip it from then on (before, #handled does).
+    for (const m of messages)
+      if (m.share) {
+        this.#outcome.aheadLanes.push(m.lane);
+        this.#outcome.aheadIds.push(m.id);
+      }
     if (messages.length < this.#options.batchSize) this.#remember(sending, settledAll);
     if (sending.length < messages.length) {
       // Parked in id order with the batch's failures (the call parks by lane and id).

@@ -3,7 +3,7 @@ import {
   laneDecideFunctionSql,
   laneExpireFunctionSql,
 } from '../sql/lane-approvals.js';
-import { laneNextFunctionSql } from '../sql/lanes.js';
+import { laneNextFunction027 } from './027-frozen-functions.js';
 import type { Migration } from './migration.js';
 
 /**
@@ -60,6 +60,7 @@ CREATE TABLE ${s}.outbox_lane_approvals (
     laneApplyDecisionsFunctionSql(s),
     laneDecideFunctionSql(s),
     laneExpireFunctionSql(s),
-    laneNextFunctionSql(s),
+    // Replaced by migration 028 (tenant shares): the text 027 created, frozen.
+    laneNextFunction027(s),
   ],
 };

@@ -25,6 +25,7 @@ import { lanes } from './024-lanes.js';
 import { laneDeferrals } from './025-lane-deferrals.js';
 import { laneWriterFeatures } from './026-lane-writer-features.js';
 import { laneApprovals } from './027-lane-approvals.js';
+import { laneTenantShares } from './028-lane-tenant-shares.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -56,6 +57,7 @@ export const MIGRATIONS: readonly Migration[] = [
   laneDeferrals,
   laneWriterFeatures,
   laneApprovals,
+  laneTenantShares,
 ];
 
 /** The schema version this build of agent-outbox expects. */

@@ -184,13 +184,14 @@ export const LANE_DECISION_LOCK_CLASS = 1818321264;
  * would be a write (a lane-row version a held snapshot keeps) that buys nothing.
  */
 export const laneNextFunctionSql = (s: string) => `
-CREATE OR REPLACE FUNCTION ${s}.outbox_lane_next(
+CREATE FUNCTION ${s}.outbox_lane_next(
   p_owner text, p_lanes smallint[], p_from bigint[], p_to bigint[],
   p_park_lanes smallint[], p_park_ids bigint[], p_park_kinds text[], p_park_errors text[],
   p_park_delay_ms float8[], p_dead_blocks boolean,
   p_batch integer, p_start smallint, p_lease_ms integer,
   p_safe bigint, p_pair_id bigint, p_pair_xid bigint, p_async boolean,
-  p_read_lanes smallint[], p_read_after bigint[])
+  p_read_lanes smallint[], p_read_after bigint[],
+  p_ahead_lanes smallint[], p_ahead_ids bigint[], p_read_tenants text[])
 RETURNS TABLE (lane smallint, id bigint, message_id uuid, aggregate_id text, sequence bigint,
                ordered boolean, topic text, payload jsonb, headers jsonb, created_ms float8,
                shadow boolean)
@@ -215,6 +216,10 @@ DECLARE
   v_seen integer;
   v_upto bigint;
   v_end constant bigint := 9223372036854775807;
+  v_share_lanes smallint[] := '{}';
+  v_share_after bigint[] := '{}';
+  v_share_pruned bigint[] := '{}';
+  v_share_tenants text[] := '{}';
 BEGIN
   IF p_batch > 0 THEN
     SELECT * INTO v_horizon FROM ${s}.outbox_lane_horizon(p_safe, p_pair_id, p_pair_xid);
@@ -240,6 +245,12 @@ BEGIN
       RAISE EXCEPTION 'agent-outbox: lanes % are no longer owned by % at the cursors it read them from', p_lanes, p_owner
         USING ERRCODE = 'OBX01';
     END IF;
+    -- Published ahead of the cursor (tenant shares, migration 028) and passed by it now:
+    -- forgotten. Between the old and the new cursor only: what earlier moves deleted is not
+    -- walked again (under a held snapshot its dead entries stay).
+    DELETE FROM ${s}.outbox_lane_ahead a
+    USING unnest(p_lanes, p_from, p_to) AS x (lane_no, from_id, to_id)
+    WHERE a.lane = x.lane_no AND a.id > x.from_id AND a.id <= x.to_id;
   END IF;
   IF cardinality(p_park_ids) > 0 THEN
     INSERT INTO ${s}.outbox_lane_parked AS p
@@ -275,6 +286,18 @@ BEGIN
           JOIN ${s}.outbox_lane_messages m ON m.lane = f.lane AND m.id = f.id
           WHERE m.ordered) m;
   END IF;
+  -- What the last batch published (or parked) ahead of its lanes' cursors (tenant shares,
+  -- migration 028, sql/lane-tenant-shares.ts): the reads below skip it. Not what a cursor has
+  -- passed already (a position may have gone past it before this call moved the cursor).
+  IF cardinality(p_ahead_ids) > 0 THEN
+    INSERT INTO ${s}.outbox_lane_ahead (lane, id, tenant)
+    SELECT f.lane, f.id, m.headers ->> 'tenant_id'
+    FROM unnest(p_ahead_lanes, p_ahead_ids) AS f (lane, id)
+    JOIN ${s}.outbox_lane_messages m ON m.lane = f.lane AND m.id = f.id
+    JOIN ${s}.outbox_lanes l ON l.lane = f.lane
+    WHERE f.id > l.cursor AND m.headers ->> 'tenant_id' IS NOT NULL
+    ON CONFLICT DO NOTHING;
+  END IF;
   IF p_batch <= 0 THEN
     RETURN;
   END IF;
@@ -294,17 +317,31 @@ BEGIN
   -- snapshot every read of that table scans the dead versions of its 16 rows (measured in
   -- lane-bound.test.ts: a second read of it took the growth from 62 to 93 pages).
   FOR v_lane IN
-    SELECT l.lane AS no, greatest(l.cursor, r.after) AS after,
+    SELECT l.lane AS no, greatest(l.cursor, r.after) AS after, l.pruned_to, r.tenant,
            EXISTS (
              SELECT 1 FROM ${s}.outbox_lane_messages d
              WHERE d.lane = l.lane AND d.id > greatest(l.cursor, r.after)
-               AND d.available_at IS NOT NULL) AS delayed
+               AND d.available_at IS NOT NULL) AS delayed,
+           -- Rows published ahead of the position (tenant shares, migration 028): skipped.
+           -- One probe of outbox_lane_ahead's primary key from the position.
+           EXISTS (
+             SELECT 1 FROM ${s}.outbox_lane_ahead a
+             WHERE a.lane = l.lane AND a.id > greatest(l.cursor, r.after)) AS ahead
     FROM ${s}.outbox_lanes l
-    LEFT JOIN unnest(p_read_lanes, p_read_after) AS r (lane_no, after) ON r.lane_no = l.lane
+    LEFT JOIN unnest(p_read_lanes, p_read_after, p_read_tenants) AS r (lane_no, after, tenant)
+      ON r.lane_no = l.lane
     WHERE l.owner = p_owner AND l.lease_expires_at > now()
     ORDER BY l.lane < p_start, l.lane
   LOOP
-    EXIT WHEN v_left <= 0;
+    -- The batch is full: the lane is not read, but it may hold other tenants' messages that a
+    -- share publishes ahead of its cursor (below).
+    IF v_left <= 0 THEN
+      v_share_lanes := v_share_lanes || v_lane.no;
+      v_share_after := v_share_after || v_lane.after;
+      v_share_pruned := v_share_pruned || v_lane.pruned_to;
+      v_share_tenants := v_share_tenants || v_lane.tenant;
+      CONTINUE;
+    END IF;
     -- A message not due yet among the delayed ones the batch can reach on this lane (the first
     -- v_left delayed rows after the position hold every delayed row of its first v_left rows):
     -- at most v_left index entries, however many delayed messages wait further on.
@@ -320,7 +357,7 @@ BEGIN
     END IF;
     IF NOT v_delayed AND (NOT v_any_blocked OR NOT EXISTS (
          SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = v_lane.no AND p.blocks)) THEN
-      IF NOT v_lane.delayed THEN
+      IF NOT v_lane.delayed AND NOT v_lane.ahead THEN
         -- No delayed message after the position: the statement of migration 025 (and shadow).
         RETURN QUERY
         SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
@@ -335,6 +372,8 @@ BEGIN
         -- messages runs the statement above unchanged, without a subplan to set up per lane
         -- (a first pgbench of an idle call, with the subquery in every lane's statement: 0.20
         -- -> 0.26 ms; later runs on this loaded machine were within their noise either way).
+        -- Also for a lane with rows published ahead of its position (migration 028): those are
+        -- skipped, a primary-key probe of outbox_lane_ahead a row read.
         RETURN QUERY
         SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
                m.payload, m.headers, extract(epoch FROM m.created_at)::float8 * 1000, m.shadow
@@ -342,6 +381,8 @@ BEGIN
         WHERE m.lane = v_lane.no AND m.id > v_lane.after
           AND (m.available_at IS NULL OR NOT EXISTS (
             SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = m.lane AND p.id = m.id))
+          AND (NOT v_lane.ahead OR NOT EXISTS (
+            SELECT 1 FROM ${s}.outbox_lane_ahead a WHERE a.lane = m.lane AND a.id = m.id))
         ORDER BY m.id LIMIT v_left;
       END IF;
       GET DIAGNOSTICS v_n = ROW_COUNT;
@@ -376,7 +417,11 @@ BEGIN
                -- An unordered delayed message parked by an earlier read, read again.
                m.available_at IS NOT NULL AND EXISTS (
                  SELECT 1 FROM ${s}.outbox_lane_parked p
-                 WHERE p.lane = m.lane AND p.id = m.id) AS parked
+                 WHERE p.lane = m.lane AND p.id = m.id) AS parked,
+               -- Published (or parked) ahead of the cursor by a tenant share (migration 028).
+               v_lane.ahead AND EXISTS (
+                 SELECT 1 FROM ${s}.outbox_lane_ahead a
+                 WHERE a.lane = m.lane AND a.id = m.id) AS ahead_done
         FROM ${s}.outbox_lane_messages m
         WHERE m.lane = v_lane.no AND m.id > v_lane.after
         ORDER BY m.id LIMIT 4 * p_batch
@@ -394,7 +439,7 @@ BEGIN
         -- else it is passed over like a consumed message. One primary-key probe of
         -- outbox_lane_approvals per held message read; nothing for any other message.
         v_at := v_row.available_at;
-        v_skip := false;
+        v_skip := v_row.ahead_done;
         IF v_at = 'infinity' THEN
           SELECT a.state, a.available_at, a.dead_blocks INTO v_approval
           FROM ${s}.outbox_lane_approvals a WHERE a.id = v_row.id;
@@ -444,7 +489,25 @@ BEGIN
       created_ms := NULL; shadow := NULL;
       RETURN NEXT;
     END IF;
+    -- The lane that filled the batch: its other tenants' messages further on may get a share.
+    IF v_left <= 0 AND v_upto IS DISTINCT FROM v_end THEN
+      v_share_lanes := v_share_lanes || v_lane.no;
+      v_share_after := v_share_after || v_lane.after;
+      v_share_pruned := v_share_pruned || v_lane.pruned_to;
+      v_share_tenants := v_share_tenants || v_lane.tenant;
+    END IF;
   END LOOP;
+  -- 7. Since migration 028, tenant shares: a full batch is followed by a marker (lane -2) and
+  -- the shares of other tenants' messages further on in the lanes (sql/lane-tenant-shares.ts).
+  -- Not for a caller that passes no tenant cursors (NULL: a dispatcher of version 27).
+  IF v_left <= 0 AND cardinality(v_share_lanes) > 0 AND p_read_tenants IS NOT NULL THEN
+    lane := -2; id := NULL; message_id := NULL; aggregate_id := NULL; sequence := NULL;
+    ordered := NULL; topic := NULL; payload := NULL; headers := NULL; created_ms := NULL;
+    shadow := NULL;
+    RETURN NEXT;
+    RETURN QUERY SELECT * FROM ${s}.outbox_lane_shares(
+      v_share_lanes, v_share_after, v_share_pruned, v_share_tenants, p_batch);
+  END IF;
 END $$`;
 
 /**
@@ -647,7 +710,7 @@ ORDER BY d.available_at, d.lane, d.id
 LIMIT $2`;
 
 /**
- * The dispatcher's call of `outbox_lane_next` (19 parameters, in the function's order), its rows
+ * The dispatcher's call of `outbox_lane_next` (22 parameters since migration 028, in the function's order), its rows
  * as rows. Tried (session 24): the batch as ONE json text (json_agg of json_build_array a row),
  * which halved what node-postgres spends receiving a batch (2.6 -> 1.2-1.5 µs a message of the
  * process's CPU) but cost the database ~1.7 µs a message more (2.7 -> 4.4-4.9, /proc of the
@@ -655,7 +718,7 @@ LIMIT $2`;
  * with one dispatcher and 133-147k vs 160-191k with two (both cores busy: the sum is what counts).
  */
 export const laneNextCallSql = (s: string) =>
-  `SELECT * FROM ${s}.outbox_lane_next($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`;
+  `SELECT * FROM ${s}.outbox_lane_next($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`;
 
 /**
  * The messages a wake-up named (the writer's NOTIFY payload, lane:id), read by primary key, as
