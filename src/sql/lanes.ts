@@ -386,7 +386,10 @@ BEGIN
         ORDER BY m.id LIMIT v_left;
       END IF;
       GET DIAGNOSTICS v_n = ROW_COUNT;
-      v_upto := CASE WHEN v_n > 0 AND v_n < v_left THEN v_end END;
+      -- Ran out of rows: the cursor may go to the horizon. Also when every row after the
+      -- position was published ahead (migration 028): so the cursor passes them, and forgets
+      -- them.
+      v_upto := CASE WHEN (v_n > 0 OR v_lane.ahead) AND v_n < v_left THEN v_end END;
       v_left := v_left - v_n;
     ELSE
       -- A lane with a parked aggregate or a message not due yet: row by row, parking the

@@ -8,7 +8,7 @@ import {
   type Publisher,
 } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { enqueueLanes } from '../../helpers/lanes.js';
+import { enqueueLanes, lanesPending } from '../../helpers/lanes.js';
 
 /**
  * Tenant shares on the lanes engine (migration 028, sql/lane-tenant-shares.ts): while tenant A's
@@ -168,6 +168,8 @@ describe('lanes engine: tenant shares (migration 028)', () => {
       'SELECT count(*)::int AS n FROM outbox_lane_ahead',
     );
     expect(rows[0]!.n).toBe(0);
+    // And the cursors passed what went ahead: nothing is left to publish.
+    expect(await lanesPending(db.pool)).toBe(0);
   }, 120_000);
 
   it("parks a failure of B's message published ahead and holds only its aggregate", async () => {
@@ -215,5 +217,43 @@ describe('lanes engine: tenant shares (migration 028)', () => {
     }
     expect(new Set(destination.seen.map((s) => s.m.id)).size).toBe(3_017);
     expectInOrder(destination.seen);
+  }, 120_000);
+
+  it('a dispatcher after a stop does not publish again what was published ahead', async () => {
+    await burst(3_000, 300);
+    await enqueueLanes(
+      db.pool,
+      Array.from({ length: 32 }, (_, i) => ({
+        topic: 'mail.send',
+        aggregateId: `b-${i % 16}`,
+        payload: { i },
+        tenantId: 'tenant-b',
+      })),
+    );
+    const destination = slowDestination(0);
+    // The first drain ends after 3 batches (its outcome committed: what went ahead recorded).
+    let batches = 0;
+    await createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher: destination,
+      batchSize: 50,
+      stopDrain: () => ++batches > 3,
+    }).drain();
+    const ahead = destination.seen.filter((s) => s.m.aggregateId.startsWith('b-')).length;
+    expect(ahead).toBeGreaterThan(0);
+    await createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher: destination,
+      batchSize: 50,
+    }).drain();
+    expect(destination.seen).toHaveLength(3_032);
+    expect(new Set(destination.seen.map((s) => s.m.id)).size).toBe(3_032);
+    expectInOrder(destination.seen);
+    const { rows } = await db.pool.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM outbox_lane_ahead',
+    );
+    expect(rows[0]!.n).toBe(0);
+    // And the cursors passed what went ahead: nothing is left to publish.
+    expect(await lanesPending(db.pool)).toBe(0);
   }, 120_000);
 });
