@@ -62,10 +62,12 @@
  *   tenant's backlog; the sequence index is one descent.
  */
 
-/** Tenants visited per lane and call at most. */
-export const TENANT_HOPS = 4;
-/** Tenant visits per call at most (over all lanes). */
-export const TENANT_VISITS = 32;
+/** Tenants with messages after the position given a share per lane and call at most. */
+export const TENANT_SHARES = 4;
+/** Tenants looked at per lane and call at most (those with nothing after the position too). */
+export const TENANT_HOPS = 8;
+/** Tenants looked at per call at most (over all lanes). */
+export const TENANT_VISITS = 128;
 
 const TENANT = `(m.headers ->> 'tenant_id')`;
 
@@ -76,7 +78,13 @@ CREATE FUNCTION ${s}.outbox_lane_shares(
 RETURNS TABLE (lane smallint, id bigint, message_id uuid, aggregate_id text, sequence bigint,
                ordered boolean, topic text, payload jsonb, headers jsonb, created_ms float8,
                shadow boolean)
-LANGUAGE plpgsql SET jit = off SET enable_bitmapscan = off SET enable_seqscan = off AS $$
+-- Every probe a descent of its index: the planner turned the front's NOT EXISTS into an
+-- anti-join that read the lane's whole outbox_lane_ahead (under a held snapshot, every row
+-- forgotten: 2,063 buffers a call after 40,000 messages; lane-tenant-shares-bound.test.ts).
+-- With hash and merge joins off it was a nested loop over the same scan, materialized (4,572):
+-- the probes of outbox_lane_ahead carry OFFSET 0, which keeps them subplans run per row.
+LANGUAGE plpgsql SET jit = off SET enable_bitmapscan = off SET enable_seqscan = off
+  SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 #variable_conflict use_column
 DECLARE
   v_left integer := greatest(1, p_batch / 2);
@@ -90,6 +98,7 @@ DECLARE
   v_next text;
   v_wrapped boolean;
   v_hops integer;
+  v_shared integer;
   v_from bigint;
   v_pred bigint;
   v_ok boolean;
@@ -103,10 +112,12 @@ BEGIN
     v_tenant := v_lane.tenant;
     v_wrapped := v_tenant IS NULL;
     v_hops := 0;
+    v_shared := 0;
     v_front_found := false;
     v_ids := '{}';
     LOOP
-      EXIT WHEN v_hops >= ${TENANT_HOPS} OR v_left <= 0 OR v_visits <= 0;
+      EXIT WHEN v_hops >= ${TENANT_HOPS} OR v_shared >= ${TENANT_SHARES} OR v_left <= 0
+        OR v_visits <= 0;
       -- The next tenant of the lane after v_tenant: one descent of the tenant index. The
       -- pruned entries (dead, kept by a held snapshot) are stepped over on the index entry.
       IF v_tenant IS NULL THEN
@@ -132,7 +143,7 @@ BEGIN
         SELECT ${TENANT} INTO v_front FROM ${s}.outbox_lane_messages m
         WHERE m.lane = v_lane.no AND m.id > v_lane.after
           AND NOT EXISTS (
-            SELECT 1 FROM ${s}.outbox_lane_ahead a WHERE a.lane = m.lane AND a.id = m.id)
+            SELECT 1 FROM ${s}.outbox_lane_ahead a WHERE a.lane = m.lane AND a.id = m.id OFFSET 0)
         ORDER BY m.id LIMIT 1;
         EXIT WHEN NOT FOUND; -- nothing after the position
         v_front_found := true;
@@ -148,6 +159,11 @@ BEGIN
         SELECT 1 FROM ${s}.outbox_lane_messages m
         WHERE m.lane = v_lane.no AND ${TENANT} = v_next AND m.id > v_from
         ORDER BY m.id OFFSET v_share LIMIT 1);
+      -- Nothing of this tenant after the position (a tenant seen before): next.
+      CONTINUE WHEN NOT EXISTS (
+        SELECT 1 FROM ${s}.outbox_lane_messages m
+        WHERE m.lane = v_lane.no AND ${TENANT} = v_next AND m.id > v_from);
+      v_shared := v_shared + 1;
       FOR v_row IN
         SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
                m.payload, m.headers, extract(epoch FROM m.created_at)::float8 * 1000 AS created_ms,

@@ -382,7 +382,7 @@ BEGIN
           AND (m.available_at IS NULL OR NOT EXISTS (
             SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = m.lane AND p.id = m.id))
           AND (NOT v_lane.ahead OR NOT EXISTS (
-            SELECT 1 FROM ${s}.outbox_lane_ahead a WHERE a.lane = m.lane AND a.id = m.id))
+            SELECT 1 FROM ${s}.outbox_lane_ahead a WHERE a.lane = m.lane AND a.id = m.id OFFSET 0))
         ORDER BY m.id LIMIT v_left;
       END IF;
       GET DIAGNOSTICS v_n = ROW_COUNT;
@@ -424,7 +424,7 @@ BEGIN
                -- Published (or parked) ahead of the cursor by a tenant share (migration 028).
                v_lane.ahead AND EXISTS (
                  SELECT 1 FROM ${s}.outbox_lane_ahead a
-                 WHERE a.lane = m.lane AND a.id = m.id) AS ahead_done
+                 WHERE a.lane = m.lane AND a.id = m.id OFFSET 0) AS ahead_done
         FROM ${s}.outbox_lane_messages m
         WHERE m.lane = v_lane.no AND m.id > v_lane.after
         ORDER BY m.id LIMIT 4 * p_batch
