@@ -3,6 +3,7 @@ import type { BenchDatabase } from '../lib/database.js';
 import { seedPending } from '../lib/database.js';
 import { log } from '../lib/measure.js';
 import { fairShare, fairShareRow } from './fair-share.js';
+import { lanesFairShare, lanesFairShareRow } from './lanes-fair-share.js';
 import { rateLimitWindows } from './rate-limit-windows.js';
 
 /**
@@ -151,6 +152,10 @@ export async function destinationLimitsCases(
     !names || names.has('fair_share_p95_ms')
       ? await fairShare(fresh, quick ? 10_000 : 30_000)
       : null;
+  const lanesFair =
+    !names || names.has('lanes_fair_share_p95_ms')
+      ? await lanesFairShare(fresh, quick ? 10_000 : 30_000, quick)
+      : null;
   return {
     keys: {
       rate_limit_accuracy: rate?.ratio ?? null,
@@ -158,8 +163,15 @@ export async function destinationLimitsCases(
       rate_limit_utilisation: windows?.utilisation ?? null,
       outage_dead_letters: outage?.deadLetters ?? null,
       fair_share_p95_ms: fair?.p95 ?? null,
+      lanes_fair_share_p95_ms: lanesFair?.p95 ?? null,
     },
-    details: { rateLimit: rate, rateLimitWindows: windows, outage, fairShare: fair },
+    details: {
+      rateLimit: rate,
+      rateLimitWindows: windows,
+      outage,
+      fairShare: fair,
+      lanesFairShare: lanesFair,
+    },
   };
 }
 
@@ -203,5 +215,6 @@ export function destinationLimitsRows(r: Record<string, unknown>): string[] {
       '0',
     ),
     fairShareRow(r),
+    lanesFairShareRow(r),
   ];
 }
