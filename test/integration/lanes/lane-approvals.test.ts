@@ -13,6 +13,7 @@ import type { Dispatcher } from '../../../src/dispatcher/dispatcher.js';
 import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
 import { readLaneEngineStatus } from '../../../src/lanes/lane-engine-status.js';
 import { InMemoryPublisher } from '../../../src/publishers/memory/in-memory-publisher.js';
+import { LANE_DECISION_LOCK_CLASS } from '../../../src/sql/lanes.js';
 import { fromPg } from '../../../src/store/from-pg.js';
 import { createOutbox } from '../../../src/writer/create-outbox.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
@@ -314,6 +315,43 @@ describe('lanes engine: held messages', () => {
     });
     expect(typeof (request.payload as { expiresAt: unknown }).expiresAt).toBe('string');
     expect(of('r-1')).toEqual([]);
+  });
+
+  it('a decision holding a lane: the read leaves that lane until it is done, others flow', async () => {
+    const lane = async (aggregateId: string) =>
+      (await db.pool.query<{ l: number }>('SELECT outbox_lane_of($1) AS l', [aggregateId])).rows[0]!
+        .l;
+    const x = 'lk-x';
+    let y = '';
+    for (let n = 0; !y; n++) if ((await lane(`lk-y-${n}`)) === (await lane(x))) y = `lk-y-${n}`;
+    let other = '';
+    for (let n = 0; !other; n++)
+      if ((await lane(`lk-o-${n}`)) !== (await lane(x))) other = `lk-o-${n}`;
+    await write([held(x, 1), msg(x, 2), msg(y, 1), msg(other, 1)]);
+    // What a decision on that lane holds while it changes the lane's parked rows.
+    const decision = await db.pool.connect();
+    try {
+      await decision.query('BEGIN');
+      await decision.query('SELECT pg_advisory_xact_lock($1, $2)', [
+        LANE_DECISION_LOCK_CLASS,
+        await lane(x),
+      ]);
+      const { of } = dispatch();
+      await waitFor(() => of(other).length === 1);
+      await sleep(300);
+      expect(of(y)).toEqual([]);
+      const parked = await db.pool.query(
+        `SELECT 1 FROM outbox_lane_parked WHERE aggregate_id = $1`,
+        [x],
+      );
+      expect(parked.rows).toHaveLength(0);
+      await decision.query('COMMIT');
+      await waitFor(() => of(y).length === 1);
+      expect(of(x)).toEqual([]);
+    } finally {
+      await decision.query('ROLLBACK').catch(() => undefined);
+      decision.release();
+    }
   });
 
   it('counts what waits as the claim engine does, not as pending', async () => {
