@@ -15,6 +15,7 @@ import { readLaneEngineStatus } from '../../../src/lanes/lane-engine-status.js';
 import { InMemoryPublisher } from '../../../src/publishers/memory/in-memory-publisher.js';
 import { LANE_DECISION_LOCK_CLASS } from '../../../src/sql/lanes.js';
 import { fromPg } from '../../../src/store/from-pg.js';
+import { pruneOutbox } from '../../../src/retention/prune-outbox.js';
 import { createOutbox } from '../../../src/writer/create-outbox.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 
@@ -360,5 +361,41 @@ describe('lanes engine: held messages', () => {
     expect(status.awaitingApproval).toBe(waiting.length);
     expect(status.awaitingApproval).toBeGreaterThan(0);
     expect(status.oldestAwaitingApprovalAgeSeconds).toBeGreaterThan(0);
+  });
+
+  it('retention deletes the decisions of messages it deleted, never of a message still kept', async () => {
+    const written = await write([held('p-1', 1), msg('p-1', 2), held('p-2', 1)]);
+    await rejectMessages(fromPg(db.pool), [written[0]!.id], {
+      by: 'kim',
+      reason: 'no',
+      deadLetterPolicy: 'skip',
+      ...lanes,
+    });
+    const { of, dispatcher } = dispatch('skip');
+    await waitFor(() => of('p-1').length === 1);
+    await dispatcher.stop(); // writes its cursors
+    const decisions = () =>
+      db.pool
+        .query<{ id: string }>('SELECT id::text AS id FROM outbox_lane_approvals ORDER BY id')
+        .then((r) => r.rows.map((row) => row.id));
+    const before = await decisions();
+    expect(before).toContain(written[0]!.id);
+    await pruneOutbox(fromPg(db.pool), { olderThanMs: 0 });
+    const after = await decisions();
+    expect(after).not.toContain(written[0]!.id);
+    // Still awaiting (parked, its message kept): kept. So is every decision whose message is.
+    expect(after).toContain(written[2]!.id);
+    const kept = await db.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM outbox_lane_approvals a
+       WHERE NOT EXISTS (SELECT 1 FROM outbox_lane_messages m WHERE m.lane = a.lane AND m.id = a.id)`,
+    );
+    expect(kept.rows[0]!.n).toBe(0);
+    // Rejected under hold earlier: parked for good, its message kept, and its decision with it.
+    const blocked = await db.pool.query(
+      `SELECT 1 FROM outbox_lane_approvals a
+       JOIN outbox_lane_messages m ON m.lane = a.lane AND m.id = a.id
+       WHERE m.aggregate_id = 'rh-1' AND a.state = 'rejected'`,
+    );
+    expect(blocked.rows).toHaveLength(1);
   });
 });
