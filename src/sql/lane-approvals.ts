@@ -266,3 +266,19 @@ SELECT (SELECT count(*) FROM ${s}.outbox_lane_approvals a
        (SELECT count(*) FROM ${s}.outbox_lane_approvals a
         WHERE a.state = 'expired' OR (a.state = 'awaiting' AND a.expires_at <= now()))::int
          AS expired`;
+
+/**
+ * Retention of the decisions (`pruneOutbox`, after the lanes prune): a decided row whose message
+ * retention deleted (consumed, older than the cut-off, not parked) goes too, decided before the
+ * same cut-off. Never one whose message is still there: the lane read needs its decision. Reads
+ * the decision rows, which are as many as the held messages kept. $1 age in ms.
+ */
+export const pruneLaneApprovalsSql = (s: string) => `
+WITH gone AS (
+  DELETE FROM ${s}.outbox_lane_approvals a
+  WHERE a.state <> 'awaiting'
+    AND a.decided_at < now() - $1 * interval '1 millisecond'
+    AND NOT EXISTS (
+      SELECT 1 FROM ${s}.outbox_lane_messages m WHERE m.lane = a.lane AND m.id = a.id)
+  RETURNING 1)
+SELECT count(*)::int AS n FROM gone`;

@@ -62,8 +62,9 @@ export async function holdLaneMessages(
     [`[${rows.join(',')}]`],
   );
   const expiresAt = new Map(decided.map((r) => [r.messageId, r.expiresAt]));
+  const isHeld = new Set(held);
   const result = enqueued.map((m, index) =>
-    held.includes(index) ? { ...m, awaitingApproval: true as const } : m,
+    isHeld.has(index) ? { ...m, awaitingApproval: true as const } : m,
   );
   if (!settings.requests) return result;
 

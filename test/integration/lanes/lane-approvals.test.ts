@@ -13,7 +13,9 @@ import type { Dispatcher } from '../../../src/dispatcher/dispatcher.js';
 import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
 import { readLaneEngineStatus } from '../../../src/lanes/lane-engine-status.js';
 import { InMemoryPublisher } from '../../../src/publishers/memory/in-memory-publisher.js';
+import { LANE_DECISION_LOCK_CLASS } from '../../../src/sql/lanes.js';
 import { fromPg } from '../../../src/store/from-pg.js';
+import { pruneOutbox } from '../../../src/retention/prune-outbox.js';
 import { createOutbox } from '../../../src/writer/create-outbox.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 
@@ -316,11 +318,84 @@ describe('lanes engine: held messages', () => {
     expect(of('r-1')).toEqual([]);
   });
 
+  it('a decision holding a lane: the read leaves that lane until it is done, others flow', async () => {
+    const lane = async (aggregateId: string) =>
+      (await db.pool.query<{ l: number }>('SELECT outbox_lane_of($1) AS l', [aggregateId])).rows[0]!
+        .l;
+    const x = 'lk-x';
+    let y = '';
+    for (let n = 0; !y; n++) if ((await lane(`lk-y-${n}`)) === (await lane(x))) y = `lk-y-${n}`;
+    let other = '';
+    for (let n = 0; !other; n++)
+      if ((await lane(`lk-o-${n}`)) !== (await lane(x))) other = `lk-o-${n}`;
+    await write([held(x, 1), msg(x, 2), msg(y, 1), msg(other, 1)]);
+    // What a decision on that lane holds while it changes the lane's parked rows.
+    const decision = await db.pool.connect();
+    try {
+      await decision.query('BEGIN');
+      await decision.query('SELECT pg_advisory_xact_lock($1, $2)', [
+        LANE_DECISION_LOCK_CLASS,
+        await lane(x),
+      ]);
+      const { of } = dispatch();
+      await waitFor(() => of(other).length === 1);
+      await sleep(300);
+      expect(of(y)).toEqual([]);
+      const parked = await db.pool.query(
+        `SELECT 1 FROM outbox_lane_parked WHERE aggregate_id = $1`,
+        [x],
+      );
+      expect(parked.rows).toHaveLength(0);
+      await decision.query('COMMIT');
+      await waitFor(() => of(y).length === 1);
+      expect(of(x)).toEqual([]);
+    } finally {
+      await decision.query('ROLLBACK').catch(() => undefined);
+      decision.release();
+    }
+  });
+
   it('counts what waits as the claim engine does, not as pending', async () => {
     const status = await readLaneEngineStatus(fromPg(db.pool));
     const waiting = await listAwaitingApproval(fromPg(db.pool), lanes);
     expect(status.awaitingApproval).toBe(waiting.length);
     expect(status.awaitingApproval).toBeGreaterThan(0);
     expect(status.oldestAwaitingApprovalAgeSeconds).toBeGreaterThan(0);
+  });
+
+  it('retention deletes the decisions of messages it deleted, never of a message still kept', async () => {
+    const written = await write([held('p-1', 1), msg('p-1', 2), held('p-2', 1)]);
+    await rejectMessages(fromPg(db.pool), [written[0]!.id], {
+      by: 'kim',
+      reason: 'no',
+      deadLetterPolicy: 'skip',
+      ...lanes,
+    });
+    const { of, dispatcher } = dispatch('skip');
+    await waitFor(() => of('p-1').length === 1);
+    await dispatcher.stop(); // writes its cursors
+    const decisions = () =>
+      db.pool
+        .query<{ id: string }>('SELECT id::text AS id FROM outbox_lane_approvals ORDER BY id')
+        .then((r) => r.rows.map((row) => row.id));
+    const before = await decisions();
+    expect(before).toContain(written[0]!.id);
+    await pruneOutbox(fromPg(db.pool), { olderThanMs: 0 });
+    const after = await decisions();
+    expect(after).not.toContain(written[0]!.id);
+    // Still awaiting (parked, its message kept): kept. So is every decision whose message is.
+    expect(after).toContain(written[2]!.id);
+    const kept = await db.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM outbox_lane_approvals a
+       WHERE NOT EXISTS (SELECT 1 FROM outbox_lane_messages m WHERE m.lane = a.lane AND m.id = a.id)`,
+    );
+    expect(kept.rows[0]!.n).toBe(0);
+    // Rejected under hold earlier: parked for good, its message kept, and its decision with it.
+    const blocked = await db.pool.query(
+      `SELECT 1 FROM outbox_lane_approvals a
+       JOIN outbox_lane_messages m ON m.lane = a.lane AND m.id = a.id
+       WHERE m.aggregate_id = 'rh-1' AND a.state = 'rejected'`,
+    );
+    expect(blocked.rows).toHaveLength(1);
   });
 });
