@@ -64,7 +64,16 @@ const bytesOver = (text: string, limit: number): number | undefined => {
 };
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
+/**
+ * What {@link checkText} looks for, in one pass: a NUL or any surrogate. Most text has neither,
+ * and then one scan is all it costs (two regular expressions, one of them with a lookbehind, ran
+ * on every string of every payload before).
+ */
+// eslint-disable-next-line no-control-regex
+const SUSPECT = /[\u0000\uD800-\uDFFF]/;
+
 function checkText(field: string, value: string): void {
+  if (!SUSPECT.test(value)) return;
   if (NUL.test(value))
     throw new OutboxValidationError(
       field,
@@ -114,56 +123,87 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  * Walks a payload and rejects what JSON.stringify would drop, change or choke on silently:
  * cycles, BigInt, functions, symbols, undefined (at the top or in arrays), NaN/Infinity, and
  * objects such as Map or Set that serialise to `{}`. Dates are allowed (they become ISO text).
+ *
+ * `path` is where `value` sits (the field, then keys and indexes), kept as a stack and rendered
+ * only for an error: building every node's path as text cost more than the checks themselves
+ * (a payload of 20 small objects: 33 µs a message before, measured in a loop).
  */
-function checkJson(field: string, value: unknown, ancestors: Set<object>): void {
+function checkJson(path: (string | number)[], value: unknown, ancestors: Set<object>): void {
   switch (typeof value) {
     case 'string':
-      checkText(field, value);
+      // The path is rendered only for a string worth a closer look.
+      if (SUSPECT.test(value)) checkText(pathText(path), value);
       return;
     case 'boolean':
       return;
     case 'number':
       if (!Number.isFinite(value))
-        throw new OutboxValidationError(field, `${value} is not representable in JSON`);
+        throw new OutboxValidationError(pathText(path), `${value} is not representable in JSON`);
       return;
     case 'bigint':
       throw new OutboxValidationError(
-        field,
+        pathText(path),
         'is a BigInt, which JSON cannot represent: convert it to a string',
       );
     case 'undefined':
       throw new OutboxValidationError(
-        field,
+        pathText(path),
         'is undefined, which JSON cannot represent: use null or omit it',
       );
     case 'function':
     case 'symbol':
-      throw new OutboxValidationError(field, `is a ${typeof value}, which JSON cannot represent`);
+      throw new OutboxValidationError(
+        pathText(path),
+        `is a ${typeof value}, which JSON cannot represent`,
+      );
   }
   if (value === null) return;
   const object = value as object;
   if (object instanceof Date) {
     if (Number.isNaN(object.getTime()))
-      throw new OutboxValidationError(field, 'is an invalid Date');
+      throw new OutboxValidationError(pathText(path), 'is an invalid Date');
     return;
   }
-  if (ancestors.has(object)) throw new OutboxValidationError(field, 'is a circular reference');
+  if (ancestors.has(object))
+    throw new OutboxValidationError(pathText(path), 'is a circular reference');
   ancestors.add(object);
   if (Array.isArray(object)) {
-    object.forEach((item, index) => checkJson(`${field}[${index}]`, item, ancestors));
+    for (let index = 0; index < object.length; index++) {
+      // A hole is skipped, as forEach did (JSON writes null for it).
+      if (!(index in object)) continue;
+      path.push(index);
+      checkJson(path, object[index], ancestors);
+      path.pop();
+    }
   } else if (isPlainObject(object)) {
-    for (const [key, item] of Object.entries(object)) {
-      checkText(`${field} key ${JSON.stringify(key)}`, key);
+    // A plain object's prototype (Object.prototype or null) has no enumerable keys: for-in sees
+    // exactly Object.keys, without allocating the entries.
+    for (const key in object) {
+      if (SUSPECT.test(key)) checkText(`${pathText(path)} key ${JSON.stringify(key)}`, key);
+      const item = (object as Record<string, unknown>)[key];
       // An undefined property is simply omitted by JSON, as in any JS object literal.
-      if (item !== undefined) checkJson(`${field}.${key}`, item, ancestors);
+      if (item === undefined) continue;
+      path.push(key);
+      checkJson(path, item, ancestors);
+      path.pop();
     }
   } else {
     throw new OutboxValidationError(
-      field,
+      pathText(path),
       `is a ${describe(object)}, which does not serialise to JSON faithfully: convert it to a plain object or array`,
     );
   }
   ancestors.delete(object);
+}
+
+/** `messages[0].payload.items[3].sku`: the first entry is the field, then keys and indexes. */
+function pathText(path: readonly (string | number)[]): string {
+  let text = String(path[0]);
+  for (let i = 1; i < path.length; i++) {
+    const part = path[i]!;
+    text += typeof part === 'number' ? `[${part}]` : `.${part}`;
+  }
+  return text;
 }
 
 function checkHeaders(
@@ -263,7 +303,7 @@ export function validateMessage(
       `${prefix}.payload`,
       'is missing (use null for an empty payload)',
     );
-  checkJson(`${prefix}.payload`, m.payload, new Set());
+  checkJson([`${prefix}.payload`], m.payload, new Set());
   const payloadJson = JSON.stringify(m.payload);
   const payloadBytes = bytesOver(payloadJson, limits.maxPayloadBytes);
   if (payloadBytes !== undefined) {

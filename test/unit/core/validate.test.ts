@@ -41,6 +41,21 @@ describe('validateMessage: each bad input of SPEC §6 names its field', () => {
     ['Map payload', { ...good, payload: new Map() }, 'message.payload'],
     ['NUL in payload string', { ...good, payload: { s: 'a\u0000b' } }, 'message.payload.s'],
     ['lone surrogate', { ...good, payload: '\ud800' }, 'message.payload'],
+    [
+      'deep in arrays and objects',
+      { ...good, payload: { items: [{ a: 1 }, { b: [0, 'x', { c: 1n }] }] } },
+      'message.payload.items[1].b[2].c',
+    ],
+    [
+      'lone surrogate deep',
+      { ...good, payload: { items: ['ok 🎉', { s: 'a\udc00' }] } },
+      'message.payload.items[1].s',
+    ],
+    [
+      'NUL in a key',
+      { ...good, payload: { n: { 'a\u0000': 1 } } },
+      'message.payload.n key "a\\u0000"',
+    ],
     ['non-string header', { ...good, headers: { a: 1 } }, 'message.headers.a'],
     ['headers array', { ...good, headers: ['a'] }, 'message.headers'],
     ['empty header name', { ...good, headers: { '': 'x' } }, 'message.headers'],
@@ -54,6 +69,13 @@ describe('validateMessage: each bad input of SPEC §6 names its field', () => {
   ];
   it.each(cases)('%s', (_name, message, field) => {
     expect(rejection(message).field).toBe(field);
+  });
+
+  it('accepts paired surrogates (emoji) anywhere, and skips holes of sparse arrays as JSON does', () => {
+    // eslint-disable-next-line no-sparse-arrays
+    const sparse = [1, , 3];
+    const valid = validateMessage({ ...good, payload: { '🎉': ['🎉 ok', sparse] } });
+    expect(valid.payloadJson).toBe('{"🎉":["🎉 ok",[1,null,3]]}');
   });
 
   it('payload over the limit', () => {
