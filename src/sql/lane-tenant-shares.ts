@@ -56,8 +56,18 @@
  * - A bounded look-ahead in id order (the next 4 × batch rows of the lane): B's message sits
  *   after A's whole backlog in id order, so no bounded window reaches it.
  * - Giving every tenant a share, the front one included (the claim engine's rule): A's burst is
- *   then published ahead in the lanes the batch did not reach, one `outbox_lane_ahead` row per
- *   message of the burst.
+ *   then published ahead in the lanes the batch did not reach, a row of `outbox_lane_ahead` a
+ *   message. Measured, a drain of 20,000 of one tenant: 1,605 rows written and 0.78 s, against
+ *   none and 0.29 s.
+ * - No share at all for the front tenant: a lane whose burst has drained waits for the batch to
+ *   come round to it (the lanes are read from where the last batch ended), and B's message at
+ *   its front with it: B's commit -> publish went up to 0.9-1.1 s beside A's 12,000 (max 22-37
+ *   ms with a share for a front tenant with a share or less waiting; lane-tenant-shares.test.ts).
+ * - Letting the planner pick the probes of `outbox_lane_ahead`: it made the front's NOT EXISTS
+ *   an anti-join that read the lane's whole table, under a held snapshot every forgotten row
+ *   (2,063 buffers a call; 4,572 as a materialized nested loop): OFFSET 0 keeps each a probe.
+ * - Counting tenants with nothing after the position against a lane's visits: 400 tenants seen
+ *   before used them up, and B got shares in half the lanes of a call (16 of 32).
  * - Finding a predecessor by walking the tenant's rows from the position: grows with the
  *   tenant's backlog; the sequence index is one descent.
  */
