@@ -172,6 +172,16 @@ export const LANE_DECISION_LOCK_CLASS = 1818321264;
  *    that waits for a person's transaction); a decision that only sets the state and lets
  *    the dispatcher apply it (the parked path would have to read every due row's decision).
  *
+ * 7. Since migration 028, tenants' fair shares (sql/lane-tenant-shares.ts): the call records
+ *    what the last batch published ahead of its lanes' cursors (`p_ahead_lanes`/`p_ahead_ids`,
+ *    in `outbox_lane_ahead`, not what a cursor has passed), the lane reads skip those rows (one
+ *    probe of the table's primary key a lane; a probe a row on a lane that has some), a cursor
+ *    move deletes the ones it passes, and a lane whose rows after its position were all
+ *    published ahead is reported read to its end so that its cursor passes them. A FULL batch
+ *    is followed by a marker (lane -2) and `outbox_lane_shares` over the lanes the batch did
+ *    not read to their end, from each lane's tenant cursor (`p_read_tenants`, aligned with
+ *    `p_read_lanes`). NULL `p_read_tenants` (the version-27 signature): no shares.
+ *
  * `created_ms` is the message's created_at in ms since the epoch: parsing a timestamptz into a
  * Date in node-postgres was ~20 % of a batch's read time (500 rows: 5.0–6.0 ms with it, 3.9–4.7
  * without), a float costs nothing to parse.
