@@ -27,7 +27,10 @@
  *    whose burst has drained may wait for the others' before its cursor is read).
  * 3. For every other tenant: its first messages after the position, or after the last one it
  *    had published ahead in the lane (a backward probe of `outbox_lane_ahead_tenant_idx`), at
- *    most `share` (batch / 32) examined each. A message is published ahead only when nothing of
+ *    most `share` (batch / 32) taken and 4 × share (16 at least) examined each: a message that
+ *    must wait for the cursor does not stop the tenant's later aggregates (with one examined
+ *    at a time, B's shares in a lane stopped at the first such message, lane-tenant-shares
+ *    .test.ts), unless more of them than that lead the tenant's messages in the lane. A message is published ahead only when nothing of
  *    its aggregate can come before it (G4): it is not delayed, held or parked; unordered; or
  *    ordered with its aggregate not blocked by a parked message, and the first of its aggregate
  *    (sequence 1) or its predecessor (sequence - 1, by `outbox_lane_messages_tenant_seq_idx`)
@@ -109,6 +112,7 @@ DECLARE
   v_wrapped boolean;
   v_hops integer;
   v_shared integer;
+  v_taken integer;
   v_from bigint;
   v_pred bigint;
   v_ok boolean;
@@ -174,13 +178,16 @@ BEGIN
         SELECT 1 FROM ${s}.outbox_lane_messages m
         WHERE m.lane = v_lane.no AND ${TENANT} = v_next AND m.id > v_from);
       v_shared := v_shared + 1;
+      v_taken := 0;
       FOR v_row IN
         SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic,
                m.payload, m.headers, extract(epoch FROM m.created_at)::float8 * 1000 AS created_ms,
                m.shadow, m.available_at
         FROM ${s}.outbox_lane_messages m
         WHERE m.lane = v_lane.no AND ${TENANT} = v_next AND m.id > v_from
-        ORDER BY m.id LIMIT v_share
+        -- Up to 4 shares' worth examined (16 at least): a message that must wait for the
+        -- cursor (its predecessor unknown) does not stop the tenant's later aggregates.
+        ORDER BY m.id LIMIT greatest(16, 4 * v_share)
       LOOP
         IF v_row.available_at IS NOT NULL OR EXISTS (
              SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = v_row.lane AND p.id = v_row.id)
@@ -208,8 +215,9 @@ BEGIN
         headers := v_row.headers; created_ms := v_row.created_ms; shadow := v_row.shadow;
         RETURN NEXT;
         v_ids := v_ids || v_row.id;
+        v_taken := v_taken + 1;
         v_left := v_left - 1;
-        EXIT WHEN v_left <= 0;
+        EXIT WHEN v_left <= 0 OR v_taken >= v_share;
       END LOOP;
     END LOOP;
     IF v_hops > 0 THEN

@@ -141,12 +141,20 @@ describe('lanes engine: tenant shares (migration 028)', () => {
         payload: { s: 1 },
         tenantId: 'tenant-a',
       })),
+      // And of o-0..o-15 of tenant B itself: its share takes them first.
+      ...Array.from({ length: 16 }, (_, i): OutboxMessage => ({
+        topic: 'mail.send',
+        aggregateId: `o-${i}`,
+        payload: { s: 1 },
+        tenantId: 'tenant-b',
+      })),
     ]);
     await burst(2_000, 400);
     await enqueueLanes(db.pool, [
       ...Array.from({ length: 16 }, (_, i): OutboxMessage[] => [
         { topic: 'mail.send', aggregateId: `m-${i}`, payload: { s: 2 }, tenantId: 'tenant-b' },
         { topic: 'mail.send', aggregateId: `n-${i}`, payload: { s: 2 }, tenantId: 'tenant-b' },
+        { topic: 'mail.send', aggregateId: `o-${i}`, payload: { s: 2 }, tenantId: 'tenant-b' },
         { topic: 'mail.send', aggregateId: `b-${i}`, payload: { s: 1 }, tenantId: 'tenant-b' },
         { topic: 'mail.send', aggregateId: `b-${i}`, payload: { s: 2 }, tenantId: 'tenant-b' },
       ]).flat(),
@@ -158,11 +166,14 @@ describe('lanes engine: tenant shares (migration 028)', () => {
       batchSize: 50,
     }).drain();
     const seen = destination.seen;
-    expect(new Set(seen.map((s) => s.m.id)).size).toBe(4_000 + 32 + 64);
+    expect(new Set(seen.map((s) => s.m.id)).size).toBe(4_000 + 48 + 80);
     expectInOrder(seen);
-    // The shares did publish B's own aggregates ahead of A's backlog.
+    // The shares did publish B's own aggregates ahead of A's backlog, o-* in order from the
+    // middle of it.
     const firstB = seen.findIndex((s) => s.m.aggregateId.startsWith('b-'));
     expect(firstB).toBeLessThan(2_000);
+    const lastO = seen.findLastIndex((s) => s.m.aggregateId.startsWith('o-'));
+    expect(lastO).toBeLessThan(2_000);
     // Nothing is left recorded ahead once the cursors passed it.
     const { rows } = await db.pool.query<{ n: number }>(
       'SELECT count(*)::int AS n FROM outbox_lane_ahead',
