@@ -152,6 +152,40 @@ describe('lanes engine: held messages', () => {
     expect(of('a-1')).toEqual([1, 2]);
   });
 
+  it('approved before its delay ends: published at the time it was written for, in order', async () => {
+    const start = Date.now();
+    const written = await write([held('d-1', 1, { delayMs: 1_500 }), msg('d-1', 2)]);
+    const { of } = dispatch();
+    await sleep(100); // read and parked: held
+    await approveMessages(fromPg(db.pool), [written[0]!.id], { by: 'dee', ...lanes });
+    await sleep(200);
+    expect(of('d-1')).toEqual([]);
+    await waitFor(() => of('d-1').length === 2);
+    expect(Date.now() - start).toBeGreaterThanOrEqual(1_500);
+    expect(of('d-1')).toEqual([1, 2]);
+    const waiting = await db.pool.query<{ late: boolean }>(
+      `SELECT available_at > requested_at + interval '1400 ms' AS late
+         FROM outbox_lane_approvals WHERE id = $1`,
+      [written[0]!.id],
+    );
+    expect(waiting.rows[0]!.late).toBe(true);
+  });
+
+  it('an approve and a reject racing on one message: exactly one wins', async () => {
+    for (let round = 0; round < 5; round++) {
+      const [m] = await write([held(`race-${round}`, 1)]);
+      const outcomes = await Promise.allSettled([
+        approveMessages(fromPg(db.pool), [m!.id], { by: 'a', ...lanes }),
+        rejectMessages(fromPg(db.pool), [m!.messageId], { by: 'r', reason: 'no', ...lanes }),
+      ]);
+      expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
+      const lost = outcomes.find((o) => o.status === 'rejected') as PromiseRejectedResult;
+      expect(lost.reason).toBeInstanceOf(OutboxApprovalError);
+      const state = (await decision(m!.id))!.state;
+      expect(state).toBe(outcomes[0]!.status === 'fulfilled' ? 'approved' : 'rejected');
+    }
+  });
+
   it('an unordered held message holds nothing', async () => {
     const written = await write([held('u-1', 1, { ordered: false }), msg('u-1', 2)]);
     const { of } = dispatch();
@@ -166,6 +200,7 @@ describe('lanes engine: held messages', () => {
     const written = await write([held('rh-1', 1), msg('rh-1', 2), msg('rh-2', 1)]);
     const { of } = dispatch();
     await waitFor(() => of('rh-2').length === 1);
+    const rejectedBefore = (await readLaneEngineStatus(fromPg(db.pool))).rejected;
     await rejectMessages(fromPg(db.pool), [written[0]!.id], {
       by: 'erin',
       reason: 'duplicate refund',
@@ -180,7 +215,7 @@ describe('lanes engine: held messages', () => {
       note: 'duplicate refund',
     });
     const status = await readLaneEngineStatus(fromPg(db.pool));
-    expect(status.rejected).toBe(1);
+    expect(status.rejected).toBe(rejectedBefore + 1);
   });
 
   it('rejected under skip: never published, its aggregate goes on (parked or not yet read)', async () => {
@@ -239,14 +274,21 @@ describe('lanes engine: held messages', () => {
     });
   });
 
-  it('expiry under hold keeps the aggregate blocked; the sweep from code takes the policy', async () => {
+  it('expiry under hold keeps the aggregate blocked: the sweep from code takes the policy, the read applies it', async () => {
     const written = await write([held('eh-1', 1, { approvalExpiresInMs: 50 }), msg('eh-1', 2)]);
-    const { of } = dispatch();
-    await sleep(150);
+    await sleep(100);
+    // Swept before any lane read met it (no dispatcher runs yet): the read applies the decision.
     const swept = await expireApprovals(fromPg(db.pool), { deadLetterPolicy: 'hold', ...lanes });
-    expect(swept).toEqual([expect.objectContaining({ id: written[0]!.id, state: 'expired' })]);
+    expect(swept).toEqual(
+      expect.arrayContaining([expect.objectContaining({ id: written[0]!.id, state: 'expired' })]),
+    );
+    const { of } = dispatch('skip'); // the policy the expiry was decided under counts
     await sleep(400);
     expect(of('eh-1')).toEqual([]);
+    const parked = await db.pool.query(
+      `SELECT 1 FROM outbox_lane_parked WHERE aggregate_id = 'eh-1'`,
+    );
+    expect(parked.rows).toHaveLength(2);
   });
 
   it('bad input: unknown ids, twice decided, not held, all or nothing; nothing written', async () => {
