@@ -158,6 +158,7 @@ export {
   listAwaitingApproval,
   OutboxApprovalError,
   rejectMessages,
+  type ApprovalEngine,
   type ApprovalState,
   type ApproveOptions,
   type AwaitingApproval,

@@ -108,6 +108,11 @@ export interface LaneState {
   parked: number;
   /** Parked heads, not dead: failures waiting for their retry (or given back unsent, due). */
   retrying: number;
+  /**
+   * Held messages parked (migration 027): waiting for a decision, or rejected (or expired) under
+   * `hold`, blocking their aggregate. Not in `parked` nor `retrying`: they are not pending.
+   */
+  held: number;
   deadLetters: number;
 }
 
@@ -119,6 +124,7 @@ export interface LaneStatus {
     oldestBacklogAgeSeconds: number;
     parked: number;
     retrying: number;
+    held: number;
     deadLetters: number;
     /** Lanes under a live lease. */
     leasedLanes: number;
@@ -149,7 +155,7 @@ export async function laneStatus(
     leaseExpiresAt: r.leaseExpiresAt === null ? null : new Date(r.leaseExpiresAt),
     oldestBacklogAgeSeconds: Number(r.oldestBacklogAgeSeconds),
   }));
-  const sum = (key: 'backlog' | 'parked' | 'retrying' | 'deadLetters') =>
+  const sum = (key: 'backlog' | 'parked' | 'retrying' | 'held' | 'deadLetters') =>
     lanes.reduce((n, l) => n + l[key], 0);
   const live = lanes.filter((l) => l.leased);
   return {
@@ -159,6 +165,7 @@ export async function laneStatus(
       oldestBacklogAgeSeconds: Math.max(0, ...lanes.map((l) => l.oldestBacklogAgeSeconds)),
       parked: sum('parked'),
       retrying: sum('retrying'),
+      held: sum('held'),
       deadLetters: sum('deadLetters'),
       leasedLanes: live.length,
       owners: new Set(live.map((l) => l.owner)).size,

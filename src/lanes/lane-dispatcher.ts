@@ -15,6 +15,7 @@ import { WakeUps } from '../dispatcher/wake-ups.js';
 import type { WakeSource } from '../dispatcher/wake-source.js';
 import { LANE_COUNT } from '../migrations/024-lanes.js';
 import type { OutgoingMessage, Publisher } from '../publishers/publisher.js';
+import { laneExpireSql } from '../sql/lane-approvals.js';
 import { laneByIdsSql, laneDueSql, laneLeaveSql, laneNextCallSql } from '../sql/lanes.js';
 import { LaneDispatcherGroup, shareWakeSource } from './lane-dispatcher-group.js';
 import { isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
@@ -159,6 +160,11 @@ const emptyOutcome = (): Outcome => ({
  */
 const CURSOR_SYNC_MS = 1_000;
 
+/** How often a lane dispatcher sweeps expired held messages (as the claim engine's default). */
+const APPROVAL_SWEEP_MS = 30_000;
+/** Held messages one sweep decides at most (as the claim engine's). */
+const APPROVAL_SWEEP_BATCH = 100;
+
 /** Messages named by wake-ups a dispatcher keeps at most until it looks at them. */
 const NAMED_MAX = 256;
 
@@ -216,6 +222,7 @@ class LaneDispatcher implements Dispatcher {
     settleParked: string;
     leave: string;
     byIds: string;
+    expire: string;
   };
   /** Cursor of each owned lane as last committed (bigint as text). */
   #cursors = new Map<number, string>();
@@ -239,6 +246,8 @@ class LaneDispatcher implements Dispatcher {
   #renewedAt = 0;
   #balanceAt = 0;
   #parkedAt = 0;
+  /** When the held messages' expiry sweep is next due (see {@link #expireApprovals}). */
+  #expiryAt = 0;
   /**
    * The last read left ids that may still commit (the horizon's pair pending, or the horizon just
    * moved, so a newer id may be pending behind it): see {@link #idleWaitMs}.
@@ -343,6 +352,7 @@ class LaneDispatcher implements Dispatcher {
       settleParked: `SELECT ${s}.outbox_lane_settle_parked($1, $2, $3, $4, $5, $6, $7)`,
       leave: laneLeaveSql(s),
       byIds: laneByIdsSql(s),
+      expire: laneExpireSql(s),
     };
   }
 
@@ -620,6 +630,7 @@ class LaneDispatcher implements Dispatcher {
         // the leases first when due, or the cycle outlasts them (another dispatcher takes the
         // lanes, publishes the same parked runs again, and this one's settle is fenced).
         if (Date.now() >= this.#balanceAt) await this.#balance();
+        if (Date.now() >= this.#expiryAt) await this.#expireApprovals();
         parked = await this.#publishParked();
         // Found some: look again next cycle (more may be due). Else at the poll cadence (an idle
         // dispatcher looks at every poll, as before) and at least every second; what this
@@ -959,6 +970,21 @@ class LaneDispatcher implements Dispatcher {
       });
       return true;
     }
+  }
+
+  /**
+   * The expiry sweep of held messages (migration 027, sql/lane-approvals.ts), as the claim
+   * engine's dispatchers run it: at most every {@link APPROVAL_SWEEP_MS}, again at the next look
+   * when a sweep was full, with this dispatcher's dead-letter policy. Before the parked path, so
+   * that what an expiry lets go (`skip`) is published in the same look. One probe of
+   * `outbox_lane_approvals_awaiting_idx` when nothing is overdue.
+   */
+  async #expireApprovals(): Promise<void> {
+    const { rows } = await this.#executor.query(this.#sql.expire, [
+      APPROVAL_SWEEP_BATCH,
+      this.#options.deadLetterPolicy === 'hold',
+    ]);
+    this.#expiryAt = rows.length >= APPROVAL_SWEEP_BATCH ? 0 : Date.now() + APPROVAL_SWEEP_MS;
   }
 
   /** Due heads of parked messages: published, then settled at once (rare: failures only). */

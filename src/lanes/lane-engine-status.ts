@@ -2,6 +2,7 @@ import type { OutboxStatus } from '../admin/status.js';
 import { OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import { laneAttemptsSql, laneEngineStatusSql, laneLastErrorsSql } from '../sql/lane-admin.js';
+import { laneApprovalCountsSql } from '../sql/lane-approvals.js';
 import { LANE_COUNT } from '../migrations/024-lanes.js';
 import { listRoutePausesSql } from '../sql/route-pauses.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
@@ -34,8 +35,10 @@ export interface LaneEngineStatus extends OutboxStatus {
  *
  * On the lanes engine every message after a cursor is due (it takes no delays), `inFlight` is 0
  * (a batch leases its lane, not rows), `scheduled` is the failures waiting for their retry, and
- * `backlog` also holds what is parked behind a failure of its aggregate. Held messages do not
- * exist there: their counts are 0.
+ * `backlog` also holds what is parked behind a failure of its aggregate. Held messages
+ * (migration 027) are counted as on the claim engine (`awaitingApproval`, the oldest wait,
+ * `rejected`, `expired`) and not as pending once the lane read has parked them (a held message
+ * after a cursor is counted in `backlog` until its lane's read reaches it).
  *
  * @example
  * ```ts
@@ -73,6 +76,13 @@ export async function readLaneEngineStatus(
   const pauses = await executor.query<OutboxStatus['pausedRoutes'][number]>(
     listRoutePausesSql(schema),
   );
+  const approvals = await executor.query<{
+    awaiting: number;
+    oldestAgeSeconds: number;
+    rejected: number;
+    expired: number;
+  }>(laneApprovalCountsSql(schema));
+  const held = approvals.rows[0]!;
   const row = summary.rows[0]!;
   const backlog = Number(row.backlog);
   const parked = attempts.rows.map((r) => ({
@@ -92,10 +102,10 @@ export async function readLaneEngineStatus(
     inFlight: 0,
     scheduled: Number(row.scheduled),
     deadLetters: Number(row.deadLetters),
-    awaitingApproval: 0,
-    oldestAwaitingApprovalAgeSeconds: 0,
-    rejected: 0,
-    expired: 0,
+    awaitingApproval: Number(held.awaiting),
+    oldestAwaitingApprovalAgeSeconds: Number(held.oldestAgeSeconds),
+    rejected: Number(held.rejected),
+    expired: Number(held.expired),
     attempts: parked,
     lastErrors: errors.rows.map((r) => ({ ...r, attempts: Number(r.attempts) })),
     pausedRoutes: pauses.rows.map((p) => ({

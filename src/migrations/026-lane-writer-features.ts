@@ -1,4 +1,4 @@
-import { laneNextFunctionSql } from '../sql/lanes.js';
+import { laneNextFunction026 } from './026-frozen-functions.js';
 import type { Migration } from './migration.js';
 
 /**
@@ -41,6 +41,7 @@ CREATE INDEX outbox_lane_messages_delayed_idx ON ${s}.outbox_lane_messages (lane
 DROP FUNCTION ${s}.outbox_lane_next(text, smallint[], bigint[], bigint[], smallint[], bigint[],
   text[], text[], float8[], boolean, integer, smallint, integer, bigint, bigint, bigint, boolean,
   smallint[], bigint[])`,
-    laneNextFunctionSql(s),
+    // Replaced by migration 027 (held messages): the text 026 created, frozen.
+    laneNextFunction026(s),
   ],
 };

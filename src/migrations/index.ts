@@ -24,6 +24,7 @@ import { claimFillfactor } from './023-claim-fillfactor.js';
 import { lanes } from './024-lanes.js';
 import { laneDeferrals } from './025-lane-deferrals.js';
 import { laneWriterFeatures } from './026-lane-writer-features.js';
+import { laneApprovals } from './027-lane-approvals.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -54,6 +55,7 @@ export const MIGRATIONS: readonly Migration[] = [
   lanes,
   laneDeferrals,
   laneWriterFeatures,
+  laneApprovals,
 ];
 
 /** The schema version this build of agent-outbox expects. */

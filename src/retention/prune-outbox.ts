@@ -8,6 +8,7 @@ import {
 } from '../sql/retention.js';
 import { countExpiredDedupeKeysSql } from '../sql/dedupe.js';
 import { pruneRingSql } from '../sql/dispatched-log.js';
+import { pruneLaneApprovalsSql } from '../sql/lane-approvals.js';
 import { countLanePrunableSql, lanePruneSql } from '../sql/lanes.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
@@ -133,6 +134,9 @@ export async function pruneOutbox(
     removed += n;
     options.onBatch?.({ removed, batches, lastBatch: n });
   }
+  // The decisions of held lane messages retention deleted (migration 027): not counted in
+  // `removed`, which counts messages.
+  if (!archive) await executor.query(pruneLaneApprovalsSql(schema), [olderThanMs]);
   return { removed, batches, archived: archive };
 }
 

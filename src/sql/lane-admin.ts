@@ -82,12 +82,16 @@ SELECT l.lane, l.cursor::text AS cursor, l.owner, l.lease_expires_at AS "leaseEx
          AS "oldestBacklogAgeSeconds",
        coalesce(p.waiting, 0)::int AS parked,
        coalesce(p.retrying, 0)::int AS retrying,
+       coalesce(p.held, 0)::int AS held,
        coalesce(p.dead, 0)::int AS "deadLetters"
 FROM ${s}.outbox_lanes l
 LEFT JOIN (
   SELECT q.lane,
-         count(*) FILTER (WHERE NOT q.head AND q.dead_at IS NULL) AS waiting,
-         count(*) FILTER (WHERE q.head AND q.dead_at IS NULL) AS retrying,
+         count(*) FILTER (WHERE NOT q.head AND q.dead_at IS NULL
+                            AND q.available_at < 'infinity') AS waiting,
+         count(*) FILTER (WHERE q.head AND q.dead_at IS NULL
+                            AND q.available_at < 'infinity') AS retrying,
+         count(*) FILTER (WHERE q.dead_at IS NULL AND q.available_at = 'infinity') AS held,
          count(*) FILTER (WHERE q.dead_at IS NOT NULL) AS dead
   FROM ${s}.outbox_lane_parked q
   GROUP BY q.lane
@@ -196,11 +200,14 @@ WITH per_lane AS MATERIALIZED (
     SELECT walk.id FROM walk WHERE NOT walk.dead LIMIT 1
   ) pt ON pf.id IS NOT NULL
   LEFT JOIN LATERAL (
-    SELECT count(*) FILTER (WHERE NOT q.head AND q.dead_at IS NULL) AS waiting,
+    -- A held message (migration 027: awaiting, or rejected under hold) is parked due at
+    -- infinity: not pending (as on the claim engine), counted by laneApprovalCountsSql.
+    SELECT count(*) FILTER (WHERE NOT q.head AND q.dead_at IS NULL
+                              AND q.available_at < 'infinity') AS waiting,
            count(*) FILTER (WHERE q.head AND q.dead_at IS NULL AND q.available_at <= now())
              AS due_heads,
-           count(*) FILTER (WHERE q.head AND q.dead_at IS NULL AND q.available_at > now())
-             AS later_heads
+           count(*) FILTER (WHERE q.head AND q.dead_at IS NULL AND q.available_at > now()
+                              AND q.available_at < 'infinity') AS later_heads
     FROM ${s}.outbox_lane_parked q
     WHERE q.lane = l.lane AND q.id >= pf.id AND q.id < pf.id + $1
   ) p ON pf.id IS NOT NULL
@@ -241,7 +248,7 @@ FROM lanes`;
 export const laneAttemptsSql = (s: string) => `
 SELECT attempts, count(*)::int AS messages
 FROM ${s}.outbox_lane_parked
-WHERE dead_at IS NULL
+WHERE dead_at IS NULL AND available_at < 'infinity'
 GROUP BY attempts
 ORDER BY attempts`;
 

@@ -112,6 +112,15 @@ LANGUAGE sql SET jit = off AS $$
 $$`;
 
 /**
+ * The first key of the lane decision lock (migration 027): "laap" read as a 32-bit integer, the
+ * second key is the lane. Held exclusively by a decision on held messages while it changes a
+ * lane's parked rows (sql/lane-approvals.ts), tried shared by `outbox_lane_next` before it reads
+ * a lane row by row. A collision with an application's two-key advisory lock only makes a
+ * decision wait or a read leave a lane to its next call, never decides anything.
+ */
+export const LANE_DECISION_LOCK_CLASS = 1818321264;
+
+/**
  * One batch: commits the previous batch's outcome, then reads the next.
  *
  * 1. The horizon (`outbox_lane_horizon`, from the caller's pair), first: before this call writes
@@ -148,6 +157,21 @@ $$`;
  *    And `shadow` is returned: the dispatcher settles a shadow message without handing it to
  *    the publisher, as the claim engine does.
  *
+ * 6. Since migration 027, held messages (`requiresApproval`): written with available_at =
+ *    infinity, so they take the delays' path above and nothing else does. When the read meets
+ *    one it probes its decision in `outbox_lane_approvals` (primary key): awaiting, it is parked
+ *    as a deferral that never comes due, and an ordered one holds its aggregate's later
+ *    messages behind it (G4) as a failure does; approved, it is due at the time it was written
+ *    for (or at once); rejected or expired, it is never published, and blocks its ordered
+ *    aggregate for good only when decided under `hold`. A decision changes the parked rows
+ *    itself (sql/lane-approvals.ts), under the lane's advisory lock: this read takes the lock
+ *    shared, without waiting (a lane whose lock a decision holds is left to the next call), so
+ *    a decision never meets a read that parks from an older state. A lane read on the fast
+ *    path (no delayed or held message after its position, nothing blocking) takes no lock.
+ *    Rejected: a FOR SHARE of the decision row (a write per held message read, and a batch
+ *    that waits for a person's transaction); a decision that only sets the state and lets
+ *    the dispatcher apply it (the parked path would have to read every due row's decision).
+ *
  * `created_ms` is the message's created_at in ms since the epoch: parsing a timestamptz into a
  * Date in node-postgres was ~20 % of a batch's read time (500 rows: 5.0–6.0 ms with it, 3.9–4.7
  * without), a float costs nothing to parse.
@@ -160,7 +184,7 @@ $$`;
  * would be a write (a lane-row version a held snapshot keeps) that buys nothing.
  */
 export const laneNextFunctionSql = (s: string) => `
-CREATE FUNCTION ${s}.outbox_lane_next(
+CREATE OR REPLACE FUNCTION ${s}.outbox_lane_next(
   p_owner text, p_lanes smallint[], p_from bigint[], p_to bigint[],
   p_park_lanes smallint[], p_park_ids bigint[], p_park_kinds text[], p_park_errors text[],
   p_park_delay_ms float8[], p_dead_blocks boolean,
@@ -185,6 +209,9 @@ DECLARE
   v_delayed boolean;
   v_held text[];
   v_row record;
+  v_at timestamptz;
+  v_skip boolean;
+  v_approval record;
   v_seen integer;
   v_upto bigint;
   v_end constant bigint := 9223372036854775807;
@@ -325,6 +352,10 @@ BEGIN
       -- aggregate's later messages, and a message not due as a deferral (attempts 0) due at its
       -- available_at, which then blocks its ordered aggregate as a failure does (G4): the
       -- parked path publishes it when due, and its aggregate's later messages after it.
+      -- Held messages (migration 027): a decision on this lane (sql/lane-approvals.ts) holds
+      -- its lock exclusively while it changes what is parked here; this read does not wait for
+      -- it: the lane is left for the next call (no rows, no marker: it stays where it is).
+      CONTINUE WHEN NOT pg_try_advisory_xact_lock_shared(${LANE_DECISION_LOCK_CLASS}, v_lane.no);
       v_seen := 0;
       v_upto := NULL;
       v_held := '{}';
@@ -355,20 +386,40 @@ BEGIN
         v_upto := v_row.id;
         -- v_held: aggregates this loop parked a delayed message of (the loop's query does not
         -- see what the loop inserts).
-        IF v_row.behind OR (v_row.ordered AND v_row.aggregate_id = ANY (v_held)) THEN
+        -- A held message (migration 027) is written with available_at = infinity: its decision
+        -- says when it is due. Awaiting (or overdue, until the expiry sweep decides it): never,
+        -- parked as a deferral that never comes due, blocking its ordered aggregate. Approved:
+        -- at the time it was written for (or now). Rejected or expired: never published; it
+        -- blocks its ordered aggregate for good under the policy it was decided with (hold),
+        -- else it is passed over like a consumed message. One primary-key probe of
+        -- outbox_lane_approvals per held message read; nothing for any other message.
+        v_at := v_row.available_at;
+        v_skip := false;
+        IF v_at = 'infinity' THEN
+          SELECT a.state, a.available_at, a.dead_blocks INTO v_approval
+          FROM ${s}.outbox_lane_approvals a WHERE a.id = v_row.id;
+          IF FOUND AND v_approval.state = 'approved' THEN
+            v_at := coalesce(v_approval.available_at, '-infinity');
+          ELSIF FOUND AND v_approval.state IN ('rejected', 'expired') THEN
+            v_skip := NOT (v_row.ordered AND v_approval.dead_blocks);
+          END IF;
+        END IF;
+        IF v_skip THEN
+          NULL;
+        ELSIF v_row.behind OR (v_row.ordered AND v_row.aggregate_id = ANY (v_held)) THEN
           -- Its own due time kept: outbox_lane_promote makes it head no earlier than that.
           INSERT INTO ${s}.outbox_lane_parked
             (lane, id, aggregate_id, ordered, head, blocks, available_at)
           VALUES (v_row.lane, v_row.id, v_row.aggregate_id, true, false, true,
-                  coalesce(v_row.available_at, now()))
+                  coalesce(v_at, now()))
           ON CONFLICT DO NOTHING;
         ELSIF v_row.parked THEN
           NULL;
-        ELSIF v_row.available_at > now() THEN
+        ELSIF v_at > now() THEN
           INSERT INTO ${s}.outbox_lane_parked
             (lane, id, aggregate_id, ordered, head, blocks, available_at)
           VALUES (v_row.lane, v_row.id, v_row.aggregate_id, v_row.ordered, true, v_row.ordered,
-                  v_row.available_at)
+                  v_at)
           ON CONFLICT DO NOTHING;
           IF v_row.ordered THEN
             v_held := v_held || v_row.aggregate_id;

@@ -24,6 +24,7 @@ import { AUTOCOMMIT_OPT_IN, isSqlExecutor, type SqlExecutor } from '../store/sql
 import { preparable } from '../store/statement-name.js';
 import { insertKeyed, resolveDedupeWindowMs } from './keyed-insert.js';
 import { insertLaneMessages } from './lane-insert.js';
+import { holdLaneMessages } from './lane-holds.js';
 import { byAggregate, inInputOrder, type InsertedRow } from './inserted-rows.js';
 
 /** Options of {@link createOutbox}. */
@@ -74,9 +75,9 @@ export interface OutboxOptions {
    * Which engine's tables to write (issue 43): `'claims'` (default) writes `outbox`, published by
    * `createDispatcher`; `'lanes'` writes `outbox_lane_messages` (migration 024), published by
    * `createLaneDispatcher`: nothing is written per message when it is published. The lanes
-   * engine takes `delayMs`, `availableAt`, `dedupeKey` (and `onDuplicate`) and `shadow` as the
-   * claim engine does; it does not yet take `requiresApproval` (refused with a validation
-   * error, nothing written) nor `approvalRequests`.
+   * engine takes `delayMs`, `availableAt`, `dedupeKey` (and `onDuplicate`), `shadow`,
+   * `requiresApproval` and `approvalRequests` as the claim engine does (migrations 026, 027);
+   * not yet `approvalRequests.links` (refused with a validation error).
    */
   engine?: 'claims' | 'lanes';
 }
@@ -154,10 +155,10 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
       'engine',
       `must be 'claims' or 'lanes', got ${JSON.stringify(engine)}`,
     );
-  if (engine === 'lanes' && options.approvalRequests !== undefined)
+  if (engine === 'lanes' && options.approvalRequests?.links !== undefined)
     throw new OutboxValidationError(
-      'approvalRequests',
-      "is not available on the lanes engine yet: use engine 'claims' for held messages",
+      'approvalRequests.links',
+      "is not available on the lanes engine yet: use engine 'claims' for signed approval links",
     );
   const sql = preparable(insertMessagesSql(quoteIdentifier(schemaName)));
   const limits: ValidationLimits = resolveLimits({
@@ -231,15 +232,20 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
     reject: boolean,
   ): Promise<EnqueuedMessage[]> {
     const valid = validateMessages(messages, limits);
-    if (engine === 'lanes') valid.forEach(refuseOnLanes);
+    const headersOf = (index: number) =>
+      headersJson(
+        valid[index]!,
+        messages[index] as OutboxMessage,
+        traceHeaders,
+        defaultSchemaVersion,
+      );
     const json = (message: ValidMessage, index: number) =>
-      rowJson(message, messages[index] as OutboxMessage, traceHeaders, defaultSchemaVersion);
-    if (engine === 'lanes')
-      return insertLaneMessages(executor, valid, json, {
-        schema: schemaName,
-        dedupeWindowMs,
-        reject,
-      });
+      rowJson(message, headersOf(index), engine === 'lanes');
+    if (engine === 'lanes') {
+      const settings = { schema: schemaName, dedupeWindowMs, reject };
+      const written = await insertLaneMessages(executor, valid, json, settings);
+      return holdLaneMessages(executor, valid, written, { ...settings, requests, headersOf });
+    }
     // Messages using the columns of migration 013 take the longer statement; the others the usual.
     const enqueued = valid.some(
       (m) => m.dedupeKey !== undefined || m.approval?.onExpiry === 'approve',
@@ -324,15 +330,6 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
   };
 }
 
-/** What the lanes engine does not take yet (issue 43): refused before anything is written. */
-function refuseOnLanes(message: ValidMessage, index: number): void {
-  const field = (name: string) => `messages[${index}].${name}`;
-  const why =
-    "is not available on the lanes engine yet (createOutbox({ engine: 'lanes' })): use engine 'claims' for it";
-  if (message.approval !== undefined)
-    throw new OutboxValidationError(field('requiresApproval'), why);
-}
-
 /** The writer's `approvalRequests` option, checked once, or undefined. */
 function approvalRequestsOf(option: OutboxOptions['approvalRequests']) {
   if (option === undefined) return undefined;
@@ -385,28 +382,42 @@ function startCreateSpan(messages: readonly OutboxMessage[], parent: Context) {
 }
 
 /**
- * One element of the statement's jsonb array (keys as insert-messages.ts reads them), as JSON
- * text. The payload goes in as the text validation already produced: parsing it back only to
- * serialise it again cost a parse and a stringify of every payload (up to 1 MiB each).
+ * The headers a message is written with. Caller-provided headers win over captured ones: an
+ * explicit traceparent is a decision.
  */
-function rowJson(
+function headersJson(
   message: ValidMessage,
   original: OutboxMessage,
   traceHeaders: Record<string, string>,
   defaultSchemaVersion: string,
-): string {
-  // Caller-provided headers win over captured ones: an explicit traceparent is a decision.
-  const headers: Record<string, string> = {
+): Record<string, string> {
+  return {
     ...traceHeaders,
     [HEADER.schemaVersion]: String(original.schemaVersion ?? defaultSchemaVersion),
     ...(original.tenantId !== undefined ? { [HEADER.tenantId]: original.tenantId } : {}),
     ...message.headers,
   };
+}
+
+/**
+ * One element of the statement's jsonb array (keys as insert-messages.ts reads them), as JSON
+ * text. The payload goes in as the text validation already produced: parsing it back only to
+ * serialise it again cost a parse and a stringify of every payload (up to 1 MiB each).
+ *
+ * On the lanes engine a held message is written due at infinity (migration 027): its decision
+ * row (writer/lane-holds.ts) keeps the time it was written for.
+ */
+function rowJson(message: ValidMessage, headers: Record<string, string>, lanes: boolean): string {
+  const heldOnLanes = lanes && message.approval !== undefined;
+  const at = heldOnLanes
+    ? '"infinity"'
+    : message.availableAt
+      ? JSON.stringify(message.availableAt.toISOString())
+      : 'null';
   return (
     `{"a":${JSON.stringify(message.aggregateId)},"t":${JSON.stringify(message.topic)}` +
     `,"p":${message.payloadJson},"h":${JSON.stringify(headers)}` +
-    `,"at":${message.availableAt ? JSON.stringify(message.availableAt.toISOString()) : 'null'}` +
-    `,"d":${JSON.stringify(message.delayMs)}${message.shadow ? ',"s":true' : ''}` +
+    `,"at":${at},"d":${heldOnLanes ? 0 : JSON.stringify(message.delayMs)}${message.shadow ? ',"s":true' : ''}` +
     `${message.ordered === undefined ? '' : `,"o":${message.ordered}`}${approvalJson(message)}` +
     `${message.dedupeKey === undefined ? '' : `,"k":${JSON.stringify(message.dedupeKey)}`}}`
   );

@@ -15,11 +15,12 @@ import {
 } from '../../admin/call-approvals.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
 import { connect, resolveDatabaseUrl } from '../database.js';
+import { parseEngineFlag } from '../dispatch/lanes.js';
 import { COMMON_OPTIONS, positiveInt, validateSchemaFlag } from '../flags.js';
 import { formatAge } from '../format/table.js';
 import { EXIT, UsageError } from '../usage-error.js';
 
-export const approvalsHelp = `Usage: outbox approvals [--topic GLOB] [--limit N] [--json] [--database-url URL] [--schema NAME]
+export const approvalsHelp = `Usage: outbox approvals [--engine claims|lanes] [--topic GLOB] [--limit N] [--json] [--database-url URL] [--schema NAME]
 
 Lists the messages held for a person's decision, oldest first: row id, message id, topic,
 aggregate, how long it has waited and when it expires, who asked (the tool call and its
@@ -28,6 +29,8 @@ CALLS paused for a decision (adapters with approval: 'call'): call-<n>, tool, ca
 Decide with \`outbox approve\` or \`outbox reject\`.
 
 Options:
+  --engine E          claims (default) or lanes: whose held messages (the paused calls are
+                      the same on both)
   --topic GLOB        only these topics (payment.*)
   --limit N           at most N messages (default 100)
   --json              one JSON array (keys: id, messageId, topic, aggregateId, sequence,
@@ -39,16 +42,18 @@ Options:
   --schema NAME       schema of the outbox tables (default: ${DEFAULT_SCHEMA})
 `;
 
-export const approveHelp = `Usage: outbox approve <id...> --by NAME [--note TEXT] [--json] [--database-url URL] [--schema NAME]
+export const approveHelp = `Usage: outbox approve <id...> --by NAME [--note TEXT] [--engine claims|lanes] [--json] [--database-url URL] [--schema NAME]
 
 Approves held messages (<id> is a row id or a message id): each is then dispatched like any
 other message, at once or at the time it was written for. An <id> call-<n> approves a paused
 agent tool call instead (outbox approvals lists them): the application's callback resumes it. Who, when and the note are kept with
 the message. All or nothing: if any of them was already decided (approved, rejected or expired),
 needs no approval, or does not exist, nothing is approved and the command says why (exit 1).
+With --engine lanes, the lanes engine's held messages (ids as its writer returns them, or
+message ids).
 `;
 
-export const rejectHelp = `Usage: outbox reject <id...> --by NAME --reason TEXT [--dead-letter-policy hold|skip] [--json] [--database-url URL] [--schema NAME]
+export const rejectHelp = `Usage: outbox reject <id...> --by NAME --reason TEXT [--dead-letter-policy hold|skip] [--engine claims|lanes] [--json] [--database-url URL] [--schema NAME]
 
 Rejects held messages (<id> is a row id or a message id): kept, never published, visible in
 \`outbox status\` and to the agent's effect status tool, with who, when and the reason. An <id>
@@ -59,9 +64,11 @@ Options:
   --dead-letter-policy P  what a rejected ORDERED message does to the later messages of its
                           aggregate — use the value your dispatchers run with:
                           hold (default): they keep waiting behind it; skip: they go
+  --engine E              claims (default) or lanes: whose held messages
 `;
 
 const common = { ...COMMON_OPTIONS, topic: { type: 'string' } } as const;
+const engineOption = { engine: { type: 'string', default: 'claims' } } as const;
 
 function printAwaiting(list: readonly AwaitingApproval[]): void {
   if (list.length === 0) {
@@ -117,7 +124,7 @@ function printDecidedCalls(decided: readonly CallDecision[], verb: string): void
 export async function approvalsCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseFlags({
     args: argv,
-    options: { ...common, limit: { type: 'string' }, calls: { type: 'boolean' } },
+    options: { ...common, ...engineOption, limit: { type: 'string' }, calls: { type: 'boolean' } },
     allowPositionals: true,
     strict: true,
   });
@@ -130,6 +137,7 @@ export async function approvalsCommand(argv: string[]): Promise<number> {
       `unexpected "${positionals[0]}": to decide, run outbox approve <id...> or outbox reject <id...>`,
     );
   validateSchemaFlag(values.schema);
+  const engine = parseEngineFlag(values.engine);
   const limit = positiveInt('limit', values.limit, 100);
   const db = await connect(resolveDatabaseUrl(values['database-url']));
   try {
@@ -143,6 +151,7 @@ export async function approvalsCommand(argv: string[]): Promise<number> {
       schema: values.schema,
       topic: values.topic,
       limit,
+      engine,
     });
     if (values.json) {
       process.stdout.write(`${JSON.stringify(list)}\n`);
@@ -174,7 +183,12 @@ function printDecided(decided: readonly DecidedMessage[], json: boolean, verb: s
 export async function approveCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseFlags({
     args: argv,
-    options: { ...COMMON_OPTIONS, by: { type: 'string' }, note: { type: 'string' } },
+    options: {
+      ...COMMON_OPTIONS,
+      ...engineOption,
+      by: { type: 'string' },
+      note: { type: 'string' },
+    },
     allowPositionals: true,
     strict: true,
   });
@@ -184,6 +198,7 @@ export async function approveCommand(argv: string[]): Promise<number> {
   }
   validateSchemaFlag(values.schema);
   if (positionals.length === 0) throw new UsageError('give the ids to approve');
+  const engine = parseEngineFlag(values.engine);
   const by = requireFlag('by', values.by);
   const db = await connect(resolveDatabaseUrl(values['database-url']));
   try {
@@ -194,6 +209,7 @@ export async function approveCommand(argv: string[]): Promise<number> {
           by,
           note: values.note,
           schema: values.schema,
+          engine,
         })
       : [];
     const decidedCalls = await decideCalls(db.executor, calls, {
@@ -220,6 +236,7 @@ export async function rejectCommand(argv: string[]): Promise<number> {
     args: argv,
     options: {
       ...COMMON_OPTIONS,
+      ...engineOption,
       by: { type: 'string' },
       reason: { type: 'string' },
       'dead-letter-policy': { type: 'string' },
@@ -233,6 +250,7 @@ export async function rejectCommand(argv: string[]): Promise<number> {
   }
   validateSchemaFlag(values.schema);
   if (positionals.length === 0) throw new UsageError('give the ids to reject');
+  const engine = parseEngineFlag(values.engine);
   const by = requireFlag('by', values.by);
   const reason = requireFlag('reason', values.reason);
   const policy = values['dead-letter-policy'] ?? 'hold';
@@ -248,6 +266,7 @@ export async function rejectCommand(argv: string[]): Promise<number> {
           reason,
           deadLetterPolicy: policy,
           schema: values.schema,
+          engine,
         })
       : [];
     const decidedCalls = await decideCalls(db.executor, calls, {

@@ -173,6 +173,7 @@ describe('lanes engine: admin', () => {
       oldestBacklogAgeSeconds: 0,
       parked: 0,
       retrying: 0,
+      held: 0,
       deadLetters: 0,
       leasedLanes: 0,
       owners: 0,

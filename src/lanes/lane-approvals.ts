@@ -1,0 +1,135 @@
+import {
+  checkPolicy,
+  decide,
+  requiredText,
+  type DecidedMessage,
+} from '../admin/approval-decisions.js';
+import type { AwaitingApproval } from '../admin/awaiting-approval.js';
+import { OutboxValidationError } from '../core/errors.js';
+import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
+import type { JsonValue } from '../core/message.js';
+import type { DeadLetterPolicy } from '../dispatcher/options.js';
+import { globToLike } from '../dispatcher/topic-patterns.js';
+import { wakeAfterApprovalSql } from '../sql/approvals.js';
+import { laneDecideSql, laneExpireSql, listLaneAwaitingSql } from '../sql/lane-approvals.js';
+import { notifyChannel } from '../sql/notify.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
+
+/**
+ * Held messages of the lanes engine (migration 027): the claim engine's decisions
+ * (admin/approvals.ts) on `outbox_lane_approvals`. `approveMessages`, `rejectMessages`,
+ * `listAwaitingApproval` and `expireApprovals` call these with `engine: 'lanes'`; ids are a lane
+ * message's `id` (digits, as the writer returns it) or its message id (UUID).
+ */
+
+/** Approves held lane messages, as `approveMessages` does on the claim engine. */
+export async function approveLaneMessages(
+  executor: SqlExecutor,
+  ids: readonly string[],
+  options: { by: string; note?: string; schema?: string },
+): Promise<DecidedMessage[]> {
+  const schemaName = options.schema ?? DEFAULT_SCHEMA;
+  const schema = quoteIdentifier(schemaName);
+  const by = requiredText('by', options.by);
+  const note =
+    options.note === undefined || options.note.trim() === ''
+      ? null
+      : requiredText('note', options.note);
+  const decided = await decide(executor, ids, 'approve', laneDecideSql(schema), (r, m) => [
+    r,
+    m,
+    'approved',
+    by,
+    note,
+    false,
+  ]);
+  await executor
+    .query(wakeAfterApprovalSql(schema), [notifyChannel(schemaName)])
+    .catch(() => undefined); // a hint only: the parked path finds the message anyway
+  return decided;
+}
+
+/** Rejects held lane messages, as `rejectMessages` does on the claim engine. */
+export async function rejectLaneMessages(
+  executor: SqlExecutor,
+  ids: readonly string[],
+  options: { by: string; reason: string; deadLetterPolicy?: DeadLetterPolicy; schema?: string },
+): Promise<DecidedMessage[]> {
+  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const by = requiredText('by', options.by);
+  const reason = requiredText('reason', options.reason);
+  const policy = checkPolicy(options.deadLetterPolicy);
+  return decide(executor, ids, 'reject', laneDecideSql(schema), (r, m) => [
+    r,
+    m,
+    'rejected',
+    by,
+    reason,
+    policy === 'hold',
+  ]);
+}
+
+/** The expiry sweep of the lanes engine, as `expireApprovals` on the claim engine. */
+export async function expireLaneApprovals(
+  executor: SqlExecutor,
+  options: { schema?: string; deadLetterPolicy?: DeadLetterPolicy; batchSize?: number } = {},
+): Promise<{ id: string; messageId: string; topic: string; state: 'expired' | 'approved' }[]> {
+  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const policy = checkPolicy(options.deadLetterPolicy);
+  const batchSize = options.batchSize ?? 100;
+  if (!Number.isInteger(batchSize) || batchSize <= 0)
+    throw new OutboxValidationError('batchSize', `must be a positive integer, got ${batchSize}`);
+  const { rows } = await executor.query<{
+    id: string;
+    messageId: string;
+    topic: string;
+    state: 'expired' | 'approved';
+  }>(laneExpireSql(schema), [batchSize, policy === 'hold']);
+  return rows;
+}
+
+/** Held lane messages waiting for a decision, as `listAwaitingApproval` on the claim engine. */
+export async function listLaneAwaitingApproval(
+  executor: SqlExecutor,
+  options: { schema?: string; topic?: string; limit?: number; tenantId?: string } = {},
+): Promise<AwaitingApproval[]> {
+  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const { rows } = await executor.query<{
+    id: string;
+    messageId: string;
+    topic: string;
+    aggregateId: string;
+    sequence: string;
+    payload: JsonValue;
+    traceparent: string | null;
+    tenantId: string | null;
+    requestedBy: string | null;
+    createdAt: Date | string;
+    expiresAt: Date | string;
+    availableAt: Date | string | null;
+    ageSeconds: number;
+  }>(listLaneAwaitingSql(schema), [
+    options.topic ? globToLike(options.topic) : null,
+    options.limit ?? 100,
+    options.tenantId ?? null,
+  ]);
+  return rows.map((r) => {
+    const json = JSON.stringify(r.payload) ?? 'null';
+    return {
+      id: r.id,
+      messageId: r.messageId,
+      topic: r.topic,
+      aggregateId: r.aggregateId,
+      sequence: Number(r.sequence),
+      ageSeconds: Number(r.ageSeconds),
+      createdAt: new Date(r.createdAt),
+      expiresAt: new Date(r.expiresAt),
+      availableAt: r.availableAt === null ? null : new Date(r.availableAt),
+      requestedBy: r.requestedBy,
+      traceId: /^[0-9a-f]{2}-([0-9a-f]{32})-/.exec(r.traceparent ?? '')?.[1] ?? null,
+      tenantId: r.tenantId,
+      payloadSummary: json.length > 120 ? `${json.slice(0, 119)}…` : json,
+      payload: r.payload,
+    };
+  });
+}
