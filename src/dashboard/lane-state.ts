@@ -1,3 +1,5 @@
+import { listAwaitingApproval } from '../admin/approvals.js';
+import { listCallApprovals } from '../admin/call-approvals.js';
 import type { OutboxStatus } from '../admin/status.js';
 import { quoteIdentifier } from '../core/identifier.js';
 import { listLaneDeadLetters } from '../lanes/lane-admin.js';
@@ -11,8 +13,8 @@ import type { DashboardState } from './state.js';
  * {@link DashboardState} of the lanes engine: the status from `readLaneEngineStatus` (bounded by
  * a window of ids a lane), its dead letters (ids `<lane>:<id>`; replayed by message id), the
  * failures still retrying, and the latency histogram the sampler gathered from the cursors (an
- * upper bound). No approvals: the lanes engine does not hold messages yet, so both lists are
- * empty and the page hides the panel.
+ * upper bound), the held messages (migration 027) and the paused tool calls (one table for both
+ * engines) of the approvals panel.
  */
 export async function readLaneDashboardState(
   executor: SqlExecutor,
@@ -26,6 +28,8 @@ export async function readLaneDashboardState(
     laneRetryingErrorsSql(quoteIdentifier(schema)),
     [10],
   );
+  const approvals = await listAwaitingApproval(executor, { schema, limit: 50, engine: 'lanes' });
+  const callApprovals = await listCallApprovals(executor, { schema, limit: 50 });
   const sampleError = sampler.lastError();
   return {
     engine: 'lanes',
@@ -37,7 +41,7 @@ export async function readLaneDashboardState(
     latency: sampler.latency(),
     // The payload stays out, as on the claim engine's panel (it can be large).
     deadLetters: dead.map(({ payload: _payload, ...letter }) => letter),
-    approvals: [],
-    callApprovals: [],
+    approvals,
+    callApprovals,
   };
 }

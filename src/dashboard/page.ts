@@ -218,17 +218,16 @@ const SCRIPT = String.raw`
     lastState = state;
     var s = state.status;
     // The lanes engine (outbox ui --engine lanes): nothing in flight (a batch leases its lane),
-    // no approvals yet, the latency an upper bound from the lane cursors.
+    // the latency an upper bound from the lane cursors.
     var lanes = state.engine === 'lanes';
     var tiles = $('tiles');
     tiles.replaceChildren.apply(tiles, [
       tile('backlog', s.backlog, s.backlog > 1000 ? 'warn' : ''),
       tile('oldest pending', age(s.oldestPendingAgeSeconds), s.oldestPendingAgeSeconds > 300 ? 'warn' : ''),
       tile('due now', s.dueNow)].concat(lanes ? [] : [
-      tile('in flight', s.inFlight),
-      tile('awaiting approval', s.awaitingApproval, s.oldestAwaitingApprovalAgeSeconds > 3600 ? 'warn' : '')]).concat([
+      tile('in flight', s.inFlight)]).concat([
+      tile('awaiting approval', s.awaitingApproval, s.oldestAwaitingApprovalAgeSeconds > 3600 ? 'warn' : ''),
       tile('dead letters', s.deadLetters, s.deadLetters > 0 ? 'bad' : '')]));
-    $('approvals').hidden = lanes;
     $('latency-title').textContent = lanes ? 'Commit to publish latency, upper bound, last hour' : 'Dispatch latency, last hour';
     $('engine').textContent = lanes ? 'lanes engine' : '';
     renderApprovals((state.approvals || []).concat((state.callApprovals || []).map(function (c) {

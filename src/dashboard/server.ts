@@ -68,8 +68,8 @@ const MAX_BODY_BYTES = 64 * 1024;
  * address without a token.
  *
  * With `engine: 'lanes'` it shows the lanes engine: `POST /api/replay` takes message ids (UUIDs)
- * and replays through `replayLaneDeadLetters`; approve and reject answer 409 (the lanes engine
- * holds no messages for approval yet).
+ * and replays through `replayLaneDeadLetters`; approve and reject decide the lanes engine's held
+ * messages (migration 027), by row id or message id.
  *
  * @example
  * ```ts
@@ -154,10 +154,6 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     if ((path === '/api/approve' || path === '/api/reject') && request.method === 'POST') {
       const refused = refuseCrossSite(request, loopback);
       if (refused) return send(response, 403, { error: refused });
-      if (lanes)
-        return send(response, 409, {
-          error: 'the lanes engine holds no messages for approval yet: nothing to decide',
-        });
       const body = decisionBody(await readJson(request), path === '/api/reject');
       if (typeof body === 'string') return send(response, 400, { error: body });
       // `call-<n>`: a paused agent tool call (issue 42), decided on its own (single-use).
@@ -181,6 +177,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
               by: body.by,
               note: body.text,
               schema,
+              engine: lanes ? 'lanes' : 'claims',
             })
           : [];
         return send(response, 200, { approved, ...extra });
@@ -191,6 +188,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
             reason: body.text ?? '',
             deadLetterPolicy: options.deadLetterPolicy,
             schema,
+            engine: lanes ? 'lanes' : 'claims',
           })
         : [];
       return send(response, 200, { rejected, ...extra });

@@ -14,13 +14,16 @@ export class WakeUps {
   #wakeRequested = false;
   #armed = false;
 
-  readonly #onHint: ((hint: string) => void) | undefined;
+  readonly #onHint: ((hint: string) => boolean) | undefined;
 
-  /** `onHint`: given a wake-up's hint (wake-source.ts) before the sleeps end. */
+  /**
+   * `onHint`: given a wake-up's hint (wake-source.ts) before the sleeps end; when it returns true
+   * it has taken the wake-up in hand (it wakes the loop itself if it must) and the sleeps go on.
+   */
   constructor(
     source: WakeSource | undefined,
     events: TypedEmitter<DispatcherEventMap>,
-    onHint?: (hint: string) => void,
+    onHint?: (hint: string) => boolean,
   ) {
     this.#source = source;
     this.#events = events;
@@ -37,7 +40,7 @@ export class WakeUps {
     if (this.#source) {
       this.#source
         .start((hint) => {
-          if (hint !== undefined) this.#onHint?.(hint);
+          if (hint !== undefined && this.#onHint?.(hint) === true) return;
           this.wake();
         })
         .catch((error: unknown) =>

@@ -176,6 +176,16 @@ const APPROVAL_SWEEP_BATCH = 100;
 /** Messages named by wake-ups a dispatcher keeps at most until it looks at them. */
 const NAMED_MAX = 256;
 
+/**
+ * After messages named by wake-ups went out by id while the loop slept, the lane read that
+ * moves their lanes' positions past them runs this much later, not at once: at a steady trickle
+ * that read ran after every message, and a commit landing during it (about a millisecond) waited
+ * for it; its p95 was the latency's (issue 43). What it defers: the cursor moves (a crash
+ * publishes again what went out since, same ids, as after any unsynced batch) and the forgetting
+ * of the handled ids.
+ */
+const HINTED_CATCH_UP_MS = 100;
+
 /** Aggregates {@link LaneDispatcher}'s `#lastPublished` remembers at most. */
 const LAST_PUBLISHED_MAX = 10_000;
 
@@ -276,6 +286,8 @@ class LaneDispatcher implements Dispatcher {
    * waits for it, so no read runs beside it.
    */
   #hinted: Promise<void> | undefined;
+  /** The deferred lane read after messages went out by id ({@link HINTED_CATCH_UP_MS}). */
+  #catchUp: NodeJS.Timeout | undefined;
   /** The last batch came back full (a backlog): the wake source is disarmed then. */
   #saturated = false;
   /** What wake-ups named and is not looked at yet ({@link #publishHinted}). */
@@ -380,6 +392,7 @@ class LaneDispatcher implements Dispatcher {
       return;
     }
     if (this.#state === 'running') this.#state = 'stopping';
+    clearTimeout(this.#catchUp);
     this.#wakeUps.wake();
     await this.#worker;
     await this.#wakeUps.stop();
@@ -463,6 +476,12 @@ class LaneDispatcher implements Dispatcher {
         }
       }
     }
+    // Stopping with messages published by id above their lanes' positions (their lane read was
+    // deferred: HINTED_CATCH_UP_MS): that read now, so that the cursors given back pass them and
+    // the next owner does not publish them again.
+    if (this.#hinted) await this.#hinted;
+    if ([...this.#handled.values()].some((ids) => ids.size > 0))
+      await this.#cycle(false).catch(() => undefined);
     await this.#leave();
   }
 
@@ -546,6 +565,9 @@ class LaneDispatcher implements Dispatcher {
   /** One batch (and the parked path when due). True when it did anything. */
   async #cycle(draining: boolean): Promise<boolean> {
     this.#idle.begin();
+    // This is the lane read a hinted publish deferred, if one was.
+    clearTimeout(this.#catchUp);
+    this.#catchUp = undefined;
     try {
       if (this.#hinted) await this.#hinted;
       // Named by wake-ups while this dispatcher was busy: before the next read, which would find
@@ -864,19 +886,39 @@ class LaneDispatcher implements Dispatcher {
    * is parked by that read's call, before it reads (G4: its aggregate's later messages park
    * behind it, as behind a batch's failure). Best effort: anything else waits for that read.
    */
-  #publishHinted(hint: string): void {
-    if (this.#state !== 'running') return;
+  #publishHinted(hint: string): boolean {
+    if (this.#state !== 'running') return false;
     for (const item of hint.split(',')) {
       if (this.#named.length >= NAMED_MAX) break;
       const [lane, id] = item.split(':');
       if (id && /^\d+$/.test(id)) this.#named.push({ lane: Number(lane), id });
     }
-    // Busy: the loop publishes them before its next read (#cycle). Asleep: now.
-    if (this.#sleeping && !this.#hinted) {
-      const hinted = this.#publishNamed().finally(() => {
+    // Busy: the loop, woken, publishes them before its next read (#cycle). Asleep: now, and the
+    // loop sleeps on unless a lane read is wanted (#publishAsleep).
+    if (!this.#sleeping) return false;
+    if (!this.#hinted) {
+      const hinted = this.#publishAsleep().finally(() => {
         if (this.#hinted === hinted) this.#hinted = undefined;
       });
       this.#hinted = hinted;
+    }
+    return true;
+  }
+
+  /**
+   * While the loop sleeps: publishes what wake-ups named (as it keeps coming), then wakes the
+   * loop if a lane read is wanted now — a named message of an owned lane not published by id
+   * (not eligible, not found, failed: parked, to be committed) — and otherwise has it read its
+   * lanes {@link HINTED_CATCH_UP_MS} later.
+   */
+  async #publishAsleep(): Promise<void> {
+    let read = false;
+    while (this.#named.length > 0 && this.#sleeping && this.#state === 'running')
+      if (await this.#publishNamed()) read = true;
+    if (read || this.#named.length > 0 || this.#pending()) this.#wakeUps.wake();
+    else if (!this.#catchUp) {
+      this.#catchUp = setTimeout(() => this.#wakeUps.wake(), HINTED_CATCH_UP_MS);
+      this.#catchUp.unref();
     }
   }
 
@@ -885,9 +927,10 @@ class LaneDispatcher implements Dispatcher {
    * a lane this dispatcher owns, above its position and not handled (a lane read since may have
    * published them), read by primary key, then those nothing can come before. Runs while nothing
    * else does (the loop asleep, or at the start of a cycle with no batch read ahead). Never
-   * rejects: what it could not do, the lane read does.
+   * rejects: what it could not do, the lane read does; true when there is such a thing (a named
+   * message of an owned lane it did not publish, or one it parked).
    */
-  async #publishNamed(): Promise<void> {
+  async #publishNamed(): Promise<boolean> {
     const named = this.#named;
     this.#named = [];
     const lanes: number[] = [];
@@ -901,7 +944,7 @@ class LaneDispatcher implements Dispatcher {
       lanes.push(lane);
       ids.push(id);
     }
-    if (lanes.length === 0) return;
+    if (lanes.length === 0) return false;
     try {
       // A sixth of the lease left at least, as a batch's publish deadline keeps (#publish).
       const { rows } = await this.#executor.query<LaneRow>(this.#sql.byIds, [
@@ -919,7 +962,7 @@ class LaneDispatcher implements Dispatcher {
             m.sequence === '1' ||
             this.#lastPublished.get(`${m.lane}:${m.aggregate_id}`) === Number(m.sequence) - 1),
       );
-      if (messages.length === 0) return;
+      if (messages.length === 0) return true;
       for (const m of messages) {
         let handled = this.#handled.get(m.lane);
         if (!handled) this.#handled.set(m.lane, (handled = new Set()));
@@ -940,11 +983,14 @@ class LaneDispatcher implements Dispatcher {
       this.#remember(messages, settled);
       this.#stats.batches++;
       this.#stats.claimed += messages.length;
+      // A lane read is wanted for any of them not published by id here.
+      return messages.length < lanes.length || settled.some((s) => s.kind !== 'published');
     } catch (error) {
       this.#events.emit('dispatcher:claim:failure', {
         error: error instanceof Error ? error : new Error(String(error)),
         retryInMs: 0,
       });
+      return true;
     }
   }
 

@@ -1,8 +1,14 @@
-import { context, SpanKind, type Context } from '@opentelemetry/api';
+import { context, SpanKind, trace, type Context } from '@opentelemetry/api';
 import { OutboxAutocommitError, OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import { HEADER, type EnqueuedMessage, type OutboxMessage } from '../core/message.js';
-import { ATTR, OUTBOX_MESSAGING_SYSTEM, outboxTracer, recordFailure } from '../core/telemetry.js';
+import {
+  ATTR,
+  OUTBOX_MESSAGING_SYSTEM,
+  outboxTracer,
+  recordFailure,
+  tracerRegistered,
+} from '../core/telemetry.js';
 import { traceHeadersOf } from '../core/trace.js';
 import {
   checkName,
@@ -188,12 +194,21 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
     // Before the empty-batch shortcut: a call on a pool is a mistake whatever the batch holds.
     const outside = allowAutocommit ? undefined : executor.outsideTransaction?.();
     if (messages.length === 0 && outside === undefined) return [];
+    // No SDK: no span to make (it would be the API's no-op); the caller's trace context, if
+    // any, is captured from the parent as the no-op span would have carried it.
+    if (!tracerRegistered()) {
+      if (outside !== undefined) throw autocommitRefused(outside);
+      const caller = captureTrace ? trace.getSpanContext(parent) : undefined;
+      return insert(
+        executor,
+        messages,
+        caller ? traceHeadersOf(caller) : {},
+        onDuplicate === 'reject',
+      );
+    }
     const span = startCreateSpan(messages, parent);
     try {
-      if (outside !== undefined)
-        throw new OutboxAutocommitError(
-          `agent-outbox: enqueue() refused to write outside a transaction, and wrote nothing. ${outside} ${AUTOCOMMIT_OPT_IN}`,
-        );
+      if (outside !== undefined) throw autocommitRefused(outside);
       const enqueued = await insert(
         executor,
         messages,
@@ -338,6 +353,13 @@ function approvalRequestsOf(option: OutboxOptions['approvalRequests']) {
  * named after the topic when the call has one, with the message count for a batch. Started
  * before validation so that a rejected call shows up failed in the caller's trace.
  */
+/** `enqueue()` on an executor outside a transaction (`outside` says why), nothing written. */
+function autocommitRefused(outside: string): OutboxAutocommitError {
+  return new OutboxAutocommitError(
+    `agent-outbox: enqueue() refused to write outside a transaction, and wrote nothing. ${outside} ${AUTOCOMMIT_OPT_IN}`,
+  );
+}
+
 function startCreateSpan(messages: readonly OutboxMessage[], parent: Context) {
   const first = (messages[0] as Partial<OutboxMessage> | undefined)?.topic;
   const topic =

@@ -78,7 +78,7 @@ describe('outbox ui --engine lanes', () => {
     await db?.drop();
   });
 
-  it('serves the state, counts a drain from the cursors, replays a dead letter, refuses approvals', async () => {
+  it('serves the state, counts a drain from the cursors, decides a held message, replays a dead letter', async () => {
     await enqueueLanes(db.pool, mails(40, 'user'));
     const deadId = await deadLetterOf('order:7');
     const started = await startUi(['--engine', 'lanes'], { DATABASE_URL: db.url });
@@ -127,10 +127,26 @@ describe('outbox ui --engine lanes', () => {
     expect(after.latency.total).toBe(25);
     expect(after.samples.some((p) => p.publishedEstimated)).toBe(false);
 
-    // Approvals: none on lanes; deciding is refused, nothing else changes.
+    // Approvals: a held lanes message is in the panel and is decided from it (migration 027);
+    // a dead letter is no held message: deciding it is refused (409), nothing changes.
     const approve = await api('approve', { ids: [deadId], by: 'alice' });
     expect(approve.status).toBe(409);
-    expect(String(approve.body.error)).toMatch(/lanes engine/);
+    const [held] = await enqueueLanes(db.pool, [
+      { topic: 'payment.refund', aggregateId: 'refund-1', payload: {}, requiresApproval: true },
+    ]);
+    await expect
+      .poll(async () => (await state()).approvals.map((a) => a.messageId), { timeout: 20_000 })
+      .toEqual([held!.messageId]);
+    expect((await state()).status.awaitingApproval).toBe(1);
+    const approved = await api('approve', { ids: [held!.messageId], by: 'alice', note: 'ok' });
+    expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+    await expect.poll(async () => (await state()).approvals.length, { timeout: 20_000 }).toBe(0);
+    const approvedStart = (await state()).samples.at(-1)!.at;
+    expect((await drain(publishAll)).published).toBe(1);
+    // It went out from the parked rows: counted once, before the replay below is.
+    await expect
+      .poll(async () => publishedSince(await state(), approvedStart), { timeout: 20_000 })
+      .toBe(1);
 
     // Replay from the dashboard: by message id (a row id is refused), then it goes out.
     const byRowId = await api('replay', { ids: [first.deadLetters[0]!.id] });
@@ -181,8 +197,9 @@ describe('outbox ui --engine lanes', () => {
     const row = page.locator('tr[data-dead-id]');
     await row.waitFor();
     await expect(row.textContent()).resolves.toContain('card declined: HTTP 402 from payments');
-    await expect(page.locator('#approvals').isHidden()).resolves.toBe(true);
-    await expect(page.locator('[data-tile="awaiting approval"]').count()).resolves.toBe(0);
+    // Held messages on lanes (migration 027): the panel is there, empty, and so is its tile.
+    await expect(page.locator('#approvals').isHidden()).resolves.toBe(false);
+    await expect(page.locator('[data-tile="awaiting approval"]').count()).resolves.toBe(1);
     await expect(page.locator('#latency-title').textContent()).resolves.toMatch(/upper bound/);
     await page.locator('button[data-replay]').click();
     await page.locator('#notice', { hasText: 'replayed #' }).waitFor();

@@ -223,4 +223,48 @@ describe('lanes engine: messages named by the wake-up', () => {
       await dispatcher.stop();
     }
   });
+
+  it('a trickle of named messages goes out by id without a lane read after each; the deferred read then moves the cursors past them', async () => {
+    const run = named();
+    const published: OutgoingMessage[] = [];
+    let onPublish = () => undefined as void;
+    const dispatcher = run.start({
+      publish: async (messages) => {
+        published.push(...messages);
+        onPublish();
+        return messages.map(() => ({ status: 'published' as const }));
+      },
+    });
+    const N = 20;
+    try {
+      await settled(dispatcher);
+      run.mark();
+      // One at a time, each once the last went out: each finds the dispatcher asleep.
+      for (let i = 0; i < N; i++) {
+        const out = new Promise<void>((resolve) => (onPublish = resolve));
+        await write([{ topic: 'mail.send', aggregateId: `trickle-${i}`, payload: { i } }]);
+        await out;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      // Read by id (all but one or two that a lane read running just then found first); the
+      // lane read that followed every one (N of them, and the reads the moved horizon brings
+      // after each) now runs at most every HINTED_CATCH_UP_MS (100 ms).
+      expect(run.since().filter(isHintRead).length).toBeGreaterThanOrEqual(N - 4);
+      expect(run.since().filter(isLaneRead).length).toBeLessThan(N / 2);
+      // The deferred read comes, the cursors pass all of them, and each went out once.
+      await expect
+        .poll(
+          () =>
+            count(`SELECT count(*) AS n FROM outbox_lane_messages m JOIN outbox_lanes l
+                     ON l.lane = m.lane WHERE m.id > l.cursor`),
+          { timeout: 10_000 },
+        )
+        .toBe(0);
+      expect(published.map((m) => m.aggregateId).sort()).toEqual(
+        Array.from({ length: N }, (_, i) => `trickle-${i}`).sort(),
+      );
+    } finally {
+      await dispatcher.stop();
+    }
+  });
 });
