@@ -29,54 +29,69 @@ export interface AwaitingApproval {
   payload: JsonValue;
 }
 
+/** The options of {@link listAwaitingApproval} and its lanes engine counterpart. */
+export interface AwaitingOptions {
+  schema?: string;
+  topic?: string;
+  limit?: number;
+  tenantId?: string;
+}
+
 /**
  * Messages waiting for a decision, oldest first (`topic` is a glob, `payment.*`). With
  * `tenantId`, only that tenant's messages (their `tenant_id` header).
  */
-export async function listAwaitingApproval(
-  executor: SqlExecutor,
-  options: { schema?: string; topic?: string; limit?: number; tenantId?: string } = {},
-): Promise<AwaitingApproval[]> {
-  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
-  const { rows } = await executor.query<{
-    id: string;
-    messageId: string;
-    topic: string;
-    aggregateId: string;
-    sequence: string;
-    payload: JsonValue;
-    traceparent: string | null;
-    tenantId: string | null;
-    requestedBy: string | null;
-    createdAt: Date | string;
-    expiresAt: Date | string;
-    availableAt: Date | string | null;
-    ageSeconds: number;
-  }>(listAwaitingSql(schema), [
-    options.topic ? globToLike(options.topic) : null,
-    options.limit ?? 100,
-    options.tenantId ?? null,
-  ]);
-  return rows.map((r) => {
-    const json = JSON.stringify(r.payload) ?? 'null';
-    const availableAt = toDate(r.availableAt);
-    return {
-      id: String(r.id),
-      messageId: r.messageId,
-      topic: r.topic,
-      aggregateId: r.aggregateId,
-      sequence: Number(r.sequence),
-      ageSeconds: Number(r.ageSeconds),
-      createdAt: toDate(r.createdAt)!,
-      expiresAt: toDate(r.expiresAt)!,
-      availableAt,
-      requestedBy: r.requestedBy,
-      traceId: /^[0-9a-f]{2}-([0-9a-f]{32})-/.exec(r.traceparent ?? '')?.[1] ?? null,
-      tenantId: r.tenantId,
-      payloadSummary: json.length > 120 ? `${json.slice(0, 119)}…` : json,
-      payload: r.payload,
-    };
-  });
+export const listAwaitingApproval = awaitingReader(listAwaitingSql);
+
+/**
+ * A reader of held messages from `sql` (the claim engine's, or the lanes engine's from
+ * sql/lane-approvals.ts): both statements return the same columns, in the same order.
+ */
+export function awaitingReader(sql: (schema: string) => string) {
+  return async (
+    executor: SqlExecutor,
+    options: AwaitingOptions = {},
+  ): Promise<AwaitingApproval[]> => {
+    const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+    const { rows } = await executor.query<{
+      id: string;
+      messageId: string;
+      topic: string;
+      aggregateId: string;
+      sequence: string;
+      payload: JsonValue;
+      traceparent: string | null;
+      tenantId: string | null;
+      requestedBy: string | null;
+      createdAt: Date | string;
+      expiresAt: Date | string;
+      availableAt: Date | string | null;
+      ageSeconds: number;
+    }>(sql(schema), [
+      options.topic ? globToLike(options.topic) : null,
+      options.limit ?? 100,
+      options.tenantId ?? null,
+    ]);
+    return rows.map((r) => {
+      const json = JSON.stringify(r.payload) ?? 'null';
+      return {
+        id: String(r.id),
+        messageId: r.messageId,
+        topic: r.topic,
+        aggregateId: r.aggregateId,
+        sequence: Number(r.sequence),
+        ageSeconds: Number(r.ageSeconds),
+        createdAt: toDate(r.createdAt)!,
+        expiresAt: toDate(r.expiresAt)!,
+        availableAt: toDate(r.availableAt),
+        requestedBy: r.requestedBy,
+        traceId: /^[0-9a-f]{2}-([0-9a-f]{32})-/.exec(r.traceparent ?? '')?.[1] ?? null,
+        tenantId: r.tenantId,
+        payloadSummary: json.length > 120 ? `${json.slice(0, 119)}…` : json,
+        payload: r.payload,
+      };
+    });
+  };
 }
 
 function toDate(value: Date | string | null): Date | null {

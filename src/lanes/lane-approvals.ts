@@ -4,12 +4,10 @@ import {
   requiredText,
   type DecidedMessage,
 } from '../admin/approval-decisions.js';
-import type { AwaitingApproval } from '../admin/awaiting-approval.js';
+import { awaitingReader } from '../admin/awaiting-approval.js';
 import { OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
-import type { JsonValue } from '../core/message.js';
 import type { DeadLetterPolicy } from '../dispatcher/options.js';
-import { globToLike } from '../dispatcher/topic-patterns.js';
 import { wakeAfterApprovalSql } from '../sql/approvals.js';
 import { laneDecideSql, laneExpireSql, listLaneAwaitingSql } from '../sql/lane-approvals.js';
 import { notifyChannel } from '../sql/notify.js';
@@ -89,47 +87,4 @@ export async function expireLaneApprovals(
 }
 
 /** Held lane messages waiting for a decision, as `listAwaitingApproval` on the claim engine. */
-export async function listLaneAwaitingApproval(
-  executor: SqlExecutor,
-  options: { schema?: string; topic?: string; limit?: number; tenantId?: string } = {},
-): Promise<AwaitingApproval[]> {
-  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
-  const { rows } = await executor.query<{
-    id: string;
-    messageId: string;
-    topic: string;
-    aggregateId: string;
-    sequence: string;
-    payload: JsonValue;
-    traceparent: string | null;
-    tenantId: string | null;
-    requestedBy: string | null;
-    createdAt: Date | string;
-    expiresAt: Date | string;
-    availableAt: Date | string | null;
-    ageSeconds: number;
-  }>(listLaneAwaitingSql(schema), [
-    options.topic ? globToLike(options.topic) : null,
-    options.limit ?? 100,
-    options.tenantId ?? null,
-  ]);
-  return rows.map((r) => {
-    const json = JSON.stringify(r.payload) ?? 'null';
-    return {
-      id: r.id,
-      messageId: r.messageId,
-      topic: r.topic,
-      aggregateId: r.aggregateId,
-      sequence: Number(r.sequence),
-      ageSeconds: Number(r.ageSeconds),
-      createdAt: new Date(r.createdAt),
-      expiresAt: new Date(r.expiresAt),
-      availableAt: r.availableAt === null ? null : new Date(r.availableAt),
-      requestedBy: r.requestedBy,
-      traceId: /^[0-9a-f]{2}-([0-9a-f]{32})-/.exec(r.traceparent ?? '')?.[1] ?? null,
-      tenantId: r.tenantId,
-      payloadSummary: json.length > 120 ? `${json.slice(0, 119)}…` : json,
-      payload: r.payload,
-    };
-  });
-}
+export const listLaneAwaitingApproval = awaitingReader(listLaneAwaitingSql);
