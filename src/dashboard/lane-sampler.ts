@@ -5,6 +5,7 @@ import { laneSampleSql } from '../sql/dashboard-lanes.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import type { DashboardSample, DashboardSeries } from './sampler.js';
 import { LATENCY_EDGES_SECONDS } from './state.js';
+import { Periodic } from './periodic.js';
 
 /**
  * Ids past a lane's previous cursor that one sample counts before it estimates the rest from
@@ -54,7 +55,6 @@ export class LaneDashboardSampler implements DashboardSeries {
   readonly #executor: SqlExecutor;
   readonly #schemaName: string;
   readonly #schema: string;
-  readonly #intervalMs: number;
   readonly #capacity: number;
   readonly #idWindow: number;
   readonly #parkedLimit: number;
@@ -71,8 +71,7 @@ export class LaneDashboardSampler implements DashboardSeries {
   /** Latency counts of each sample, oldest first, for the last hour. */
   readonly #latency: { at: number; counts: number[] }[] = [];
   #lastMs = 0;
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<void> | undefined;
+  readonly #periodic: Periodic;
   #lastError: string | undefined;
 
   constructor(options: {
@@ -86,28 +85,22 @@ export class LaneDashboardSampler implements DashboardSeries {
     this.#executor = options.executor;
     this.#schemaName = options.schema;
     this.#schema = quoteIdentifier(options.schema);
-    this.#intervalMs = options.intervalMs;
+    this.#periodic = new Periodic(() => this.#sampleOnce(), options.intervalMs);
     this.#capacity = options.capacity ?? 720;
     this.#idWindow = options.idWindow ?? LANE_SAMPLE_ID_WINDOW;
     this.#parkedLimit = options.parkedLimit ?? LANE_SAMPLE_PARKED_LIMIT;
   }
 
   sample(): Promise<void> {
-    this.#running ??= this.#sampleOnce().finally(() => (this.#running = undefined));
-    return this.#running;
+    return this.#periodic.run();
   }
 
   start(): void {
-    if (this.#timer) return;
-    void this.sample();
-    this.#timer = setInterval(() => void this.sample(), this.#intervalMs);
-    this.#timer.unref();
+    this.#periodic.start();
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.#timer);
-    this.#timer = undefined;
-    await this.#running;
+  stop(): Promise<void> {
+    return this.#periodic.stop();
   }
 
   samples(): DashboardSample[] {

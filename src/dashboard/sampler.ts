@@ -2,6 +2,7 @@ import { readStatus } from '../admin/status.js';
 import { quoteIdentifier } from '../core/identifier.js';
 import { chartHistorySql, dispatchedSinceSql } from '../sql/dashboard.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
+import { Periodic } from './periodic.js';
 
 /** One point of the dashboard's time series. */
 export interface DashboardSample {
@@ -51,8 +52,7 @@ export class DashboardSampler implements DashboardSeries {
   #lastAt: string | null = null;
   /** The same instant in ms since the epoch (the rate's interval). */
   #lastMs = 0;
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<void> | undefined;
+  readonly #periodic: Periodic;
   #lastError: string | undefined;
   #historyLoaded = false;
   #historyError: string | undefined;
@@ -67,27 +67,22 @@ export class DashboardSampler implements DashboardSeries {
     this.#schemaName = options.schema;
     this.#schema = quoteIdentifier(options.schema);
     this.#intervalMs = options.intervalMs;
+    this.#periodic = new Periodic(() => this.#sampleOnce(), options.intervalMs);
     this.#capacity = options.capacity ?? 720;
   }
 
   /** Takes one sample now (one at a time: a call during a sample waits for it). */
   sample(): Promise<void> {
-    this.#running ??= this.#sampleOnce().finally(() => (this.#running = undefined));
-    return this.#running;
+    return this.#periodic.run();
   }
 
   /** Samples now and every `intervalMs`. */
   start(): void {
-    if (this.#timer) return;
-    void this.sample();
-    this.#timer = setInterval(() => void this.sample(), this.#intervalMs);
-    this.#timer.unref();
+    this.#periodic.start();
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.#timer);
-    this.#timer = undefined;
-    await this.#running;
+  stop(): Promise<void> {
+    return this.#periodic.stop();
   }
 
   /** The samples, oldest first. */
