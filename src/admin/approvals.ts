@@ -2,11 +2,11 @@ import { OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import type { DeadLetterPolicy } from '../dispatcher/options.js';
 import { approveSql, expireSql, rejectSql, wakeAfterApprovalSql } from '../sql/approvals.js';
+import { laneExpireSql } from '../sql/lane-approvals.js';
 import { notifyChannel } from '../sql/notify.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import {
   approveLaneMessages,
-  expireLaneApprovals,
   listLaneAwaitingApproval,
   rejectLaneMessages,
 } from '../lanes/lane-approvals.js';
@@ -170,17 +170,21 @@ export async function expireApprovals(
     engine?: ApprovalEngine;
   } = {},
 ): Promise<{ id: string; messageId: string; topic: string; state: 'expired' | 'approved' }[]> {
-  if (lanesEngine(options.engine)) return expireLaneApprovals(executor, options);
+  const lanes = lanesEngine(options.engine);
   const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
   const policy = checkPolicy(options.deadLetterPolicy);
   const batchSize = options.batchSize ?? 100;
   if (!Number.isInteger(batchSize) || batchSize <= 0)
     throw new OutboxValidationError('batchSize', `must be a positive integer, got ${batchSize}`);
+  // The lanes statement takes "hold" (an expiry blocks its aggregate), the claim one "skip".
   const { rows } = await executor.query<{
     id: string;
     messageId: string;
     topic: string;
     state: 'expired' | 'approved';
-  }>(expireSql(schema), [batchSize, policy === 'skip']);
+  }>(lanes ? laneExpireSql(schema) : expireSql(schema), [
+    batchSize,
+    lanes ? policy === 'hold' : policy === 'skip',
+  ]);
   return rows.map((r) => ({ ...r, id: String(r.id) }));
 }

@@ -5,11 +5,10 @@ import {
   type DecidedMessage,
 } from '../admin/approval-decisions.js';
 import { awaitingReader } from '../admin/awaiting-approval.js';
-import { OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import type { DeadLetterPolicy } from '../dispatcher/options.js';
 import { wakeAfterApprovalSql } from '../sql/approvals.js';
-import { laneDecideSql, laneExpireSql, listLaneAwaitingSql } from '../sql/lane-approvals.js';
+import { laneDecideSql, listLaneAwaitingSql } from '../sql/lane-approvals.js';
 import { notifyChannel } from '../sql/notify.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
@@ -65,25 +64,6 @@ export async function rejectLaneMessages(
     reason,
     policy === 'hold',
   ]);
-}
-
-/** The expiry sweep of the lanes engine, as `expireApprovals` on the claim engine. */
-export async function expireLaneApprovals(
-  executor: SqlExecutor,
-  options: { schema?: string; deadLetterPolicy?: DeadLetterPolicy; batchSize?: number } = {},
-): Promise<{ id: string; messageId: string; topic: string; state: 'expired' | 'approved' }[]> {
-  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
-  const policy = checkPolicy(options.deadLetterPolicy);
-  const batchSize = options.batchSize ?? 100;
-  if (!Number.isInteger(batchSize) || batchSize <= 0)
-    throw new OutboxValidationError('batchSize', `must be a positive integer, got ${batchSize}`);
-  const { rows } = await executor.query<{
-    id: string;
-    messageId: string;
-    topic: string;
-    state: 'expired' | 'approved';
-  }>(laneExpireSql(schema), [batchSize, policy === 'hold']);
-  return rows;
 }
 
 /** Held lane messages waiting for a decision, as `listAwaitingApproval` on the claim engine. */
