@@ -6,6 +6,7 @@ import {
   approveMessages,
   OutboxApprovalError,
   rejectMessages,
+  type ApprovalEngine,
   type RejectOptions,
 } from './approvals.js';
 import { decideCallApproval, getCallApproval } from './call-approvals.js';
@@ -26,6 +27,12 @@ export interface ApprovalHandlerOptions {
   deadLetterPolicy?: RejectOptions['deadLetterPolicy'];
   /** The current time in ms, for tests. Default `Date.now`. */
   now?: () => number;
+  /**
+   * Which engine's held messages the links are for (default `'claims'`): `'lanes'` for a
+   * `createOutbox({ engine: 'lanes', approvalRequests: { links } })` writer. Paused tool calls'
+   * links (issue 42) are the same on both.
+   */
+  engine?: ApprovalEngine;
 }
 
 /** A stateless approval endpoint for fetch-style servers and for `node:http`. */
@@ -87,6 +94,12 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
   const secrets = options.secrets.map((s, i) => checkSecret(`secrets[${i}]`, s));
   const now = options.now ?? Date.now;
   const schema = options.schema;
+  if (options.engine !== undefined && options.engine !== 'claims' && options.engine !== 'lanes')
+    throw new OutboxValidationError(
+      'engine',
+      `must be 'claims' or 'lanes', got ${JSON.stringify(options.engine)}`,
+    );
+  const engine = { engine: options.engine ?? 'claims' } as const;
 
   /** The page of a paused tool call (issue 42): its tool and input, and the two buttons. */
   async function showCall(token: string, approvalId: string): Promise<Response> {
@@ -117,6 +130,7 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
     const { effects } = await readEffectStatus(options.executor, {
       messageIds: [claim.messageId],
       ...(schema !== undefined && { schema }),
+      ...engine,
     });
     const effect = effects[0];
     if (!effect || effect.state === 'not found')
@@ -163,6 +177,7 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
           by,
           ...(reason ? { note: reason } : {}),
           ...(schema !== undefined && { schema }),
+          ...engine,
         });
         return page(200, 'Approved', '<p>It will be sent now.</p>');
       }
@@ -172,6 +187,7 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
           reason: reason || 'rejected from an approval link',
           ...(options.deadLetterPolicy && { deadLetterPolicy: options.deadLetterPolicy }),
           ...(schema !== undefined && { schema }),
+          ...engine,
         });
         return page(200, 'Rejected', '<p>It will never be sent.</p>');
       }

@@ -1,7 +1,7 @@
 import { OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import { redactSecrets } from '../core/redact.js';
-import { messagesStatusSql, performedSql } from '../sql/effect-status.js';
+import { laneMessagesStatusSql, messagesStatusSql, performedSql } from '../sql/effect-status.js';
 import { messagesOfKeySql } from '../sql/tool-calls.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
@@ -65,9 +65,19 @@ export interface EffectStatusQuery {
   schema?: string;
   /** Most messages reported per call. Default 50. */
   limit?: number;
+  /**
+   * Which engine's messages (default `'claims'`, the `outbox` table): `'lanes'` reads the lanes
+   * engine's (`createOutbox({ engine: 'lanes' })`), where `messageIds` may also be the row ids
+   * the lanes writer returns (`id`, digits): a lookup by row id is a primary-key probe per lane,
+   * one by message id reads `outbox_lane_messages` whole (no index on it; docs/lanes.md).
+   * A lanes message's `publishedAt` is unknown (the engine records no time when it publishes).
+   */
+  engine?: 'claims' | 'lanes';
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** A lanes row id, as the lanes writer returns it (a positive bigint). */
+const ROW_ID = /^[1-9][0-9]{0,18}$/;
 
 interface StatusRow {
   messageId: string;
@@ -87,6 +97,10 @@ interface StatusRow {
   availableAt: Date | string | null;
   inFlight: boolean;
   now: Date | string;
+  /** Lanes engine: published (no time is recorded). */
+  published?: boolean;
+  /** Lanes engine: the row id. */
+  id?: string;
 }
 
 const iso = (value: Date | string | null): string | undefined =>
@@ -103,10 +117,19 @@ export async function readEffectStatus(
 ): Promise<{ effects: EffectStatus[]; truncated: number }> {
   const schema = quoteIdentifier(query.schema ?? DEFAULT_SCHEMA);
   const limit = query.limit ?? 50;
+  if (query.engine !== undefined && query.engine !== 'claims' && query.engine !== 'lanes')
+    throw new OutboxValidationError(
+      'engine',
+      `must be 'claims' or 'lanes', got ${JSON.stringify(query.engine)}`,
+    );
+  const lanes = query.engine === 'lanes';
   const ids: string[] = [];
   for (const id of query.messageIds ?? []) {
-    if (typeof id !== 'string' || !UUID.test(id))
-      throw new OutboxValidationError('messageIds', `"${String(id)}" is not a message id (UUID)`);
+    if (typeof id !== 'string' || !(UUID.test(id) || (lanes && ROW_ID.test(id))))
+      throw new OutboxValidationError(
+        'messageIds',
+        `"${String(id)}" is not a message id (UUID)${lanes ? ' nor a row id' : ''}`,
+      );
     ids.push(id.toLowerCase());
   }
   if (query.idempotencyKey !== undefined) {
@@ -123,14 +146,22 @@ export async function readEffectStatus(
   if (wanted.length === 0) return { effects: [], truncated: 0 };
 
   const values = [wanted, query.tenantId ?? null];
-  const rows = await executor
-    .query<StatusRow>(messagesStatusSql(schema), values)
-    .catch(async (error: unknown) => {
-      // undefined_function: a schema before migration 021 has no lookup of the batched log.
-      if ((error as { code?: unknown }).code !== '42883') throw error;
-      return executor.query<StatusRow>(messagesStatusSql(schema, true), values);
-    })
-    .then((result) => result.rows);
+  const rows = lanes
+    ? (
+        await executor.query<StatusRow>(laneMessagesStatusSql(schema), [
+          wanted.filter((id) => UUID.test(id)),
+          wanted.filter((id) => ROW_ID.test(id)),
+          query.tenantId ?? null,
+        ])
+      ).rows
+    : await executor
+        .query<StatusRow>(messagesStatusSql(schema), values)
+        .catch(async (error: unknown) => {
+          // undefined_function: a schema before migration 021 has no lookup of the batched log.
+          if ((error as { code?: unknown }).code !== '42883') throw error;
+          return executor.query<StatusRow>(messagesStatusSql(schema, true), values);
+        })
+        .then((result) => result.rows);
   const performed = new Map<string, { consumer: string; at: string }[]>();
   if ((query.consumers?.length ?? 0) > 0) {
     const done = await executor.query<{
@@ -145,9 +176,12 @@ export async function readEffectStatus(
     }
   }
   const byId = new Map(rows.map((r) => [r.messageId, r]));
+  for (const r of rows) if (r.id !== undefined) byId.set(r.id, r);
   const effects = wanted.map((id) => {
     const row = byId.get(id);
-    return row ? statusOf(row, performed.get(id)) : { messageId: id, state: 'not found' as const };
+    return row
+      ? statusOf(row, performed.get(row.messageId))
+      : { messageId: id, state: 'not found' as const };
   });
   return { effects, truncated: unique.length - wanted.length };
 }
@@ -171,16 +205,11 @@ function statusOf(row: StatusRow, performedBy: EffectStatus['performedBy']): Eff
   if (row.approvalState === 'rejected' || row.approvalState === 'expired')
     return { ...base, state: row.approvalState, ...decision };
   const approval = row.approvalState === 'approved' ? decision : {};
-  if (row.dispatchedAt !== null) {
+  if (row.dispatchedAt !== null || row.published === true) {
+    const at = row.dispatchedAt === null ? {} : { publishedAt: iso(row.dispatchedAt) };
     if (performedBy && performedBy.length > 0)
-      return {
-        ...base,
-        state: 'performed',
-        publishedAt: iso(row.dispatchedAt),
-        performedBy,
-        ...approval,
-      };
-    return { ...base, state: 'published', publishedAt: iso(row.dispatchedAt), ...approval };
+      return { ...base, state: 'performed', ...at, performedBy, ...approval };
+    return { ...base, state: 'published', ...at, ...approval };
   }
   const error = row.lastError === null ? {} : { lastError: redactSecrets(row.lastError, 500) };
   if (row.deadLetteredAt !== null)

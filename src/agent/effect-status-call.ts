@@ -52,6 +52,11 @@ export interface EffectStatusToolOptions<Trx> {
    * message is visible: set it in any multi-tenant application.
    */
   tenantId?: TenantOf;
+  /**
+   * Which engine's messages (default `'claims'`): `'lanes'` for `createOutbox({ engine: 'lanes' })`
+   * (see `readEffectStatus`).
+   */
+  engine?: 'claims' | 'lanes';
 }
 
 const DEFAULT_DESCRIPTION =
@@ -72,7 +77,7 @@ function sentence(effect: EffectStatus): string {
     case 'failed':
       return `${what} ${id} failed ${effect.attempts} time(s) and is being retried${effect.nextTryAt ? ` at ${effect.nextTryAt}` : ''}: ${effect.lastError}.`;
     case 'published':
-      return `${what} ${id} was published at ${effect.publishedAt}; no consumer has reported it performed yet.`;
+      return `${what} ${id} was published${effect.publishedAt ? ` at ${effect.publishedAt}` : ''}; no consumer has reported it performed yet.`;
     case 'performed':
       return `${what} ${id} was performed by ${effect.performedBy!.map((p) => `${p.consumer} at ${p.at}`).join(', ')}.`;
     case 'dead':
@@ -144,6 +149,7 @@ export function createEffectStatusCall<Trx>(
           tenantId,
           consumers: options.consumers,
           schema: options.schema,
+          engine: options.engine,
         });
       });
       const words =

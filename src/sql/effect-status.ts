@@ -55,3 +55,77 @@ SELECT consumer, message_id AS "messageId", processed_at AS "processedAt"
 FROM ${s}.processed_messages
 WHERE consumer = ANY ($1::text[]) AND message_id = ANY ($2::text[]) AND state = 'done'
 ORDER BY processed_at`;
+
+/**
+ * The lanes engine's messages (`engine: 'lanes'`), in the columns of {@link messagesStatusSql}
+ * plus `published` (the lanes engine writes nothing when it publishes: no time is known). Where a
+ * message stands, first match wins:
+ * - its decision row (`outbox_lane_approvals`, migration 027): awaiting, rejected, expired;
+ * - parked (`outbox_lane_parked`) with `dead_at`: dead; parked otherwise: pending or failed (its
+ *   attempts, last error, next attempt);
+ * - published ahead for a tenant's share (`outbox_lane_ahead`, migration 028), or at or below its
+ *   lane's cursor: published;
+ * - above the cursor: pending (never attempted; due at its `available_at`).
+ *
+ * The lookup: `$2` row ids (as the lanes writer returns `id`) are primary-key probes (one per
+ * lane and id: the lane is a hash of the aggregate, unknown here); `$1` message ids of held
+ * messages come through the decision rows' unique index (when every id asked is one, the table
+ * is not scanned: a one-time filter); other message ids have no index on `outbox_lane_messages`
+ * (one on the hot row would cost every enqueue), so they are one sequential scan of what
+ * retention keeps of that table (docs/lanes.md gives the figures). The
+ * parked, ahead and decision rows are primary-key probes.
+ *
+ * $1 message ids (uuid[]), $2 row ids (bigint[]), $3 tenant id or NULL.
+ */
+export const laneMessagesStatusSql = (s: string) => `
+WITH unheld AS (
+  SELECT u.id FROM unnest($1::uuid[]) u (id)
+  WHERE NOT EXISTS (SELECT 1 FROM ${s}.outbox_lane_approvals a WHERE a.message_id = u.id)
+),
+found AS (
+  SELECT m.lane, m.id FROM ${s}.outbox_lane_messages m
+  WHERE EXISTS (SELECT 1 FROM unheld) AND m.message_id = ANY (ARRAY(SELECT id FROM unheld))
+  UNION
+  SELECT a.lane, a.id FROM ${s}.outbox_lane_approvals a WHERE a.message_id = ANY ($1::uuid[])
+  UNION
+  SELECT l.lane, r.id FROM unnest($2::bigint[]) r (id) CROSS JOIN ${s}.outbox_lanes l
+)
+SELECT m.message_id::text AS "messageId",
+       m.id::text AS id,
+       m.topic,
+       m.aggregate_id AS "aggregateId",
+       a.state AS "approvalState",
+       a.expires_at AS "expiresAt",
+       a.on_expiry AS "onExpiry",
+       a.decided_by AS "decidedBy",
+       a.decided_at AS "decidedAt",
+       a.note,
+       NULL::timestamptz AS "dispatchedAt",
+       p.dead_at AS "deadLetteredAt",
+       coalesce(p.attempts, 0) AS attempts,
+       p.last_error AS "lastError",
+       CASE WHEN p.parked THEN nullif(p.available_at, 'infinity')
+            WHEN a.state IS NOT NULL THEN a.available_at
+            ELSE m.available_at END AS "availableAt",
+       false AS "inFlight",
+       p.parked IS NULL AND (x.ahead OR m.id <= l.cursor) AS published,
+       now() AS now
+FROM found f
+-- Each a probe by primary key (LIMIT keeps the planner from joining whole tables instead).
+CROSS JOIN LATERAL (
+  SELECT * FROM ${s}.outbox_lane_messages m WHERE m.lane = f.lane AND m.id = f.id LIMIT 1
+) m
+CROSS JOIN LATERAL (
+  SELECT l.cursor FROM ${s}.outbox_lanes l WHERE l.lane = m.lane LIMIT 1
+) l
+LEFT JOIN LATERAL (
+  SELECT true AS parked, p.dead_at, p.attempts, p.last_error, p.available_at
+  FROM ${s}.outbox_lane_parked p WHERE p.lane = m.lane AND p.id = m.id LIMIT 1
+) p ON true
+LEFT JOIN LATERAL (
+  SELECT true AS ahead FROM ${s}.outbox_lane_ahead x WHERE x.lane = m.lane AND x.id = m.id LIMIT 1
+) x ON true
+LEFT JOIN LATERAL (
+  SELECT * FROM ${s}.outbox_lane_approvals a WHERE a.id = m.id LIMIT 1
+) a ON true
+WHERE $3::text IS NULL OR m.headers->>'tenant_id' = $3`;

@@ -76,8 +76,8 @@ export interface OutboxOptions {
    * `createDispatcher`; `'lanes'` writes `outbox_lane_messages` (migration 024), published by
    * `createLaneDispatcher`: nothing is written per message when it is published. The lanes
    * engine takes `delayMs`, `availableAt`, `dedupeKey` (and `onDuplicate`), `shadow`,
-   * `requiresApproval` and `approvalRequests` as the claim engine does (migrations 026, 027);
-   * not yet `approvalRequests.links` (refused with a validation error).
+   * `requiresApproval` and `approvalRequests` (with `links`: serve them with
+   * `createApprovalHandler({ engine: 'lanes' })`) as the claim engine does (migrations 026, 027).
    */
   engine?: 'claims' | 'lanes';
 }
@@ -154,11 +154,6 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
     throw new OutboxValidationError(
       'engine',
       `must be 'claims' or 'lanes', got ${JSON.stringify(engine)}`,
-    );
-  if (engine === 'lanes' && options.approvalRequests?.links !== undefined)
-    throw new OutboxValidationError(
-      'approvalRequests.links',
-      "is not available on the lanes engine yet: use engine 'claims' for signed approval links",
     );
   const sql = preparable(insertMessagesSql(quoteIdentifier(schemaName)));
   const limits: ValidationLimits = resolveLimits({

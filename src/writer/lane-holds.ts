@@ -1,3 +1,4 @@
+import { approvalLink, type ApprovalLinkOptions } from '../core/approval-links.js';
 import { quoteIdentifier } from '../core/identifier.js';
 import { HEADER, type EnqueuedMessage } from '../core/message.js';
 import { MAX_NAME_LENGTH, type ValidMessage } from '../core/validate.js';
@@ -10,6 +11,8 @@ import { insertLaneMessages, type LaneInsertSettings } from './lane-insert.js';
 export interface LaneApprovalRequests {
   topic: string;
   includePayload: boolean;
+  /** Signed approval links (`approvalLink`), checked: each request carries one. */
+  links?: Omit<ApprovalLinkOptions, 'now'>;
 }
 
 const statements = new Map<string, string>();
@@ -25,7 +28,8 @@ function sqlOf(schema: string): string {
  * (with `available_at = infinity`, create-outbox.ts): their decision rows in one statement, then,
  * with `approvalRequests`, one request message each, written by the lanes writer as any message
  * (unordered, on the aggregate `approval:<aggregate>`, the held message's trace context and
- * tenant), with the claim engine's payload (sql/approval-requests.ts). A call without held
+ * tenant), with the claim engine's payload (sql/approval-requests.ts; `approvalLink` with
+ * `links`, served by `createApprovalHandler({ engine: 'lanes' })`). A call without held
  * messages runs nothing here. A held message answered by a duplicate (`deduped`) was written by
  * an earlier call, with its own decision row: nothing is written for it.
  */
@@ -96,7 +100,9 @@ function requestOf(
     `,"requestedBy":${JSON.stringify(message.approval!.requestedBy ?? null)}` +
     `,"expiresAt":${JSON.stringify(expiresAt.get(written.messageId) ?? null)}` +
     `,"onExpiry":${JSON.stringify(message.approval!.onExpiry)}` +
-    `${requests.includePayload ? `,"payload":${message.payloadJson}` : ''}}`;
+    `${requests.includePayload ? `,"payload":${message.payloadJson}` : ''}` +
+    // Signed here, as on the claim engine: the secret never reaches SQL.
+    `${requests.links ? `,"approvalLink":${JSON.stringify(approvalLink(written, requests.links))}` : ''}}`;
   const headers: Record<string, string> = { [HEADER.schemaVersion]: '1' };
   for (const name of [HEADER.traceparent, HEADER.tracestate, HEADER.tenantId]) {
     const value = stored[name];
