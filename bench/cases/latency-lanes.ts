@@ -11,8 +11,9 @@ import type { CommitTimes } from './latency.js';
  *
  * latency.ts wraps the lane dispatcher's executor and its LISTEN connection with
  * {@link instrumentLanes}: a timestamp per statement and per notification, nothing else changed.
- * Statements are told apart by their text and arguments: `outbox_lane_next` with a batch (`read`)
- * or with none (`sync`: the cursor write when going idle or before a balance), the parked path
+ * Statements are told apart by their text and arguments: `outbox_lane_next` with a batch, and
+ * `outbox_lane_by_ids` (what a wake-up named, read by id) (`read`), `outbox_lane_next` with none
+ * (`sync`: the cursor write when going idle or before a balance), the parked path
  * (its due-heads read and `outbox_lane_settle_parked`), the rest (`outbox_lane_balance`, the
  * route gate), and on the LISTEN connection the waiter-row upsert (arming). For each message
  * (after the warm-up), from COMMIT returned to the publisher's call, each instant counted once,
@@ -84,7 +85,8 @@ export interface LaneLatencyBreakdown {
   };
   /** Messages whose returning read was already running when their commit returned. */
   readInFlightAtCommit: number;
-  reads: { ms: Percentiles; count: number; empty: number; meanMessages: number };
+  /** Every read that returned messages: lane reads and reads by id (`byId` of them). */
+  reads: { ms: Percentiles; count: number; empty: number; meanMessages: number; byId: number };
   syncs: { ms: Percentiles; count: number };
   parked: { ms: Percentiles; count: number };
   otherStatements: { ms: Percentiles; count: number };
@@ -98,6 +100,8 @@ const breakdowns: LaneLatencyBreakdown[] = [];
 export const lanesBreakdowns = (): LaneLatencyBreakdown[] => [...breakdowns];
 
 const isNext = (text: string) => text.includes('outbox_lane_next(');
+/** The read of what a wake-up named (sql/lanes.ts `outbox_lane_by_ids`): a read by id. */
+const isByIds = (text: string) => text.includes('outbox_lane_by_ids(');
 const isParked = (text: string) =>
   text.includes('outbox_lane_settle_parked(') || text.includes('outbox_lane_parked q');
 const isWaiterUpsert = (text: string) => text.includes('INSERT INTO') && text.includes('waiters');
@@ -107,7 +111,7 @@ const isWaiterUpsert = (text: string) => text.includes('INSERT INTO') && text.in
  * {@link LaneLatencyBreakdown} (kept for {@link lanesBreakdowns}) once the round is over.
  */
 export function instrumentLanes(db: BenchDatabase, mode = 'lanes') {
-  const reads: (Span & { ids: string[] })[] = [];
+  const reads: (Span & { ids: string[]; byId?: boolean })[] = [];
   const syncs: Span[] = [];
   const parked: Span[] = [];
   const others: Span[] = [];
@@ -119,15 +123,13 @@ export function instrumentLanes(db: BenchDatabase, mode = 'lanes') {
       const start = performance.now();
       const result = await inner.query<Row>(text, values, options);
       const end = performance.now();
-      if (isNext(text)) {
-        if (Number(values?.[10] ?? 0) > 0)
-          reads.push({
-            start,
-            end,
-            ids: result.rows
-              .map((r) => (r as { message_id?: string | null }).message_id)
-              .filter((id): id is string => typeof id === 'string'),
-          });
+      const ids = () =>
+        result.rows
+          .map((r) => (r as { message_id?: string | null }).message_id)
+          .filter((id): id is string => typeof id === 'string');
+      if (isByIds(text)) reads.push({ start, end, ids: ids(), byId: true });
+      else if (isNext(text)) {
+        if (Number(values?.[10] ?? 0) > 0) reads.push({ start, end, ids: ids() });
         else syncs.push({ start, end });
       } else (isParked(text) ? parked : others).push({ start, end });
       return result;
@@ -164,7 +166,7 @@ export function instrumentLanes(db: BenchDatabase, mode = 'lanes') {
     log(`latency ${mode} breakdown, p95 ms: ${f(breakdown.p95)}`);
     log(`latency ${mode} breakdown, mean ms: ${f(breakdown.mean)}`);
     log(
-      `latency ${mode}: woken ${breakdown.woken.messages}/${breakdown.messages} (commit → notification p50 ${breakdown.woken.notifyAfterCommit.p50}, p95 ${breakdown.woken.notifyAfterCommit.p95}; notification → read sent p50 ${breakdown.woken.notifyToRead.p50}, p95 ${breakdown.woken.notifyToRead.p95}); reads ${breakdown.reads.count} (+${breakdown.reads.empty} empty, p50 ${breakdown.reads.ms.p50} ms), syncs ${breakdown.syncs.count}, parked path ${breakdown.parked.count}, waiter writes ${breakdown.waiterWrites.count}, notifications ${breakdown.notifications}`,
+      `latency ${mode}: woken ${breakdown.woken.messages}/${breakdown.messages} (commit → notification p50 ${breakdown.woken.notifyAfterCommit.p50}, p95 ${breakdown.woken.notifyAfterCommit.p95}; notification → read sent p50 ${breakdown.woken.notifyToRead.p50}, p95 ${breakdown.woken.notifyToRead.p95}); reads ${breakdown.reads.count} (${breakdown.reads.byId} by id; +${breakdown.reads.empty} empty, p50 ${breakdown.reads.ms.p50} ms), syncs ${breakdown.syncs.count}, parked path ${breakdown.parked.count}, waiter writes ${breakdown.waiterWrites.count}, notifications ${breakdown.notifications}`,
     );
     return breakdown;
   };
@@ -174,7 +176,7 @@ export function instrumentLanes(db: BenchDatabase, mode = 'lanes') {
 function breakDownLanes(
   mode: string,
   timeline: {
-    reads: (Span & { ids: string[] })[];
+    reads: (Span & { ids: string[]; byId?: boolean })[];
     syncs: Span[];
     parked: Span[];
     others: Span[];
@@ -280,6 +282,7 @@ function breakDownLanes(
       count: full.length,
       empty: reads.length - full.length,
       meanMessages: round(full.reduce((s, r) => s + r.ids.length, 0) / Math.max(1, full.length)),
+      byId: full.filter((r) => r.byId).length,
     },
     syncs: spans(syncs),
     parked: spans(parked),

@@ -735,23 +735,49 @@ export const laneNextCallSql = (s: string) =>
 
 /**
  * The messages a wake-up named (the writer's NOTIFY payload, lane:id), read by primary key, as
- * `outbox_lane_next` returns rows: those of lanes `$3` owns with at least `$4` ms of lease left,
- * due, and not parked (the dispatcher keeps those nothing can come before: #publishHinted).
- * Why: an idle dispatcher woken by a NOTIFY read every lane it owns (`outbox_lane_next`: 0.87–0.96
- * ms p50 over 16 empty lanes on this machine under load, against 0.30–0.40 for this read), and
- * that read was most of the commit-to-publish latency (issue 43). Whatever this misses (a row not
- * visible yet, a lease about to end) the lane read finds as before.
+ * `outbox_lane_next` returns rows: those of lanes `p_owner` owns with at least `p_margin_ms` ms of
+ * lease left, due, and not parked (the dispatcher keeps those nothing can come before:
+ * #publishHinted). Why: an idle dispatcher woken by a NOTIFY read every lane it owns
+ * (`outbox_lane_next`: 0.87–0.96 ms p50 over 16 empty lanes on this machine under load, against
+ * 0.30–0.40 for this read), and that read was most of the commit-to-publish latency (issue 43).
+ * Whatever this misses (a row not visible yet, a lease about to end) the lane read finds as before.
+ *
+ * A function since migration 029 (before it the same SELECT was sent as a statement): planning
+ * that statement was most of its cost — server side, 700–1,090 µs a call planned each time
+ * against 56–93 µs in this function (a DO loop of 3,000 calls, machine loaded; prepared from the
+ * client 0.45 ms a round trip against 1.03 plain). Its plan is pinned: `plan_cache_mode =
+ * force_generic_plan` and `enable_seqscan = off`. Measured without them: on a table of 200 rows
+ * the generic plan (which a prepared statement keeps after five calls) is a hash join over a
+ * sequential scan of `outbox_lane_messages`, kept while the table grows until the next ANALYZE
+ * (statement-name.ts: the claim engine's p95 went from 11 to 225 ms so); with
+ * `enable_seqscan = off` alone PL/pgSQL planned each call anew (a custom plan looked cheaper than
+ * the generic one, 490–810 µs a call). Every row here is found by a primary key, so no scan is
+ * ever the right plan. (test/integration/lanes/lane-by-ids-plan.test.ts reads the plan.)
  */
-export const laneByIdsSql = (s: string) => `
-SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic, m.payload,
-       m.headers, extract(epoch FROM m.created_at)::float8 * 1000 AS created_ms, m.shadow
-FROM unnest($1::smallint[], $2::bigint[]) AS k (lane, id)
-JOIN ${s}.outbox_lane_messages m ON m.lane = k.lane AND m.id = k.id
-JOIN ${s}.outbox_lanes l ON l.lane = m.lane
-WHERE l.owner = $3 AND l.lease_expires_at > now() + $4 * interval '1 millisecond'
-  AND m.available_at IS NULL
-  AND NOT EXISTS (SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = m.lane AND p.id = m.id)
-ORDER BY m.lane, m.id`;
+export const laneByIdsFunctionSql = (s: string) => `
+CREATE FUNCTION ${s}.outbox_lane_by_ids(p_lanes smallint[], p_ids bigint[], p_owner text,
+  p_margin_ms integer)
+RETURNS TABLE (lane smallint, id bigint, message_id uuid, aggregate_id text, sequence bigint,
+               ordered boolean, topic text, payload jsonb, headers jsonb, created_ms float8,
+               shadow boolean)
+LANGUAGE plpgsql STABLE
+SET jit = off SET enable_seqscan = off SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+  RETURN QUERY
+  SELECT m.lane, m.id, m.message_id, m.aggregate_id, m.sequence, m.ordered, m.topic, m.payload,
+         m.headers, extract(epoch FROM m.created_at)::float8 * 1000, m.shadow
+  FROM unnest(p_lanes, p_ids) AS k (lane, id)
+  JOIN ${s}.outbox_lane_messages m ON m.lane = k.lane AND m.id = k.id
+  JOIN ${s}.outbox_lanes l ON l.lane = m.lane
+  WHERE l.owner = p_owner AND l.lease_expires_at > now() + p_margin_ms * interval '1 millisecond'
+    AND m.available_at IS NULL
+    AND NOT EXISTS (SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = m.lane AND p.id = m.id)
+  ORDER BY m.lane, m.id;
+END $$`;
+
+/** One call of {@link laneByIdsFunctionSql}: $1 lanes, $2 ids, $3 owner, $4 lease margin (ms). */
+export const laneByIdsSql = (s: string) =>
+  `SELECT * FROM ${s}.outbox_lane_by_ids($1::smallint[], $2::bigint[], $3, $4)`;
 
 /** Gives back every lane `$1` owns and forgets it (a graceful stop: others take them at once). */
 export const laneLeaveSql = (s: string) => `

@@ -36,7 +36,7 @@ export function rowsRead(plan: PlanNode, relation = 'outbox'): number {
 }
 
 /** A statement that calls one of the outbox's plan-caching functions (migrations 011, 012). */
-const CALLS_FUNCTION = /\boutbox_(claim|settle_advance|lane_next)\(/;
+const CALLS_FUNCTION = /\boutbox_(claim|settle_advance|lane_next|lane_by_ids)\(/;
 
 /**
  * `EXPLAIN (ANALYZE, BUFFERS)` of `text`, run for real on `client` (roll back around it if that

@@ -80,8 +80,7 @@ async function settled(dispatcher: ReturnType<typeof createLaneDispatcher>) {
 }
 
 const isLaneRead = (s: string) => s.includes('outbox_lane_next(');
-const isHintRead = (s: string) =>
-  s.includes('JOIN "public".outbox_lane_messages m ON m.lane = k.lane');
+const isHintRead = (s: string) => s.includes('outbox_lane_by_ids(');
 
 describe('lanes engine: messages named by the wake-up', () => {
   it('an idle dispatcher publishes the messages its NOTIFY names without reading its lanes first, the first of an aggregate and the next', async () => {
