@@ -13,6 +13,7 @@ export class WakeUps {
   readonly #sleepers = new Set<() => void>();
   #wakeRequested = false;
   #armed = false;
+  #generation = 0;
 
   readonly #onHint: ((hint: string) => boolean) | undefined;
 
@@ -35,12 +36,28 @@ export class WakeUps {
     return Boolean(this.#source);
   }
 
+  /** True from an empty claim's arming to the next claim that found work (see afterClaim). */
+  get armed(): boolean {
+    return this.#armed;
+  }
+
+  /**
+   * Counts the armings: each one after an empty claim, and each wake-up the source sends without
+   * a hint, which is how it says it (re)connected and may have missed notifications (a writer's
+   * too: one that named more than it can). A dispatcher that learned something about the
+   * writers of one arming (lane-dispatcher.ts, `#preArmClear`) forgets it when this moves.
+   */
+  get generation(): number {
+    return this.#generation;
+  }
+
   /** Starts the wake source, if any; its wake-ups end the loops' sleeps. */
   start(): void {
     if (this.#source) {
       this.#source
         .start((hint) => {
           if (hint !== undefined && this.#onHint?.(hint) === true) return;
+          if (hint === undefined) this.#generation++;
           this.wake();
         })
         .catch((error: unknown) =>
@@ -88,6 +105,7 @@ export class WakeUps {
         // Arm first, then claim once more: work committed before arming is found by that
         // claim, work committed after it triggers a wake-up.
         this.#armed = true;
+        this.#generation++;
         await this.#call('idle');
         return true;
       }

@@ -16,7 +16,13 @@ import type { WakeSource } from '../dispatcher/wake-source.js';
 import { LANE_COUNT } from '../migrations/024-lanes.js';
 import type { OutgoingMessage, Publisher } from '../publishers/publisher.js';
 import { laneExpireSql } from '../sql/lane-approvals.js';
-import { laneByIdsSql, laneDueSql, laneLeaveSql, laneNextCallSql } from '../sql/lanes.js';
+import {
+  laneByIdsSql,
+  laneDueSql,
+  laneLeaveSql,
+  laneNextCallSql,
+  lanePreArmWritersSql,
+} from '../sql/lanes.js';
 import { LaneDispatcherGroup, shareWakeSource } from './lane-dispatcher-group.js';
 import { lastRegularLane, withShares } from './lane-shares.js';
 import { isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
@@ -265,6 +271,17 @@ class LaneDispatcher implements Dispatcher {
   #maybeInFlight = false;
   /** The current short wait while {@link #maybeInFlight}, ms (0: none yet). */
   #inFlightWaitMs = 0;
+  /**
+   * What this dispatcher knows of the writers that may send no NOTIFY, for the wake source's
+   * current arming (`generation`, WakeUps): `armedAt`, the server's clock read after the arming
+   * (by the first probe); `probedAt`, the {@link #ticks} of a probe that found none of them left
+   * (sql/lanes.ts `lanePreArmWritersSql`); `clear` once a lane read begun after that probe
+   * returned — it found what they committed, and every later writer notifies: the short looks
+   * of {@link #idleWaitMs} stop until the next arming.
+   */
+  #preArm = { generation: -1, armedAt: null as string | null, probedAt: 0, clear: false };
+  /** Counts probes and lane reads begun, to order them ({@link #preArm}). */
+  #ticks = 0;
   #start = 0;
   #outcome = emptyOutcome();
   /**
@@ -463,11 +480,18 @@ class LaneDispatcher implements Dispatcher {
       // NOTIFY names what it wrote, and those go out by id before the next read (#publishNamed)
       // instead of waiting for it. A backlog disarms (writers stop notifying: no cost at load).
       if (await this.#wakeUps.afterClaim(this.#saturated ? 1 : 0)) continue;
-      if (busy) this.#inFlightWaitMs = 0;
+      // Every writer notifies now: a read that found messages (not a full batch) left nothing
+      // committed behind it, and what commits next is named by its NOTIFY. Looking again at once
+      // (as after a busy read) is a read for every message at a steady rate, with the wake-ups
+      // waiting behind it; so the loop sleeps, and cursors left to write go with the deferred
+      // read (HINTED_CATCH_UP_MS).
+      const quiet = this.#quiet();
+      if (busy && !quiet) this.#inFlightWaitMs = 0;
       // Cursors left to write on going idle are written by the next read (#cycle): no sleep first.
-      if (!busy && this.#state === 'running' && !this.#pending()) {
+      if ((!busy || quiet) && this.#state === 'running' && (quiet || !this.#pending())) {
+        if (this.#pending()) this.#deferCatchUp();
         // A message parked for a rate-limit token comes due with no write to announce it.
-        const wait = this.#idleWaitMs();
+        const wait = await this.#idleWaitMs();
         this.#sleeping = true;
         try {
           await this.#wakeUps.sleep(Math.min(wait, this.#routes.nextTokenInMs() ?? wait));
@@ -493,9 +517,12 @@ class LaneDispatcher implements Dispatcher {
    * the test that shows it). The horizon tells when such a transaction may exist: an id taken
    * that is not final yet. Then the dispatcher looks again after 1 ms, 2, 4… up to the poll
    * interval, until the horizon is settled (a long write transaction elsewhere costs a few reads).
+   * Only while such a writer may be left ({@link #preArmClear}): afterwards every writer notifies,
+   * and the looks only stood in the way of the wake-ups (issue 43: at 1,000 messages a second the
+   * horizon is never settled, and those looks were most of the lane reads).
    */
-  #idleWaitMs(): number {
-    if (!this.#wakeUps.hasSource || !this.#maybeInFlight) {
+  async #idleWaitMs(): Promise<number> {
+    if (!this.#wakeUps.hasSource || !this.#maybeInFlight || (await this.#preArmClear())) {
       this.#inFlightWaitMs = 0;
       return this.#options.pollIntervalMs;
     }
@@ -504,6 +531,36 @@ class LaneDispatcher implements Dispatcher {
       Math.max(1, this.#inFlightWaitMs * 2),
     );
     return this.#inFlightWaitMs;
+  }
+
+  /**
+   * True when no transaction that may have written lane messages without a NOTIFY (its snapshot
+   * older than the wake source's arming) is left uncommitted, and a lane read begun after that
+   * was known has returned ({@link #preArm}). Asks the database (one probe of its sessions) while
+   * it is not known yet; false whenever in doubt: the source is not armed, the probe failed.
+   */
+  async #preArmClear(): Promise<boolean> {
+    const wake = this.#wakeUps;
+    if (!wake.armed) return false;
+    if (this.#preArm.generation !== wake.generation)
+      this.#preArm = { generation: wake.generation, armedAt: null, probedAt: 0, clear: false };
+    const known = this.#preArm;
+    if (known.clear) return true;
+    if (known.probedAt > 0) return false; // the lane read after the probe has not run yet
+    try {
+      const { rows } = await this.#executor.query<{ now: string; pending: boolean }>(
+        lanePreArmWritersSql,
+        [known.armedAt],
+      );
+      const [row] = rows;
+      if (!row || known !== this.#preArm) return false;
+      // The first probe after an arming runs after it committed: its clock bounds the arming.
+      known.armedAt ??= row.now;
+      if (!row.pending) known.probedAt = ++this.#ticks;
+    } catch {
+      // The short looks go on; the next idle wait asks again.
+    }
+    return false;
   }
 
   /**
@@ -522,6 +579,7 @@ class LaneDispatcher implements Dispatcher {
     // backup) whose id sequence is behind this safe id; kept, it lets the cursors pass ids that
     // server hands out again.
     this.#horizon = { safe: '0', pairId: '0', pairXid: '0' };
+    this.#preArm = { generation: -1, armedAt: null, probedAt: 0, clear: false };
     this.#balanceAt = 0;
   }
 
@@ -729,6 +787,8 @@ class LaneDispatcher implements Dispatcher {
         o.to.push(position);
       }
     const reading = [...(readAfter ?? this.#positions)];
+    const preArm = this.#preArm;
+    const tick = batch > 0 ? ++this.#ticks : 0;
     const { rows } = await this.#executor.query<LaneRow>(this.#sql.next, [
       this.id,
       o.lanes,
@@ -755,6 +815,9 @@ class LaneDispatcher implements Dispatcher {
     ]);
     o.lanes.forEach((lane, i) => this.#cursors.set(lane, o.to[i]!));
     if (o.lanes.length > 0) this.#syncAt = Date.now() + CURSOR_SYNC_MS;
+    // A read of every owned lane begun after the probe found no silent writer left (#preArm).
+    if (preArm === this.#preArm && preArm.probedAt > 0 && tick > preArm.probedAt)
+      preArm.clear = true;
     const [first] = rows;
     if (first && first.lane === -1) {
       this.#horizon = {
@@ -915,11 +978,30 @@ class LaneDispatcher implements Dispatcher {
     let read = false;
     while (this.#named.length > 0 && this.#sleeping && this.#state === 'running')
       if (await this.#publishNamed()) read = true;
-    if (read || this.#named.length > 0 || this.#pending()) this.#wakeUps.wake();
-    else if (!this.#catchUp) {
-      this.#catchUp = setTimeout(() => this.#wakeUps.wake(), HINTED_CATCH_UP_MS);
-      this.#catchUp.unref();
-    }
+    if (read || this.#named.length > 0 || (this.#pending() && !this.#quiet())) this.#wakeUps.wake();
+    else this.#deferCatchUp();
+  }
+
+  /** The lane read after messages went out by id, {@link HINTED_CATCH_UP_MS} from the first. */
+  #deferCatchUp(): void {
+    if (this.#catchUp) return;
+    this.#catchUp = setTimeout(() => this.#wakeUps.wake(), HINTED_CATCH_UP_MS);
+    this.#catchUp.unref();
+  }
+
+  /**
+   * Every writer now names what it writes (the wake source armed, and no writer of before the
+   * arming left: {@link #preArm}), no backlog (the last batch was not full) and no parked
+   * message due: nothing is found sooner by reading again than by the wake-ups.
+   */
+  #quiet(): boolean {
+    return (
+      !this.#saturated &&
+      this.#wakeUps.armed &&
+      this.#preArm.clear &&
+      this.#preArm.generation === this.#wakeUps.generation &&
+      Date.now() < this.#parkedAt
+    );
   }
 
   /**

@@ -779,6 +779,39 @@ END $$`;
 export const laneByIdsSql = (s: string) =>
   `SELECT * FROM ${s}.outbox_lane_by_ids($1::smallint[], $2::bigint[], $3, $4)`;
 
+/**
+ * Whether a transaction that may have written lane messages WITHOUT a NOTIFY can still commit:
+ * one of this database's client sessions that began at or before `$1` (the arming's time; NULL:
+ * now) and holds an xid or a snapshot, or any prepared transaction of this database. Returns the
+ * server's clock too, which the first call after an arming keeps as `$1` for the next ones.
+ *
+ * Why (issue 43, latency): the writer decides to NOTIFY in its INSERT, from the waiter rows its
+ * snapshot sees (`laneInsert` above), so a transaction whose snapshot was taken before the
+ * dispatcher armed sends none, and the dispatcher looks again every 1, 2, 4… ms while the horizon
+ * says an id may still commit (lane-dispatcher.ts `#idleWaitMs`). At 1,000 messages a second
+ * some writer is always in flight, and those looks were most of the lane reads and what the
+ * wake-ups waited behind. A transaction that began after the arming committed takes every
+ * snapshot after it, so it notifies: once none of the others is left, one more lane read finds
+ * whatever they committed, and the looks stop until the next arming.
+ *
+ * Conservative where it cannot see: `xact_start` is NULL for another role's sessions unless the
+ * dispatcher's role has `pg_read_all_stats` (counted as begun before), a REPEATABLE READ
+ * transaction begun before keeps its snapshot (counted while it lasts, as it may still write),
+ * and a prepared transaction is counted whenever it began. Background processes (autovacuum,
+ * walsenders) write no lane message and are left out.
+ */
+export const lanePreArmWritersSql = `
+SELECT clock_timestamp()::text AS now,
+       EXISTS (
+         SELECT 1 FROM pg_stat_get_activity(NULL) a
+         WHERE a.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+           AND a.pid <> pg_backend_pid()
+           AND (a.backend_type IS NULL OR a.backend_type = 'client backend')
+           AND (a.backend_xid IS NOT NULL OR a.backend_xmin IS NOT NULL)
+           AND (a.xact_start IS NULL OR a.xact_start <= coalesce($1::timestamptz, clock_timestamp())))
+       OR EXISTS (SELECT 1 FROM pg_prepared_xacts p WHERE p.database = current_database())
+         AS pending`;
+
 /** Gives back every lane `$1` owns and forgets it (a graceful stop: others take them at once). */
 export const laneLeaveSql = (s: string) => `
 WITH gone AS (DELETE FROM ${s}.outbox_lane_owners WHERE owner = $1)

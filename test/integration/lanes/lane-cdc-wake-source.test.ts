@@ -111,7 +111,7 @@ describe('lanes engine: CDC wake-ups', () => {
     await expect.poll(() => published.length, { timeout: 10_000 }).toBe(1);
     // Only the WAL can have woken it (a minute's poll, no NOTIFY), and it did not read its lanes.
     expect(before!.filter(isLaneRead)).toEqual([]);
-    expect(before!.some((s) => s.includes('unnest($1::smallint[], $2::bigint[])'))).toBe(true);
+    expect(before!.some((s) => s.includes('outbox_lane_by_ids('))).toBe(true);
     const waiters = await db.pool.query('SELECT 1 FROM outbox_waiters');
     expect(waiters.rowCount).toBe(0);
 
