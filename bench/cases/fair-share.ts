@@ -45,11 +45,12 @@ export interface TrickleEngine {
  * it to a local HTTP sink while B commits a trickle, one message per transaction every 50 ms on
  * 10 aggregates of its own, until A has drained; then the last of B's trickle arrives too. B's
  * latency: commit (from just before COMMIT, as latency.ts measures) → arrival at the sink.
- * `beforeStop` runs while the dispatcher is still up, for what a case reads of the table then.
+ * `beforeStop` runs while the dispatcher is still up, for what a case reads of the table then:
+ * its fields join the result. `aggregates`: A's, as reported.
  */
-export async function trickleThroughBurst<T = undefined>(
+export async function trickleThroughBurst<T extends object = Record<never, never>>(
   db: BenchDatabase,
-  burst: number,
+  { burst, aggregates }: { burst: number; aggregates: number },
   engine: TrickleEngine,
   beforeStop?: () => Promise<T>,
 ) {
@@ -89,7 +90,7 @@ export async function trickleThroughBurst<T = undefined>(
     const { outOfOrder } = await sink.stats();
     const latencies = arrivals.map(([n, at]) => at - committedAt[n]!);
     const p = percentiles(latencies);
-    const extra = beforeStop ? await beforeStop() : undefined;
+    const extra = beforeStop ? await beforeStop() : ({} as T);
     log(
       `${engine.label}: B p50 ${p.p50} ms, p95 ${p.p95} ms over ${latencies.length} messages; A's ${burst} drained in ${round((drainedAt - started) / 1000, 1)} s`,
     );
@@ -98,8 +99,10 @@ export async function trickleThroughBurst<T = undefined>(
       bMessages: committedAt.length,
       bArrived: arrivals.length,
       aDrainSeconds: round((drainedAt - started) / 1000, 1),
+      burst,
+      aggregates,
       outOfOrder,
-      extra,
+      ...extra,
     };
   } finally {
     await dispatcher.stop();
@@ -117,31 +120,26 @@ export async function fairShareRun(db: BenchDatabase, burst: number, tenantShare
     [burst, aggregates],
   );
   await db.pool.query('VACUUM ANALYZE outbox');
-  const run = await trickleThroughBurst(db, burst, {
-    label: `fair share (${tenantShares ? 'tenant shares' : 'oldest first'})`,
-    dispatcher: (publisher) =>
-      createDispatcher({
-        store: new PgOutboxStore(fromPg(db.pool), { tenantShares }),
-        publisher,
-        pollIntervalMs: 20,
-      }),
-    writeB: async (client, n, aggregateId) => {
-      await client.query(
-        `INSERT INTO outbox (aggregate_id, topic, payload, headers)
+  return trickleThroughBurst(
+    db,
+    { burst, aggregates },
+    {
+      label: `fair share (${tenantShares ? 'tenant shares' : 'oldest first'})`,
+      dispatcher: (publisher) =>
+        createDispatcher({
+          store: new PgOutboxStore(fromPg(db.pool), { tenantShares }),
+          publisher,
+          pollIntervalMs: 20,
+        }),
+      writeB: async (client, n, aggregateId) => {
+        await client.query(
+          `INSERT INTO outbox (aggregate_id, topic, payload, headers)
          VALUES ($1, 'mail.send', $2, '{"tenant_id": "tenant-b"}')`,
-        [aggregateId, JSON.stringify({ trickle: n })],
-      );
+          [aggregateId, JSON.stringify({ trickle: n })],
+        );
+      },
     },
-  });
-  return {
-    bLatencyMs: run.bLatencyMs,
-    bMessages: run.bMessages,
-    bArrived: run.bArrived,
-    aDrainSeconds: run.aDrainSeconds,
-    burst,
-    aggregates,
-    outOfOrder: run.outOfOrder,
-  };
+  );
 }
 
 /** The case, with tenant shares and then oldest first, each on a fresh database. */

@@ -58,9 +58,9 @@ export async function lanesFairShareRun(db: BenchDatabase, burst: number, bTenan
   const aggregates = burst / 10;
   await writeLanes(db, burst, aggregates, () => ({ tenantId: 'tenant-a' }));
   await db.pool.query('VACUUM ANALYZE outbox_lane_messages');
-  const run = await trickleThroughBurst(
+  return trickleThroughBurst(
     db,
-    burst,
+    { burst, aggregates },
     {
       label: `lanes fair share (${bTenant ? 'B with a tenant' : 'B without a tenant'})`,
       dispatcher: (publisher) =>
@@ -74,20 +74,12 @@ export async function lanesFairShareRun(db: BenchDatabase, burst: number, bTenan
         });
       },
     },
-    async () =>
-      (await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox_lane_ahead'))
-        .rows[0]!.n,
+    async () => ({
+      aheadRowsLeft: (
+        await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox_lane_ahead')
+      ).rows[0]!.n,
+    }),
   );
-  return {
-    bLatencyMs: run.bLatencyMs,
-    bMessages: run.bMessages,
-    bArrived: run.bArrived,
-    aDrainSeconds: run.aDrainSeconds,
-    burst,
-    aggregates,
-    outOfOrder: run.outOfOrder,
-    aheadRowsLeft: run.extra!,
-  };
 }
 
 const noop: Publisher = {
