@@ -1,8 +1,10 @@
+import type pg from 'pg';
 import {
   createDispatcher,
   createPublisherFromUrl,
   fromPg,
   PgOutboxStore,
+  type Publisher,
 } from '../../src/index.js';
 import type { BenchDatabase } from '../lib/database.js';
 import { log, percentiles, round, sleep } from '../lib/measure.js';
@@ -28,24 +30,34 @@ interface Trickle {
   arrivals: [number, number][];
 }
 
-export async function fairShareRun(db: BenchDatabase, burst: number, tenantShares: boolean) {
-  const aggregates = burst / 10;
-  await db.pool.query(
-    `INSERT INTO outbox (aggregate_id, topic, payload, headers)
-     SELECT 'a-' || (g % $2), 'payment.charge', jsonb_build_object('n', g),
-            '{"tenant_id": "tenant-a"}'::jsonb
-     FROM generate_series(1, $1::int) g ORDER BY g`,
-    [burst, aggregates],
-  );
-  await db.pool.query('VACUUM ANALYZE outbox');
+/** One engine's part in {@link trickleThroughBurst}. */
+export interface TrickleEngine {
+  /** What the log line calls the run. */
+  label: string;
+  /** The one dispatcher that drains A's burst (already committed) to the sink's `publisher`. */
+  dispatcher(publisher: Publisher): { start(): void; stop(): Promise<void> };
+  /** Writes B's `n`-th message on `aggregateId` inside the transaction open on `client`. */
+  writeB(client: pg.PoolClient, n: number, aggregateId: string): Promise<void>;
+}
+
+/**
+ * The measurement both fair-share cases share: A's `burst` is in the table; one dispatcher drains
+ * it to a local HTTP sink while B commits a trickle, one message per transaction every 50 ms on
+ * 10 aggregates of its own, until A has drained; then the last of B's trickle arrives too. B's
+ * latency: commit (from just before COMMIT, as latency.ts measures) → arrival at the sink.
+ * `beforeStop` runs while the dispatcher is still up, for what a case reads of the table then:
+ * its fields join the result. `aggregates`: A's, as reported.
+ */
+export async function trickleThroughBurst<T extends object = Record<never, never>>(
+  db: BenchDatabase,
+  { burst, aggregates }: { burst: number; aggregates: number },
+  engine: TrickleEngine,
+  beforeStop?: () => Promise<T>,
+) {
   const sink = await startSink();
   const trickleUrl = sink.url.replace(/\/hook$/, '/trickle');
   const trickle = async () => (await (await fetch(trickleUrl)).json()) as Trickle;
-  const dispatcher = createDispatcher({
-    store: new PgOutboxStore(fromPg(db.pool), { tenantShares }),
-    publisher: await createPublisherFromUrl(sink.url),
-    pollIntervalMs: 20,
-  });
+  const dispatcher = engine.dispatcher(await createPublisherFromUrl(sink.url));
   const committedAt: number[] = [];
   const started = performance.now();
   try {
@@ -57,11 +69,7 @@ export async function fairShareRun(db: BenchDatabase, burst: number, tenantShare
       const client = await db.pool.connect();
       try {
         await client.query('BEGIN');
-        await client.query(
-          `INSERT INTO outbox (aggregate_id, topic, payload, headers)
-           VALUES ($1, 'mail.send', $2, '{"tenant_id": "tenant-b"}')`,
-          [`b-${n % B_AGGREGATES}`, JSON.stringify({ trickle: n })],
-        );
+        await engine.writeB(client, n, `b-${n % B_AGGREGATES}`);
         committedAt[n] = Date.now();
         await client.query('COMMIT');
       } finally {
@@ -82,8 +90,9 @@ export async function fairShareRun(db: BenchDatabase, burst: number, tenantShare
     const { outOfOrder } = await sink.stats();
     const latencies = arrivals.map(([n, at]) => at - committedAt[n]!);
     const p = percentiles(latencies);
+    const extra = beforeStop ? await beforeStop() : ({} as T);
     log(
-      `fair share (${tenantShares ? 'tenant shares' : 'oldest first'}): B p50 ${p.p50} ms, p95 ${p.p95} ms over ${latencies.length} messages; A's ${burst} drained in ${round((drainedAt - started) / 1000, 1)} s`,
+      `${engine.label}: B p50 ${p.p50} ms, p95 ${p.p95} ms over ${latencies.length} messages; A's ${burst} drained in ${round((drainedAt - started) / 1000, 1)} s`,
     );
     return {
       bLatencyMs: p,
@@ -93,11 +102,44 @@ export async function fairShareRun(db: BenchDatabase, burst: number, tenantShare
       burst,
       aggregates,
       outOfOrder,
+      ...extra,
     };
   } finally {
     await dispatcher.stop();
     sink.close();
   }
+}
+
+export async function fairShareRun(db: BenchDatabase, burst: number, tenantShares: boolean) {
+  const aggregates = burst / 10;
+  await db.pool.query(
+    `INSERT INTO outbox (aggregate_id, topic, payload, headers)
+     SELECT 'a-' || (g % $2), 'payment.charge', jsonb_build_object('n', g),
+            '{"tenant_id": "tenant-a"}'::jsonb
+     FROM generate_series(1, $1::int) g ORDER BY g`,
+    [burst, aggregates],
+  );
+  await db.pool.query('VACUUM ANALYZE outbox');
+  return trickleThroughBurst(
+    db,
+    { burst, aggregates },
+    {
+      label: `fair share (${tenantShares ? 'tenant shares' : 'oldest first'})`,
+      dispatcher: (publisher) =>
+        createDispatcher({
+          store: new PgOutboxStore(fromPg(db.pool), { tenantShares }),
+          publisher,
+          pollIntervalMs: 20,
+        }),
+      writeB: async (client, n, aggregateId) => {
+        await client.query(
+          `INSERT INTO outbox (aggregate_id, topic, payload, headers)
+         VALUES ($1, 'mail.send', $2, '{"tenant_id": "tenant-b"}')`,
+          [aggregateId, JSON.stringify({ trickle: n })],
+        );
+      },
+    },
+  );
 }
 
 /** The case, with tenant shares and then oldest first, each on a fresh database. */

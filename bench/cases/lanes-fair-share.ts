@@ -1,14 +1,13 @@
 import {
   createLaneDispatcher,
   createOutbox,
-  createPublisherFromUrl,
   fromPg,
   type OutboxMessage,
   type Publisher,
 } from '../../src/index.js';
 import type { BenchDatabase } from '../lib/database.js';
-import { log, median, percentiles, round, sleep } from '../lib/measure.js';
-import { startSink } from './hot-aggregate.js';
+import { log, median, round } from '../lib/measure.js';
+import { trickleThroughBurst } from './fair-share.js';
 
 /**
  * `lanes_fair_share_p95_ms` (issue 43, migration 028): `fair_share_p95_ms` on the lanes engine.
@@ -25,14 +24,6 @@ import { startSink } from './hot-aggregate.js';
  * table): what the shares' look at a full batch costs a tenant alone.
  * Runnable alone with `npm run bench -- --only lanes_fair_share_p95_ms`.
  */
-
-const TRICKLE_EVERY_MS = 50;
-const B_AGGREGATES = 10;
-
-interface Trickle {
-  received: number;
-  arrivals: [number, number][];
-}
 
 const outbox = createOutbox({ engine: 'lanes' });
 
@@ -67,69 +58,28 @@ export async function lanesFairShareRun(db: BenchDatabase, burst: number, bTenan
   const aggregates = burst / 10;
   await writeLanes(db, burst, aggregates, () => ({ tenantId: 'tenant-a' }));
   await db.pool.query('VACUUM ANALYZE outbox_lane_messages');
-  const sink = await startSink();
-  const trickleUrl = sink.url.replace(/\/hook$/, '/trickle');
-  const trickle = async () => (await (await fetch(trickleUrl)).json()) as Trickle;
-  const dispatcher = createLaneDispatcher({
-    executor: fromPg(db.pool),
-    publisher: await createPublisherFromUrl(sink.url),
-    pollIntervalMs: 20,
-  });
-  const committedAt: number[] = [];
-  const started = performance.now();
-  try {
-    dispatcher.start();
-    while ((await trickle()).received < 1_000) await sleep(10);
-    let drainedAt = 0;
-    for (let n = 0; ; n++) {
-      const client = await db.pool.connect();
-      try {
-        await client.query('BEGIN');
+  return trickleThroughBurst(
+    db,
+    { burst, aggregates },
+    {
+      label: `lanes fair share (${bTenant ? 'B with a tenant' : 'B without a tenant'})`,
+      dispatcher: (publisher) =>
+        createLaneDispatcher({ executor: fromPg(db.pool), publisher, pollIntervalMs: 20 }),
+      writeB: async (client, n, aggregateId) => {
         await outbox.enqueue(fromPg(client), {
           topic: 'mail.send',
-          aggregateId: `b-${n % B_AGGREGATES}`,
+          aggregateId,
           payload: { trickle: n },
           ...(bTenant && { tenantId: 'tenant-b' }),
         });
-        committedAt[n] = Date.now();
-        await client.query('COMMIT');
-      } finally {
-        client.release();
-      }
-      await sleep(TRICKLE_EVERY_MS);
-      const { received, arrivals } = await trickle();
-      if (received - arrivals.length >= burst) {
-        drainedAt = performance.now();
-        break;
-      }
-    }
-    const deadline = Date.now() + 30_000;
-    while ((await trickle()).arrivals.length < committedAt.length && Date.now() < deadline)
-      await sleep(20);
-    const { arrivals } = await trickle();
-    const { outOfOrder } = await sink.stats();
-    const latencies = arrivals.map(([n, at]) => at - committedAt[n]!);
-    const p = percentiles(latencies);
-    const ahead = await db.pool.query<{ n: number }>(
-      'SELECT count(*)::int AS n FROM outbox_lane_ahead',
-    );
-    log(
-      `lanes fair share (${bTenant ? 'B with a tenant' : 'B without a tenant'}): B p50 ${p.p50} ms, p95 ${p.p95} ms over ${latencies.length} messages; A's ${burst} drained in ${round((drainedAt - started) / 1000, 1)} s`,
-    );
-    return {
-      bLatencyMs: p,
-      bMessages: committedAt.length,
-      bArrived: arrivals.length,
-      aDrainSeconds: round((drainedAt - started) / 1000, 1),
-      burst,
-      aggregates,
-      outOfOrder,
-      aheadRowsLeft: ahead.rows[0]!.n,
-    };
-  } finally {
-    await dispatcher.stop();
-    sink.close();
-  }
+      },
+    },
+    async () => ({
+      aheadRowsLeft: (
+        await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox_lane_ahead')
+      ).rows[0]!.n,
+    }),
+  );
 }
 
 const noop: Publisher = {

@@ -2,11 +2,8 @@ import { OutboxValidationError, toError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import { TypedEmitter } from '../dispatcher/events.js';
 import type { WakeSource } from '../dispatcher/wake-source.js';
-import {
-  DEFAULT_RECONNECT_DELAY,
-  reconnectDelayMs,
-  type ReconnectDelayOptions,
-} from '../dispatcher/wake/reconnect-delay.js';
+import type { ReconnectDelayOptions } from '../dispatcher/wake/reconnect-delay.js';
+import { positiveMs, Reconnecting } from '../dispatcher/wake/reconnecting.js';
 import { advanceSlotSql, createLanePublicationSql } from '../sql/cdc.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { parseLsn, type Lsn } from './lsn.js';
@@ -80,15 +77,13 @@ const MAX_NAMED = 64;
  * drop the slot of a dispatcher you retire (`pg_drop_replication_slot`), and bound what a slot may
  * keep with `max_slot_wal_keep_size` (docs/latency.md).
  *
- * States: `created` (not started), `starting` (slot checked, moved, stream opening), `streaming`,
- * `waiting` (lost or failed to start: a restart timer is pending, the dispatcher polls
- * meanwhile), `stopped` (final).
+ * States: those of reconnecting.ts, `opening` being the slot checked, moved and the stream
+ * opening, `open` streaming, and `waiting` a restart timer pending (the dispatcher polls
+ * meanwhile).
  */
 export function createLaneCdcWakeSource(options: LaneCdcWakeSourceOptions): LaneCdcWakeSource {
   return new PgLaneCdcWakeSource(options);
 }
-
-type State = 'created' | 'starting' | 'streaming' | 'waiting' | 'stopped';
 
 class PgLaneCdcWakeSource implements LaneCdcWakeSource {
   readonly #options: LaneCdcWakeSourceOptions;
@@ -96,20 +91,16 @@ class PgLaneCdcWakeSource implements LaneCdcWakeSource {
   readonly #publication: string;
   readonly #streamTimeoutMs: number;
   readonly #confirmIntervalMs: number;
-  readonly #reconnect: ReconnectDelayOptions;
   readonly #events = new TypedEmitter<LaneCdcWakeSourceEventMap>();
+  readonly #life: Reconnecting;
   #slot: string | undefined;
-  #state: State = 'created';
   #stream: WalStream | undefined;
   #wake: (hint?: string) => void = () => undefined;
   /** Due messages of the transaction being streamed, as `lane:id`; undefined: too many to name. */
   #named: string[] | undefined = [];
   /** Where the stream has got to: confirmed at the next tick. */
   #position: Lsn = 0n;
-  #failures = 0;
-  #started = 0;
   #confirmTimer: NodeJS.Timeout | undefined;
-  #restartTimer: NodeJS.Timeout | undefined;
 
   constructor(options: LaneCdcWakeSourceOptions) {
     if (typeof options?.executor?.query !== 'function')
@@ -127,11 +118,11 @@ class PgLaneCdcWakeSource implements LaneCdcWakeSource {
     this.#publication =
       options.publicationName ?? `agent_outbox_lanes_${this.#schema}`.slice(0, 63);
     quoteIdentifier(this.#publication, 'publicationName');
-    this.#confirmIntervalMs = positive('confirmIntervalMs', options.confirmIntervalMs, 1_000);
-    this.#streamTimeoutMs = positive('streamTimeoutMs', options.streamTimeoutMs, 10_000);
+    this.#confirmIntervalMs = positiveMs('confirmIntervalMs', options.confirmIntervalMs, 1_000);
+    this.#streamTimeoutMs = positiveMs('streamTimeoutMs', options.streamTimeoutMs, 10_000);
     if (this.#streamTimeoutMs <= this.#confirmIntervalMs)
       throw new OutboxValidationError('streamTimeoutMs', 'must be greater than confirmIntervalMs');
-    this.#reconnect = { ...DEFAULT_RECONNECT_DELAY, ...options.reconnectDelay };
+    this.#life = new Reconnecting(() => void this.#open(), options.reconnectDelay);
   }
 
   get slot(): string | undefined {
@@ -147,15 +138,14 @@ class PgLaneCdcWakeSource implements LaneCdcWakeSource {
 
   /** Resolves after the first attempt to stream; a failure schedules a restart, never throws. */
   async start(wake: (hint?: string) => void): Promise<void> {
-    if (this.#state !== 'created') throw new Error(`wake source is ${this.#state}`);
+    if (this.#life.state !== 'created') throw new Error(`wake source is ${this.#life.state}`);
     this.#wake = wake;
     await this.#open();
   }
 
   async stop(): Promise<void> {
-    this.#state = 'stopped';
+    this.#life.stop();
     clearInterval(this.#confirmTimer);
-    clearTimeout(this.#restartTimer);
     const stream = this.#stream;
     this.#stream = undefined;
     if (!stream) return;
@@ -164,7 +154,7 @@ class PgLaneCdcWakeSource implements LaneCdcWakeSource {
   }
 
   async #open(): Promise<void> {
-    this.#state = 'starting';
+    this.#life.opening();
     try {
       const executor = this.#options.executor;
       const database = await currentDatabase(executor);
@@ -224,26 +214,25 @@ class PgLaneCdcWakeSource implements LaneCdcWakeSource {
         await stream.close().catch(() => undefined);
         throw earlyLoss;
       }
-      if ((this.#state as State) === 'stopped') {
+      if (this.#life.state === 'stopped') {
         await stream.close().catch(() => undefined);
         return;
       }
       this.#stream = stream;
-      this.#state = 'streaming';
-      this.#failures = 0;
+      const reconnect = this.#life.opened();
       this.#confirmTimer = setInterval(() => void this.#confirm(true), this.#confirmIntervalMs);
       this.#confirmTimer.unref();
-      this.#events.emit('cdc:stream:start', { slot, reconnect: this.#started++ > 0 });
+      this.#events.emit('cdc:stream:start', { slot, reconnect });
       // Catch-up: what was committed while nobody streamed is found by a lane read.
       this.#wake();
     } catch (error) {
-      if ((this.#state as State) !== 'stopped') this.#scheduleRestart(toError(error));
+      this.#scheduleRestart(toError(error));
     }
   }
 
   async #confirm(ping: boolean): Promise<void> {
     const stream = this.#stream;
-    if (!stream || this.#state !== 'streaming') return;
+    if (!stream || this.#life.state !== 'open') return;
     try {
       await stream.confirm(this.#position, ping);
     } catch (error) {
@@ -252,25 +241,16 @@ class PgLaneCdcWakeSource implements LaneCdcWakeSource {
   }
 
   #lost(stream: WalStream, error: Error): void {
-    if (this.#stream !== stream || this.#state !== 'streaming') return;
+    if (this.#stream !== stream || this.#life.state !== 'open') return;
     this.#stream = undefined;
     clearInterval(this.#confirmTimer);
     void stream.close().catch(() => undefined);
     this.#scheduleRestart(error);
   }
 
+  /** Nothing once stopped. */
   #scheduleRestart(error: Error): void {
-    const retryInMs = reconnectDelayMs(this.#failures++, this.#reconnect);
-    this.#state = 'waiting';
-    this.#events.emit('cdc:stream:lost', { error, retryInMs });
-    this.#restartTimer = setTimeout(() => void this.#open(), retryInMs);
-    this.#restartTimer.unref();
+    const retryInMs = this.#life.failed();
+    if (retryInMs !== undefined) this.#events.emit('cdc:stream:lost', { error, retryInMs });
   }
-}
-
-function positive(name: string, value: number | undefined, fallback: number): number {
-  const v = value ?? fallback;
-  if (!Number.isFinite(v) || v <= 0)
-    throw new OutboxValidationError(name, `must be a number > 0, got ${String(v)}`);
-  return v;
 }

@@ -1,11 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { TestDatabase } from '../helpers/database.js';
 import { createLogicalTestDatabase } from '../helpers/logical-database.js';
 import { checkHistory, expectedOf } from '../helpers/history.js';
 import { enqueueCommitted, manyMessages } from '../helpers/outbox-fixtures.js';
-import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
+import { killNine, useSlowReceiver } from '../helpers/kill9.js';
+import type { WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { dropSlots, slotState } from '../fixtures/latency/cdc-helpers.js';
 
 const script = fileURLToPath(new URL('../fixtures/latency/cdc-process.ts', import.meta.url));
@@ -36,22 +37,17 @@ function startCdc(env: Record<string, string>): CdcProcess {
   return { child, lines, exited };
 }
 
+// Until `harness.fast()`, each delivery takes 20 ms, so the victim dies with requests and leases
+// in flight. Its slots are dropped before the database (a private server's drop stops it).
+const harness = useSlowReceiver({
+  slowMs: 20,
+  database: createLogicalTestDatabase,
+  beforeDrop: (d) => dropSlots(d.pool, d.name),
+});
 let db: TestDatabase;
 let receiver: WebhookReceiver;
-let slow = true;
-beforeAll(async () => {
-  db = await createLogicalTestDatabase();
-  // While `slow`, each delivery takes 20 ms, so the victim dies with requests and leases in flight.
-  receiver = await startWebhookReceiver({ holdMs: () => (slow ? 20 : 0) });
-});
-afterAll(async () => {
-  // drop() also stops a private server: it must run whatever happened before it.
-  try {
-    await receiver?.close();
-    if (db) await dropSlots(db.pool, db.name);
-  } finally {
-    await db?.drop();
-  }
+beforeAll(() => {
+  ({ db, receiver } = harness.current());
 });
 
 describe('kill -9 of a CDC dispatcher mid-stream', () => {
@@ -76,12 +72,11 @@ describe('kill -9 of a CDC dispatcher mid-stream', () => {
       written.push(...(await enqueueCommitted(db.pool, manyMessages(10, 2))));
     }
     await expect.poll(() => receiver.distinct(), { timeout: 30_000 }).toBeGreaterThan(20);
-    victim.child.kill('SIGKILL');
-    expect(await victim.exited).toBe('SIGKILL');
+    await killNine(victim);
     const delivered = receiver.distinct();
     expect(delivered).toBeLessThan(400); // it really died mid-stream
     const confirmedAtDeath = (await slotState(db.pool, slot))!.confirmed;
-    slow = false;
+    harness.fast();
 
     // More commits while no CDC process runs.
     for (let round = 0; round < 5; round++) {

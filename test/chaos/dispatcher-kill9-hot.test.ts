@@ -1,9 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { startCli } from '../helpers/cli-process.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import type { TestDatabase } from '../helpers/database.js';
 import { checkHistory, expectedOf } from '../helpers/history.js';
 import { enqueueCommitted, manyMessages } from '../helpers/outbox-fixtures.js';
-import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
+import { killNine, useSlowReceiver } from '../helpers/kill9.js';
+import type { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 /**
  * Issue 16: kill -9 of a dispatcher in the middle of an ordered run. Three hot aggregates of 150
@@ -12,17 +13,12 @@ import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-r
  * run delivered, the rest leased and untried. Nothing may overtake the leased runs before the
  * lease expires, and after it the survivor delivers every message, each aggregate in order.
  */
+// Until `harness.fast()`, every delivery takes 150 ms: a run of 10 takes 1.5 s to go out.
+const harness = useSlowReceiver({ slowMs: 150 });
 let db: TestDatabase;
 let receiver: WebhookReceiver;
-let slow = true;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  // While `slow`, every delivery takes 150 ms: a run of 10 takes 1.5 s to go out.
-  receiver = await startWebhookReceiver({ holdMs: () => (slow ? 150 : 0) });
-});
-afterAll(async () => {
-  await receiver.close();
-  await db.drop();
+beforeAll(() => {
+  ({ db, receiver } = harness.current());
 });
 
 const LEASE_MS = 4_000;
@@ -58,8 +54,7 @@ describe('kill -9 of a dispatcher in the middle of ordered runs', () => {
       `SELECT message_id, aggregate_id, lease_expires_at FROM outbox
        WHERE lease_owner IS NOT NULL AND dispatched_at IS NULL`,
     );
-    victim.child.kill('SIGKILL');
-    expect(await victim.exited).toBe('SIGKILL');
+    await killNine(victim);
     // Requests in flight at the kill still reach the receiver: count them as delivered.
     await new Promise((resolve) => setTimeout(resolve, 300));
     const deliveredAtDeath = receiver.distinct();
@@ -69,7 +64,7 @@ describe('kill -9 of a dispatcher in the middle of ordered runs', () => {
       perAggregate.set(row.aggregate_id, (perAggregate.get(row.aggregate_id) ?? 0) + 1);
     expect(Math.max(...perAggregate.values())).toBeGreaterThan(1);
     expect(deliveredAtDeath).toBeLessThan(leased.rows.length);
-    slow = false;
+    harness.fast();
 
     const survivor = startCli(args(50));
     await expect

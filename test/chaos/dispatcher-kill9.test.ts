@@ -1,21 +1,17 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { startCli } from '../helpers/cli-process.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import type { TestDatabase } from '../helpers/database.js';
 import { checkHistory, expectedOf } from '../helpers/history.js';
 import { enqueueCommitted, manyMessages } from '../helpers/outbox-fixtures.js';
-import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
+import { killNine, useSlowReceiver } from '../helpers/kill9.js';
+import type { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
+// Until `harness.fast()`, each delivery takes 300 ms: the first dispatcher is killed mid-batch.
+const harness = useSlowReceiver({ slowMs: 300 });
 let db: TestDatabase;
 let receiver: WebhookReceiver;
-let slow = true;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  // While `slow`, every delivery takes 300 ms: the first dispatcher is killed mid-batch.
-  receiver = await startWebhookReceiver({ holdMs: () => (slow ? 300 : 0) });
-});
-afterAll(async () => {
-  await receiver.close();
-  await db.drop();
+beforeAll(() => {
+  ({ db, receiver } = harness.current());
 });
 
 const LEASE_MS = 4_000;
@@ -52,9 +48,8 @@ describe('kill -9 of a dispatcher in the middle of a batch', () => {
     const leased = await db.pool.query<{ message_id: string; lease_expires_at: Date }>(
       `SELECT message_id, lease_expires_at FROM outbox WHERE lease_owner IS NOT NULL`,
     );
-    victim.child.kill('SIGKILL');
-    expect(await victim.exited).toBe('SIGKILL');
-    slow = false;
+    await killNine(victim);
+    harness.fast();
 
     const survivor = startCli(args);
     try {

@@ -1,11 +1,12 @@
 import { performance } from 'node:perf_hooks';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { EnqueuedMessage, OutboxMessage } from '../../src/index.js';
 import { startCli } from '../helpers/cli-process.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import type { TestDatabase } from '../helpers/database.js';
 import { checkHistory, expectedOf } from '../helpers/history.js';
 import { enqueueLanes, laneDispatchArgs, lanesPending } from '../helpers/lanes.js';
-import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
+import { useSlowReceiver } from '../helpers/kill9.js';
+import type { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 /**
  * kill -9 of `outbox dispatch --engine lanes` while tenant shares publish tenant B's trickle
@@ -15,17 +16,12 @@ import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-r
  * kill, CURSOR_SYNC_MS) or had in flight: not what it recorded as published ahead before that
  * (the victim runs ~5 s; 3 s is the bound).
  */
+// Until `harness.fast()`, each delivery takes 5 ms: A's burst drains for a while.
+const harness = useSlowReceiver({ slowMs: 5 });
 let db: TestDatabase;
 let receiver: WebhookReceiver;
-let slow = true;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  // While `slow`, each delivery takes 5 ms: A's burst drains for a while.
-  receiver = await startWebhookReceiver({ holdMs: () => (slow ? 5 : 0) });
-});
-afterAll(async () => {
-  await receiver.close();
-  await db.drop();
+beforeAll(() => {
+  ({ db, receiver } = harness.current());
 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -79,7 +75,7 @@ describe('kill -9 of a lanes dispatcher mid-burst with tenant shares', () => {
     victim.child.kill('SIGKILL');
     const killedAt = performance.now();
     expect(await victim.exited).toBe('SIGKILL');
-    slow = false;
+    harness.fast();
     await sleep(500);
     trickling = false;
     await trickle;

@@ -12,11 +12,8 @@ import {
 } from '../../sql/notify.js';
 import { TypedEmitter } from '../events.js';
 import type { WakeSource } from '../wake-source.js';
-import {
-  DEFAULT_RECONNECT_DELAY,
-  reconnectDelayMs,
-  type ReconnectDelayOptions,
-} from './reconnect-delay.js';
+import type { ReconnectDelayOptions } from './reconnect-delay.js';
+import { positiveMs, Reconnecting } from './reconnecting.js';
 
 /**
  * The subset of a `pg` `Client` the wake source calls, typed structurally so the core does not
@@ -91,15 +88,6 @@ export interface ListenNotifyEventMap {
   'listen:notification:receive': [];
 }
 
-/**
- * - `created`    — not started.
- * - `connecting` — opening a client and running LISTEN (and re-arming if armed).
- * - `listening`  — notifications arrive; heartbeats run.
- * - `waiting`    — the connection was lost; a reconnect timer is pending.
- * - `stopped`    — final.
- */
-type State = 'created' | 'connecting' | 'listening' | 'waiting' | 'stopped';
-
 class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
   readonly id: string;
   readonly #connect: () => Promise<ListenClient>;
@@ -109,17 +97,17 @@ class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
   readonly #heartbeatTimeoutMs: number;
   readonly #connectTimeoutMs: number;
   readonly #waiterTtlMs: number;
-  readonly #reconnect: ReconnectDelayOptions;
   readonly #events = new TypedEmitter<ListenNotifyEventMap>();
-  #state: State = 'created';
+  /**
+   * The states of reconnecting.ts: `opening` is connecting a client and running LISTEN (and
+   * re-arming if armed); `open` is listening (notifications arrive, heartbeats run).
+   */
+  readonly #life: Reconnecting;
   #client: ListenClient | undefined;
   #wake: (hint?: string) => void = () => undefined;
   /** The dispatcher said idle() and not busy() since: the waiter row should exist. */
   #armed = false;
-  #failures = 0;
-  #opened = 0;
   #heartbeatTimer: NodeJS.Timeout | undefined;
-  #reconnectTimer: NodeJS.Timeout | undefined;
 
   constructor(options: ListenNotifyOptions) {
     if (typeof options?.connect !== 'function')
@@ -134,13 +122,13 @@ class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
       remove: deleteWaiterSql(schema),
       heartbeat: heartbeatSql(schema),
     };
-    this.#heartbeatMs = positive('heartbeatMs', options.heartbeatMs, 5_000);
-    this.#heartbeatTimeoutMs = positive('heartbeatTimeoutMs', options.heartbeatTimeoutMs, 5_000);
-    this.#connectTimeoutMs = positive('connectTimeoutMs', options.connectTimeoutMs, 10_000);
-    this.#waiterTtlMs = positive('waiterTtlMs', options.waiterTtlMs, 20_000);
+    this.#heartbeatMs = positiveMs('heartbeatMs', options.heartbeatMs, 5_000);
+    this.#heartbeatTimeoutMs = positiveMs('heartbeatTimeoutMs', options.heartbeatTimeoutMs, 5_000);
+    this.#connectTimeoutMs = positiveMs('connectTimeoutMs', options.connectTimeoutMs, 10_000);
+    this.#waiterTtlMs = positiveMs('waiterTtlMs', options.waiterTtlMs, 20_000);
     if (this.#waiterTtlMs <= this.#heartbeatMs)
       throw new OutboxValidationError('waiterTtlMs', 'must be greater than heartbeatMs');
-    this.#reconnect = { ...DEFAULT_RECONNECT_DELAY, ...options.reconnectDelay };
+    this.#life = new Reconnecting(() => void this.#open(), options.reconnectDelay);
     this.id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   }
 
@@ -149,12 +137,12 @@ class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
 
   /** True while LISTEN is active on a live connection. */
   get listening(): boolean {
-    return this.#state === 'listening';
+    return this.#life.state === 'open';
   }
 
   /** Resolves after the first connection attempt; a failure schedules a reconnect, never throws. */
   async start(wake: (hint?: string) => void): Promise<void> {
-    if (this.#state !== 'created') throw new Error(`wake source is ${this.#state}`);
+    if (this.#life.state !== 'created') throw new Error(`wake source is ${this.#life.state}`);
     this.#wake = wake;
     await this.#open();
   }
@@ -162,12 +150,12 @@ class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
   async idle(): Promise<void> {
     this.#armed = true;
     // Not connected: the reconnect re-arms and wakes (catch-up), so nothing is lost by waiting.
-    if (this.#state === 'listening') await this.#bounded(this.#sql.upsert, this.#upsertArgs());
+    if (this.#life.state === 'open') await this.#bounded(this.#sql.upsert, this.#upsertArgs());
   }
 
   async busy(): Promise<void> {
     this.#armed = false;
-    if (this.#state === 'listening') await this.#bounded(this.#sql.remove, [this.id]);
+    if (this.#life.state === 'open') await this.#bounded(this.#sql.remove, [this.id]);
   }
 
   /**
@@ -186,11 +174,10 @@ class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
   }
 
   async stop(): Promise<void> {
-    const client = this.#state === 'listening' ? this.#client : undefined;
-    this.#state = 'stopped';
+    const client = this.#life.state === 'open' ? this.#client : undefined;
+    this.#life.stop();
     this.#armed = false;
     clearInterval(this.#heartbeatTimer);
-    clearTimeout(this.#reconnectTimer);
     this.#client = undefined;
     if (!client) return;
     // Remove our row so producers stop notifying now, not when it expires.
@@ -205,7 +192,7 @@ class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
   }
 
   async #open(): Promise<void> {
-    this.#state = 'connecting';
+    this.#life.opening();
     let client: ListenClient | undefined;
     try {
       const connecting = this.#connect();
@@ -229,27 +216,26 @@ class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
           opened.query(this.#sql.upsert, this.#upsertArgs()),
           this.#heartbeatTimeoutMs,
         );
-      if ((this.#state as State) === 'stopped') {
+      if (this.#life.state === 'stopped') {
         await opened.end().catch(() => undefined);
         return;
       }
       this.#client = opened;
-      this.#state = 'listening';
-      this.#failures = 0;
+      const reconnect = this.#life.opened();
       this.#heartbeatTimer = setInterval(() => void this.#heartbeat(opened), this.#heartbeatMs);
       this.#heartbeatTimer.unref();
-      this.#events.emit('listen:connection:open', { reconnect: this.#opened++ > 0 });
+      this.#events.emit('listen:connection:open', { reconnect });
       // Catch-up: notifications sent while we were not listening are gone; claim once to find
       // anything committed meanwhile.
       this.#wake();
     } catch (error) {
       if (client) destroy(client);
-      if ((this.#state as State) !== 'stopped') this.#scheduleReconnect(toError(error));
+      this.#scheduleReconnect(toError(error));
     }
   }
 
   async #heartbeat(client: ListenClient): Promise<void> {
-    if (this.#client !== client || this.#state !== 'listening') return;
+    if (this.#client !== client || this.#life.state !== 'open') return;
     const sql = this.#armed ? this.#sql.upsert : this.#sql.heartbeat;
     const args = this.#armed ? this.#upsertArgs() : [];
     try {
@@ -261,27 +247,18 @@ class PgListenNotifyWakeSource implements ListenNotifyWakeSource {
 
   /** Idempotent per client: 'error', 'end' and a failed heartbeat may all report one loss. */
   #lost(client: ListenClient, error: Error): void {
-    if (this.#client !== client || this.#state !== 'listening') return;
+    if (this.#client !== client || this.#life.state !== 'open') return;
     this.#client = undefined;
     clearInterval(this.#heartbeatTimer);
     destroy(client);
     this.#scheduleReconnect(error);
   }
 
+  /** Nothing once stopped. */
   #scheduleReconnect(error: Error): void {
-    const retryInMs = reconnectDelayMs(this.#failures++, this.#reconnect);
-    this.#state = 'waiting';
-    this.#events.emit('listen:connection:lost', { error, retryInMs });
-    this.#reconnectTimer = setTimeout(() => void this.#open(), retryInMs);
-    this.#reconnectTimer.unref();
+    const retryInMs = this.#life.failed();
+    if (retryInMs !== undefined) this.#events.emit('listen:connection:lost', { error, retryInMs });
   }
-}
-
-function positive(name: string, value: number | undefined, fallback: number): number {
-  const v = value ?? fallback;
-  if (!Number.isFinite(v) || v <= 0)
-    throw new OutboxValidationError(name, `must be a number > 0, got ${String(v)}`);
-  return v;
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {

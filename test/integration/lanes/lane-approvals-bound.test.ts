@@ -1,13 +1,17 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { approveMessages } from '../../../src/admin/approvals.js';
 import type { OutboxMessage } from '../../../src/core/message.js';
-import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
-import { laneLeaveSql } from '../../../src/sql/lanes.js';
 import { fromPg } from '../../../src/store/from-pg.js';
-import { createOutbox } from '../../../src/writer/create-outbox.js';
 import type { TestDatabase } from '../../helpers/database.js';
-import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
-import { blocksOf, noopPublisher, useHeldSnapshotDatabase } from '../../helpers/held-snapshot.js';
+import { rowsRead, type PlanNode } from '../../helpers/explain.js';
+import { blocksOf, useHeldSnapshotDatabase } from '../../helpers/held-snapshot.js';
+import {
+  drainLanes,
+  explainedLaneBatch,
+  outboxBlocks,
+  writeLanesInCommits,
+} from '../../helpers/lane-bound.js';
+import { enqueueLanes } from '../../helpers/lanes.js';
 
 /**
  * G7 with held messages on the lanes engine (migration 027): what one `outbox_lane_next` call
@@ -23,7 +27,6 @@ beforeAll(() => {
   db = held.current();
 });
 
-const outbox = createOutbox({ engine: 'lanes' });
 const BATCH = 500;
 
 /**
@@ -48,45 +51,14 @@ async function write(count: number, every: number, prefix: string): Promise<void
       } else
         messages.push({ topic: 'mail.send', aggregateId: `${prefix}-${i % 300}`, payload: { i } });
     }
-    const client = await db.pool.connect();
-    try {
-      await client.query('BEGIN');
-      await outbox.enqueue(fromPg(client), messages);
-      await client.query('COMMIT');
-    } finally {
-      client.release();
-    }
+    await enqueueLanes(db.pool, messages);
   }
 }
 
-const drain = () =>
-  createLaneDispatcher({ executor: fromPg(db.pool), publisher: noopPublisher }).drain();
+const drain = () => drainLanes(db.pool);
 
 /** One `outbox_lane_next` call of a batch for an owner of every lane, explained; rolled back. */
-async function explainedNext(): Promise<{ plan: PlanNode; returned: number }> {
-  await db.pool.query(`SELECT * FROM outbox_lane_balance('explained', 60000, 16)`);
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    const call = `SELECT * FROM outbox_lane_next('explained', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', true, ${BATCH}, 0::smallint, 60000, 0, 0, 0, false, '{}', '{}')`;
-    const plan = await explainAnalyze(client, call);
-    await client.query('ROLLBACK');
-    await client.query('BEGIN');
-    const { rows } = await client.query(call);
-    return {
-      plan,
-      returned: rows.filter((r: { message_id: string | null }) => r.message_id).length,
-    };
-  } finally {
-    await client.query('ROLLBACK');
-    client.release();
-    await db.pool.query(laneLeaveSql('public'), ['explained']);
-  }
-}
-
-const outboxBlocks = (p: PlanNode): number =>
-  (p['Relation Name']?.startsWith('outbox') && !p.Plans?.length ? blocksOf(p) : 0) +
-  (p.Plans ?? []).reduce((sum, n) => sum + outboxBlocks(n), 0);
+const explainedNext = () => explainedLaneBatch(db.pool, BATCH);
 
 describe('lanes engine: held messages keep a batch to what it returns (G7)', () => {
   it('reads the same beside 2,000 and 12,000 consumed messages with held ones parked, under a held snapshot', async () => {
@@ -153,23 +125,11 @@ describe('lanes engine: held messages keep a batch to what it returns (G7)', () 
 
   it('a message without approval costs the read nothing more: no decision is probed', async () => {
     await drain();
-    for (let done = 0; done < BATCH; done += 250) {
-      const client = await db.pool.connect();
-      try {
-        await client.query('BEGIN');
-        await outbox.enqueue(
-          fromPg(client),
-          Array.from({ length: 250 }, (_, i) => ({
-            topic: 'mail.send',
-            aggregateId: `plain-${(done + i) % 100}`,
-            payload: { i },
-          })),
-        );
-        await client.query('COMMIT');
-      } finally {
-        client.release();
-      }
-    }
+    await writeLanesInCommits(db.pool, BATCH, 250, (n) => ({
+      topic: 'mail.send',
+      aggregateId: `plain-${n % 100}`,
+      payload: { i: n },
+    }));
     const { plan, returned } = await explainedNext();
     expect(returned).toBe(BATCH);
     // Not a row and not a page of the decisions (a probe that finds nothing still reads one).

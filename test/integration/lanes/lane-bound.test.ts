@@ -1,12 +1,16 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
-import { laneLeaveSql } from '../../../src/sql/lanes.js';
 import { fromPg } from '../../../src/store/from-pg.js';
-import { createOutbox } from '../../../src/writer/create-outbox.js';
 import type { OutboxMessage } from '../../../src/core/message.js';
 import type { TestDatabase } from '../../helpers/database.js';
-import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
-import { blocksOf, noopPublisher, useHeldSnapshotDatabase } from '../../helpers/held-snapshot.js';
+import { rowsRead, type PlanNode } from '../../helpers/explain.js';
+import { blocksOf, useHeldSnapshotDatabase } from '../../helpers/held-snapshot.js';
+import {
+  drainLanes,
+  explainedLaneBatch,
+  outboxBlocks,
+  writeLanesInCommits,
+} from '../../helpers/lane-bound.js';
 
 /**
  * G7 on the lanes engine (issue 43): what one `outbox_lane_next` call reads is bounded by its
@@ -21,65 +25,29 @@ beforeAll(() => {
   db = held.current();
 });
 
-const outbox = createOutbox({ engine: 'lanes' });
 const BATCH = 500;
 
 /**
  * `count` messages in transactions of 500, spread over `aggregates` aggregates; `extra(n)` adds
  * to the n-th message (a delay).
  */
-async function write(
+const write = (
   count: number,
   aggregates: number,
   prefix = 'agg',
   extra: (n: number) => Partial<OutboxMessage> = () => ({}),
-): Promise<void> {
-  for (let done = 0; done < count; done += 500) {
-    const client = await db.pool.connect();
-    try {
-      await client.query('BEGIN');
-      await outbox.enqueue(
-        fromPg(client),
-        Array.from({ length: Math.min(500, count - done) }, (_, i) => ({
-          topic: 'mail.send',
-          aggregateId: `${prefix}-${(done + i) % aggregates}`,
-          payload: { n: done + i },
-          ...extra(done + i),
-        })),
-      );
-      await client.query('COMMIT');
-    } finally {
-      client.release();
-    }
-  }
-}
+) =>
+  writeLanesInCommits(db.pool, count, 500, (n) => ({
+    topic: 'mail.send',
+    aggregateId: `${prefix}-${n % aggregates}`,
+    payload: { n },
+    ...extra(n),
+  }));
 
-const drain = () =>
-  createLaneDispatcher({ executor: fromPg(db.pool), publisher: noopPublisher }).drain();
+const drain = () => drainLanes(db.pool);
 
 /** One `outbox_lane_next` call of a batch for an owner of every lane, explained; rolled back. */
-async function explainedNext(): Promise<{ plan: PlanNode; returned: number }> {
-  // The lanes taken first, committed (the call's horizon must run before its transaction
-  // writes), and given back after.
-  await db.pool.query(`SELECT * FROM outbox_lane_balance('explained', 60000, 16)`);
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    const call = `SELECT * FROM outbox_lane_next('explained', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', true, ${BATCH}, 0::smallint, 60000, 0, 0, 0, false, '{}', '{}')`;
-    const plan = await explainAnalyze(client, call);
-    await client.query('ROLLBACK');
-    await client.query('BEGIN');
-    const { rows } = await client.query(call);
-    return {
-      plan,
-      returned: rows.filter((r: { message_id: string | null }) => r.message_id).length,
-    };
-  } finally {
-    await client.query('ROLLBACK');
-    client.release();
-    await db.pool.query(laneLeaveSql('public'), ['explained']);
-  }
-}
+const explainedNext = () => explainedLaneBatch(db.pool, BATCH);
 
 describe('lanes engine: a batch reads what it returns (G7)', () => {
   it('reads the same beside 2,000 and 22,000 messages consumed under a held snapshot', async () => {
@@ -97,9 +65,6 @@ describe('lanes engine: a batch reads what it returns (G7)', () => {
     const rows = (p: PlanNode) => rowsRead(p, 'outbox_lane_messages');
     // Buffers of the outbox's tables (the horizon's activity probe, when a transaction elsewhere
     // fails its cheap test, reads catalogs: not history, and it varies with the machine).
-    const outboxBlocks = (p: PlanNode): number =>
-      (p['Relation Name']?.startsWith('outbox') && !p.Plans?.length ? blocksOf(p) : 0) +
-      (p.Plans ?? []).reduce((sum, n) => sum + outboxBlocks(n), 0);
     const lanesBlocks = (p: PlanNode): number =>
       (p['Relation Name'] === 'outbox_lanes' ? blocksOf(p) : 0) +
       (p.Plans ?? []).reduce((sum, n) => sum + lanesBlocks(n), 0);
@@ -137,9 +102,6 @@ describe('lanes engine: a batch reads what it returns (G7)', () => {
     await write(BATCH, 300, 'late', mixed);
     const deep = await explainedNext();
     const rows = (p: PlanNode) => rowsRead(p, 'outbox_lane_messages');
-    const outboxBlocks = (p: PlanNode): number =>
-      (p['Relation Name']?.startsWith('outbox') && !p.Plans?.length ? blocksOf(p) : 0) +
-      (p.Plans ?? []).reduce((sum, n) => sum + outboxBlocks(n), 0);
     console.log(
       `[lanes bound] delayed: outbox buffers ${outboxBlocks(shallow.plan)} -> ${outboxBlocks(deep.plan)}, all ${blocksOf(shallow.plan)} -> ${blocksOf(deep.plan)}, message rows read ${rows(shallow.plan)} -> ${rows(deep.plan)}, returned ${shallow.returned} -> ${deep.returned}`,
     );

@@ -6,12 +6,12 @@ import {
 } from '../../../src/lanes/lane-engine-status.js';
 import { LANE_COUNT } from '../../../src/migrations/024-lanes.js';
 import { laneEngineStatusSql } from '../../../src/sql/lane-admin.js';
-import type { OutboxMessage } from '../../../src/core/message.js';
 import { fromPg } from '../../../src/store/from-pg.js';
-import { createOutbox } from '../../../src/writer/create-outbox.js';
 import type { TestDatabase } from '../../helpers/database.js';
 import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
-import { blocksOf, noopPublisher, useHeldSnapshotDatabase } from '../../helpers/held-snapshot.js';
+import { useHeldSnapshotDatabase } from '../../helpers/held-snapshot.js';
+import { drainLanes, outboxBlocks, writeLanesInCommits } from '../../helpers/lane-bound.js';
+import { enqueueLanes } from '../../helpers/lanes.js';
 
 /**
  * The lanes engine's status read (the Prometheus gauges and /healthz run it every 15 s in every
@@ -25,27 +25,12 @@ beforeAll(() => {
   db = held.current();
 });
 
-const outbox = createOutbox({ engine: 'lanes' });
-
-async function write(count: number, aggregates: number): Promise<void> {
-  for (let done = 0; done < count; done += 500) {
-    const client = await db.pool.connect();
-    try {
-      await client.query('BEGIN');
-      await outbox.enqueue(
-        fromPg(client),
-        Array.from({ length: Math.min(500, count - done) }, (_, i) => ({
-          topic: 'mail.send',
-          aggregateId: `agg-${(done + i) % aggregates}`,
-          payload: { n: done + i },
-        })),
-      );
-      await client.query('COMMIT');
-    } finally {
-      client.release();
-    }
-  }
-}
+const write = (count: number, aggregates: number) =>
+  writeLanesInCommits(db.pool, count, 500, (n) => ({
+    topic: 'mail.send',
+    aggregateId: `agg-${n % aggregates}`,
+    payload: { n },
+  }));
 
 async function explained(idWindow: number): Promise<PlanNode> {
   const client = await db.pool.connect();
@@ -57,15 +42,12 @@ async function explained(idWindow: number): Promise<PlanNode> {
 }
 
 const messageRows = (plan: PlanNode) => rowsRead(plan, 'outbox_lane_messages');
-const outboxBlocks = (p: PlanNode): number =>
-  (p['Relation Name']?.startsWith('outbox') && !p.Plans?.length ? blocksOf(p) : 0) +
-  (p.Plans ?? []).reduce((sum, n) => sum + outboxBlocks(n), 0);
 
 describe('lanes engine status: bounded by a window of ids, not by the backlog', () => {
   it('reads the same at a backlog of 2,000 and of 22,000, and estimates the larger within 10%', async () => {
     // History consumed first (the cursors are not at 0), under the held snapshot.
     await write(2_000, 300);
-    await createLaneDispatcher({ executor: fromPg(db.pool), publisher: noopPublisher }).drain();
+    await drainLanes(db.pool);
 
     await write(2_000, 300);
     const exact = await readLaneEngineStatus(fromPg(db.pool));
@@ -109,7 +91,7 @@ describe('lanes engine status: bounded by a window of ids, not by the backlog', 
   }, 180_000);
 
   it('reads a window of the parked rows when 5,000 wait behind a failed message', async () => {
-    await createLaneDispatcher({ executor: fromPg(db.pool), publisher: noopPublisher }).drain();
+    await drainLanes(db.pool);
     const failing = createLaneDispatcher({
       executor: fromPg(db.pool),
       publisher: {
@@ -142,7 +124,7 @@ describe('lanes engine status: bounded by a window of ids, not by the backlog', 
   }, 180_000);
 
   it('counts what parks behind a dead letter written long before (hold): the window starts after it', async () => {
-    await createLaneDispatcher({ executor: fromPg(db.pool), publisher: noopPublisher }).drain();
+    await drainLanes(db.pool);
     await db.pool.query('TRUNCATE outbox_lane_parked');
     // A dead letter of one aggregate; then 3,000 messages of others go out (ids move on); then
     // 2,000 of the dead letter's aggregate park behind it, far past it in ids.
@@ -159,11 +141,12 @@ describe('lanes engine status: bounded by a window of ids, not by the backlog', 
         },
         deadLetterPolicy: 'hold',
       }).drain();
-    await outboxWrite([{ topic: 'mail.send', aggregateId: 'dead-0', payload: {} }]);
+    await enqueueLanes(db.pool, [{ topic: 'mail.send', aggregateId: 'dead-0', payload: {} }]);
     await refuse('dead-0');
     await write(3_000, 300);
     await refuse('dead-0');
-    await outboxWrite(
+    await enqueueLanes(
+      db.pool,
       Array.from({ length: 2_000 }, (_, i) => ({
         topic: 'mail.send',
         aggregateId: 'dead-0',
@@ -193,14 +176,3 @@ describe('lanes engine status: bounded by a window of ids, not by the backlog', 
     });
   }, 180_000);
 });
-
-async function outboxWrite(messages: OutboxMessage[]) {
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    await outbox.enqueue(fromPg(client), messages);
-    await client.query('COMMIT');
-  } finally {
-    client.release();
-  }
-}

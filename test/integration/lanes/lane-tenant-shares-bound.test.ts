@@ -1,11 +1,10 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
-import { laneLeaveSql } from '../../../src/sql/lanes.js';
 import { fromPg } from '../../../src/store/from-pg.js';
-import { createOutbox } from '../../../src/writer/create-outbox.js';
 import type { TestDatabase } from '../../helpers/database.js';
-import { explainAnalyze, rowsRead, type PlanNode } from '../../helpers/explain.js';
+import { rowsRead, type PlanNode } from '../../helpers/explain.js';
 import { blocksOf, noopPublisher, useHeldSnapshotDatabase } from '../../helpers/held-snapshot.js';
+import { drainLanes, explainLaneNext, writeLanesInCommits } from '../../helpers/lane-bound.js';
 
 /**
  * G7 for tenant shares (migration 028, sql/lane-tenant-shares.ts): what a full batch's
@@ -21,66 +20,37 @@ beforeAll(() => {
   db = held.current();
 });
 
-const outbox = createOutbox({ engine: 'lanes' });
 const BATCH = 500;
 
 /** `count` messages of `tenant(n)` on `aggregates` aggregates, in commits of 1,000. */
-async function write(
-  count: number,
-  aggregates: number,
-  prefix: string,
-  tenant: (n: number) => string,
-): Promise<void> {
-  for (let done = 0; done < count; done += 1_000) {
-    const client = await db.pool.connect();
-    try {
-      await client.query('BEGIN');
-      await outbox.enqueue(
-        fromPg(client),
-        Array.from({ length: Math.min(1_000, count - done) }, (_, i) => ({
-          topic: 'mail.send',
-          aggregateId: `${prefix}-${(done + i) % aggregates}`,
-          payload: { n: done + i },
-          tenantId: tenant(done + i),
-        })),
-      );
-      await client.query('COMMIT');
-    } finally {
-      client.release();
-    }
-  }
-}
+const write = (count: number, aggregates: number, prefix: string, tenant: (n: number) => string) =>
+  writeLanesInCommits(db.pool, count, 1_000, (n) => ({
+    topic: 'mail.send',
+    aggregateId: `${prefix}-${n % aggregates}`,
+    payload: { n },
+    tenantId: tenant(n),
+  }));
 
-const drain = () =>
-  createLaneDispatcher({ executor: fromPg(db.pool), publisher: noopPublisher }).drain();
+const drain = () => drainLanes(db.pool);
 
 /** One full batch's call with shares for an owner of every lane, explained; rolled back. */
 async function explainedNext(): Promise<{ plan: PlanNode; returned: number; shares: number }> {
-  await db.pool.query(`SELECT * FROM outbox_lane_balance('explained', 60000, 16)`);
-  const client = await db.pool.connect();
-  try {
-    // Each lane's tenant cursor at A, as a running dispatcher's comes round to it: B is next (the
-    // stale tenants of the history sort before A; a cursor passes them TENANT_HOPS at a time).
-    const lanes = Array.from({ length: 16 }, (_, i) => i);
-    const call = `SELECT * FROM outbox_lane_next('explained', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', true, ${BATCH}, 0::smallint, 60000, 0, 0, 0, false, '{${lanes}}', '{${lanes.map(() => 0)}}', '{}', '{}', '{${lanes.map(() => 'tenant-a')}}')`;
-    await client.query('BEGIN');
-    const plan = await explainAnalyze(client, call);
-    await client.query('ROLLBACK');
-    await client.query('BEGIN');
-    const { rows } = await client.query<{ lane: number; message_id: string | null }>(call);
-    const marker = rows.findIndex((r) => r.lane === -2);
-    const messages = (from: number, to: number) =>
-      rows.slice(from, to).filter((r) => r.message_id !== null).length;
-    return {
-      plan,
-      returned: messages(0, marker < 0 ? rows.length : marker),
-      shares: marker < 0 ? 0 : messages(marker + 1, rows.length),
-    };
-  } finally {
-    await client.query('ROLLBACK');
-    client.release();
-    await db.pool.query(laneLeaveSql('public'), ['explained']);
-  }
+  // Each lane's tenant cursor at A, as a running dispatcher's comes round to it: B is next (the
+  // stale tenants of the history sort before A; a cursor passes them TENANT_HOPS at a time).
+  const lanes = Array.from({ length: 16 }, (_, i) => i);
+  const call = `SELECT * FROM outbox_lane_next('explained', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', true, ${BATCH}, 0::smallint, 60000, 0, 0, 0, false, '{${lanes}}', '{${lanes.map(() => 0)}}', '{}', '{}', '{${lanes.map(() => 'tenant-a')}}')`;
+  const { plan, rows } = await explainLaneNext<{ lane: number; message_id: string | null }>(
+    db.pool,
+    call,
+  );
+  const marker = rows.findIndex((r) => r.lane === -2);
+  const messages = (from: number, to: number) =>
+    rows.slice(from, to).filter((r) => r.message_id !== null).length;
+  return {
+    plan,
+    returned: messages(0, marker < 0 ? rows.length : marker),
+    shares: marker < 0 ? 0 : messages(marker + 1, rows.length),
+  };
 }
 
 /** Tenanted history: `count` messages of `tenants` tenants, consumed; the first half pruned. */
