@@ -26,7 +26,7 @@ import { laneDeferrals } from './025-lane-deferrals.js';
 import { laneWriterFeatures } from './026-lane-writer-features.js';
 import { laneApprovals } from './027-lane-approvals.js';
 import { laneTenantShares } from './028-lane-tenant-shares.js';
-import { laneSqlEnqueue } from './029-lane-sql-enqueue.js';
+import { laneSqlEnqueueAndSkip } from './029-lane-sql-enqueue-and-skip.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -59,7 +59,7 @@ export const MIGRATIONS: readonly Migration[] = [
   laneWriterFeatures,
   laneApprovals,
   laneTenantShares,
-  laneSqlEnqueue,
+  laneSqlEnqueueAndSkip,
 ];
 
 /** The schema version this build of agent-outbox expects. */

@@ -4,6 +4,7 @@ import {
   laneInboxTriggerSql,
   laneInboxViewSql,
 } from '../sql/lane-enqueue.js';
+import { laneSkipDeadFunctionSql } from '../sql/lane-admin.js';
 import type { Migration } from './migration.js';
 
 /**
@@ -21,16 +22,24 @@ import type { Migration } from './migration.js';
  *   per row, so `INSERT INTO outbox_lane_inbox (topic, aggregate_id, payload) VALUES ...
  *   RETURNING id` works, several rows included.
  *
+ *
+ * And Skip for a lanes dead letter (the dashboard's button, `skipLaneDeadLetters`):
+ * `outbox_lane_skip_dead(message_ids)` gives up dead letters that hold their aggregate (`hold`),
+ * as if they had died under `skip`, and makes the aggregate's next parked message head
+ * (sql/lane-admin.ts says why it is a function: it takes the lanes' decision lock before it
+ * reads what is parked). One migration for both: they shipped together.
+ *
  * Nothing existing changes: no table, index, trigger or function of 024–028 is touched, so a
  * dispatcher or writer of version 28 runs on unchanged; the upgrade is catalog only.
  */
-export const laneSqlEnqueue: Migration = {
+export const laneSqlEnqueueAndSkip: Migration = {
   version: 29,
-  name: 'lane-sql-enqueue',
+  name: 'lane-sql-enqueue-and-skip',
   up: (s) => [
     laneEnqueueFunctionSql(s),
     laneInboxViewSql(s),
     laneInboxInsertFunctionSql(s),
     laneInboxTriggerSql(s),
+    laneSkipDeadFunctionSql(s),
   ],
 };
