@@ -9,6 +9,7 @@ import {
 } from '../../../src/lanes/lane-admin.js';
 import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
 import { InMemoryPublisher } from '../../../src/publishers/memory/in-memory-publisher.js';
+import { LANE_DECISION_LOCK_CLASS } from '../../../src/sql/lanes.js';
 import { fromPg } from '../../../src/store/from-pg.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { enqueueLanes } from '../../helpers/lanes.js';
@@ -136,5 +137,42 @@ describe('lanes engine: Skip a dead letter', () => {
     await dispatcher().drain();
     expect(of(publisher, 'c')).toEqual([2, 1]);
     expect((await laneStatus(executor())).total).toMatchObject({ parked: 0, deadLetters: 0 });
+  });
+  it('waits for a lane read that parks behind the dead letter, and makes what it parked head', async () => {
+    const [first] = await write([charge('e', 1)]);
+    const { publisher, dispatcher } = failing(() => first!.messageId);
+    await dispatcher().drain();
+    const [second] = await write([charge('e', 2)]);
+    // A lane read (outbox_lane_next, row by row) holds the lane's decision lock shared while it
+    // parks e:2 behind its blocking dead letter; it commits only after the skip has started.
+    const read = await db.pool.connect();
+    try {
+      await read.query('BEGIN');
+      await read.query(`SELECT pg_advisory_xact_lock_shared($1, outbox_lane_of('e'))`, [
+        LANE_DECISION_LOCK_CLASS,
+      ]);
+      const skipping = skipLaneDeadLetters(executor(), { messageIds: [first!.messageId] });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await read.query(
+        `INSERT INTO outbox_lane_parked (lane, id, aggregate_id, ordered, head, blocks)
+         SELECT lane, id, aggregate_id, true, false, true FROM outbox_lane_messages
+         WHERE message_id = $1`,
+        [second!.messageId],
+      );
+      await read.query('COMMIT');
+      expect(await skipping).toHaveLength(1);
+    } finally {
+      read.release();
+    }
+    // Made head by the skip (a single statement's snapshot would not have seen it: no head, for
+    // good), so it is published.
+    const { rows } = await db.pool.query<{ head: boolean }>(
+      `SELECT p.head FROM outbox_lane_parked p JOIN outbox_lane_messages m
+         ON m.lane = p.lane AND m.id = p.id WHERE m.message_id = $1`,
+      [second!.messageId],
+    );
+    expect(rows).toEqual([{ head: true }]);
+    await dispatcher().drain();
+    expect(of(publisher, 'e')).toEqual([2]);
   });
 });
