@@ -102,8 +102,9 @@ export async function replayLaneDeadLetters(
  * `hold`): each is given up as if it had died under `skip`. It is never published (it stays a
  * dead letter, listed with `blocking: false`; a later replay publishes it on its own), and its
  * aggregate's later messages go out in order, from the next parked one, which is due at once
- * (a dispatcher finds it within a second or its poll interval). Returns what was skipped; ids
- * that are not blocking dead letters are left alone (absent from the result).
+ * (a running dispatcher finds it at its next look at the parked messages, at its poll
+ * cadence). Returns what was skipped; ids that are not blocking dead letters are left alone
+ * (absent from the result).
  *
  * @example
  * ```ts
