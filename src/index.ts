@@ -94,6 +94,7 @@ export {
   laneStatus,
   listLaneDeadLetters,
   replayLaneDeadLetters,
+  skipLaneDeadLetters,
   type LaneDeadLetter,
   type LaneState,
   type LaneStatus,

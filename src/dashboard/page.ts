@@ -36,7 +36,7 @@ th, td { text-align:left; padding:6px 8px; border-bottom:1px solid var(--line); 
 th { color:var(--dim); font-weight:500; font-size:12px; }
 td.error { color:var(--bad); font-family:ui-monospace, monospace; font-size:12px;
            word-break:break-word; }
-.empty { color:var(--dim); padding:8px 0; }
+.empty { color:var(--dim); padding:8px 0; } .muted { color:var(--dim); }
 button { background:var(--accent); color:#fff; border:0; border-radius:4px; padding:4px 10px;
          cursor:pointer; font:inherit; } button:disabled { opacity:.5; cursor:default; }
 #notice { color:var(--warn); } #token-form { display:none; gap:6px; } #token-form.shown { display:flex; }
@@ -258,6 +258,16 @@ const SCRIPT = String.raw`
       // The lanes engine replays by message id (its row ids are <lane>:<id>).
       button.addEventListener('click', function () { replay(lanes ? d.messageId : d.id, button); });
       cell.appendChild(button);
+      // Lanes only: a dead letter that holds its aggregate (hold) can be given up, so that the
+      // aggregate's later messages go on (skipLaneDeadLetters); one that holds nothing says so.
+      if (lanes && d.blocking) {
+        var skip = el('button', { 'data-skip': d.id, title: 'Never publish it; let the later messages of ' + d.aggregateId + ' go on, in order' }, 'Skip');
+        skip.addEventListener('click', function () { skipDead(d.messageId, skip); });
+        cell.appendChild(document.createTextNode(' '));
+        cell.appendChild(skip);
+      } else if (lanes) {
+        cell.appendChild(el('span', { 'class': 'muted', title: 'Its aggregate goes on without it' }, ' skipped'));
+      }
       tr.appendChild(cell);
       body.appendChild(tr);
     });
@@ -302,6 +312,22 @@ const SCRIPT = String.raw`
         });
       })
       .catch(function (e) { $('notice').textContent = 'replay failed: ' + e.message; button.disabled = false; })
+      .then(refresh);
+  }
+
+  function skipDead(id, button) {
+    button.disabled = true;
+    fetch('/api/skip', { method: 'POST', headers: headers(true), body: JSON.stringify({ ids: [id] }) })
+      .then(function (r) {
+        if (r.status === 401) { needToken(); throw new Error('token required'); }
+        return r.json().then(function (body) {
+          if (!r.ok) throw new Error(body.error || ('HTTP ' + r.status));
+          $('notice').textContent = body.skipped.length
+            ? 'skipped ' + body.skipped.map(function (x) { return '#' + x.id; }).join(' ') + ': the later messages of its aggregate go on'
+            : 'nothing skipped: it no longer holds its aggregate';
+        });
+      })
+      .catch(function (e) { $('notice').textContent = 'skip failed: ' + e.message; button.disabled = false; })
       .then(refresh);
   }
 

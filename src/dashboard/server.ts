@@ -9,7 +9,7 @@ import type { DeadLetterPolicy } from '../dispatcher/options.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { isLoopbackHost, presentedToken, refuseCrossSite, tokenMatches } from './access.js';
 import { DASHBOARD_CSP, DASHBOARD_HTML } from './page.js';
-import { replayLaneDeadLetters } from '../lanes/lane-admin.js';
+import { replayLaneDeadLetters, skipLaneDeadLetters } from '../lanes/lane-admin.js';
 import { LaneDashboardSampler } from './lane-sampler.js';
 import { readLaneDashboardState } from './lane-state.js';
 import { DashboardSampler } from './sampler.js';
@@ -25,7 +25,8 @@ export interface DashboardOptions {
    * Which engine's messages to show: `claims` (default: `createOutbox()`, `createDispatcher`) or
    * `lanes` (`createOutbox({ engine: 'lanes' })`, `createLaneDispatcher`). On lanes the published
    * rate and the latency come from the lane cursors (the latency is an upper bound), replay takes
-   * message ids, and there are no approvals yet (the panel is hidden, deciding is refused).
+   * message ids, and a dead letter that holds its aggregate can be skipped (`POST /api/skip`,
+   * lanes only: the aggregate's later messages go on).
    */
   engine?: 'claims' | 'lanes';
   /** TCP port; 0 picks a free one. Default 8080. */
@@ -218,6 +219,27 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         { schema },
       );
       return send(response, 200, { replayed });
+    }
+    if (path === '/api/skip' && request.method === 'POST') {
+      const refused = refuseCrossSite(request, loopback);
+      if (refused) return send(response, 403, { error: refused });
+      // The claim engine has no Skip: its dispatchers' `skip` policy is the way there.
+      if (!lanes)
+        return send(response, 400, {
+          error:
+            'Skip is for the lanes engine (outbox ui --engine lanes); on the claim engine run dispatchers with --dead-letter-policy skip',
+        });
+      const body = await readJson(request);
+      const ids =
+        typeof body === 'object' && body !== null ? (body as { ids?: unknown }).ids : undefined;
+      if (!Array.isArray(ids) || ids.length === 0 || !ids.every((id) => typeof id === 'string'))
+        return send(response, 400, { error: 'body must be {"ids": ["<message id (UUID)>", ...]}' });
+      return send(response, 200, {
+        skipped: await skipLaneDeadLetters(options.executor, {
+          schema,
+          messageIds: ids as string[],
+        }),
+      });
     }
     return send(response, 404, { error: 'not found' });
   }

@@ -34,7 +34,11 @@ export interface DashboardState {
   /** Error of the latest background sample, if it failed. */
   sampleError?: string;
   latency: { edgesSeconds: number[]; counts: number[]; total: number };
-  deadLetters: DeadLetter[];
+  /**
+   * On the lanes engine each also says whether it holds its aggregate back (`blocking`: Skip
+   * applies, `skipLaneDeadLetters`).
+   */
+  deadLetters: (DeadLetter & { blocking?: boolean })[];
   /** Messages held for a decision, oldest first (at most 50): the approvals panel. */
   approvals: AwaitingApproval[];
   /** Agent tool calls paused for a decision (issue 42), oldest first (at most 50): same panel. */

@@ -3,7 +3,12 @@ import { OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import type { JsonValue } from '../core/message.js';
 import { globToLike } from '../dispatcher/topic-patterns.js';
-import { laneStatusSql, listLaneDeadSql, replayLaneDeadSql } from '../sql/lane-admin.js';
+import {
+  laneStatusSql,
+  listLaneDeadSql,
+  replayLaneDeadSql,
+  skipLaneDeadSql,
+} from '../sql/lane-admin.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
 /**
@@ -12,6 +17,12 @@ import type { SqlExecutor } from '../store/sql-executor.js';
  */
 export interface LaneDeadLetter extends DeadLetter {
   payload: JsonValue;
+  /**
+   * Whether it holds its aggregate's later messages back: an ordered message dead-lettered under
+   * `hold`. Such a one can be skipped ({@link skipLaneDeadLetters}); one dead under `skip`, or
+   * unordered, holds nothing.
+   */
+  blocking: boolean;
 }
 
 /**
@@ -83,6 +94,40 @@ export async function replayLaneDeadLetters(
       options.topic ? globToLike(options.topic) : null,
     ],
   );
+  return rows;
+}
+
+/**
+ * Skips dead letters of the lanes engine that hold their aggregate back (dead-lettered under
+ * `hold`): each is given up as if it had died under `skip`. It is never published (it stays a
+ * dead letter, listed with `blocking: false`; a later replay publishes it on its own), and its
+ * aggregate's later messages go out in order, from the next parked one, which is due at once
+ * (a running dispatcher finds it at its next look at the parked messages, at its poll
+ * cadence). Returns what was skipped; ids that are not blocking dead letters are left alone
+ * (absent from the result).
+ *
+ * @example
+ * ```ts
+ * const skipped = await skipLaneDeadLetters(fromPg(pool), { messageIds: [dead.messageId] });
+ * ```
+ */
+export async function skipLaneDeadLetters(
+  executor: SqlExecutor,
+  options: { schema?: string; messageIds: readonly string[] },
+): Promise<{ id: string; messageId: string; topic: string; aggregateId: string }[]> {
+  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const ids = options.messageIds;
+  if (!Array.isArray(ids) || ids.length === 0)
+    throw new OutboxValidationError('messageIds', 'give at least one message id to skip');
+  for (const id of ids)
+    if (typeof id !== 'string' || !UUID.test(id))
+      throw new OutboxValidationError('messageIds', `"${String(id)}" is not a message id (UUID)`);
+  const { rows } = await executor.query<{
+    id: string;
+    messageId: string;
+    topic: string;
+    aggregateId: string;
+  }>(skipLaneDeadSql(schema), [ids.map((id) => id.toLowerCase())]);
   return rows;
 }
 

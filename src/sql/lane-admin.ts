@@ -1,3 +1,5 @@
+import { LANE_DECISION_LOCK_CLASS } from './lanes.js';
+
 /**
  * What an operator reads and does on the lanes engine (migration 024; src/lanes/lane-admin.ts
  * runs these): dead letters, their replay, and each lane's state. None of them is on the
@@ -17,7 +19,7 @@ export const listLaneDeadSql = (s: string) => `
 SELECT p.lane || ':' || p.id AS id, m.message_id::text AS "messageId", m.topic,
        m.aggregate_id AS "aggregateId", m.sequence::text AS sequence, p.attempts,
        p.last_error AS "lastError", m.created_at AS "createdAt", p.dead_at AS "deadLetteredAt",
-       m.payload
+       m.payload, p.blocks AS blocking
 FROM ${s}.outbox_lane_parked p
 JOIN ${s}.outbox_lane_messages m ON m.lane = p.lane AND m.id = p.id
 WHERE p.dead_at IS NOT NULL
@@ -52,6 +54,77 @@ WHERE p.dead_at IS NOT NULL
   AND (m.message_id = ANY($1::uuid[]) OR $2::boolean)
   AND ($3::text IS NULL OR m.topic LIKE $3)
 RETURNING p.lane || ':' || p.id AS id, m.message_id::text AS "messageId", m.topic`;
+
+/**
+ * Skip (migration 030): dead letters that hold their ordered aggregate (dead-lettered under
+ * `hold`) are given up, as if they had died under `skip`. Each stays a dead letter (never
+ * published; `dead_at` kept, so `outbox dead list`, the gauge and the effect status still say
+ * dead, and it can still be replayed, then on its own), stops being head and blocking, and the
+ * next parked message of its aggregate becomes head, due now: the parked path publishes it and
+ * the run behind it, in order (G4); later messages that the lane read reaches are read as usual.
+ *
+ * Why a function and not one UPDATE: the lane read parks an aggregate's later messages behind a
+ * blocking row as it reads them, and a row parked behind the dead letter after a single
+ * statement's snapshot would be left with no head, for good. So, as a decision on a held message
+ * (sql/lane-approvals.ts): the lanes' decision lock is taken exclusively first (the row-by-row
+ * read holds it shared while it parks), then each statement sees what committed before: the
+ * blocking rows of the aggregate up to the dead letter are locked in id order (a replay or a
+ * parked-path settle of the same aggregate waits, or is waited for), the row is changed, and
+ * `outbox_lane_promote` names the head. Rejected: deleting the parked row (the message would
+ * then count as published: at or below its cursor and not parked); a new state column (every
+ * read of the parked table would have to learn it).
+ *
+ * The dead letters are found through `outbox_lane_parked_dead_idx`, a message id matched on the
+ * joined message (no index on `message_id`: see `listLaneDeadSql`), so the cost is that of the
+ * dead letters. Returns those skipped; an unordered dead letter, or one dead under `skip`
+ * already, blocks nothing and is not returned. READ COMMITTED only, as the decisions.
+ */
+export const laneSkipDeadFunctionSql = (s: string) => `
+CREATE FUNCTION ${s}.outbox_lane_skip_dead(p_message_ids uuid[])
+RETURNS TABLE (id text, "messageId" text, topic text, "aggregateId" text)
+LANGUAGE plpgsql SET jit = off AS $$
+#variable_conflict use_column
+DECLARE
+  v record;
+  v_lane record;
+BEGIN
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'agent-outbox: skipping lane dead letters needs READ COMMITTED, this transaction runs %',
+      current_setting('transaction_isolation');
+  END IF;
+  FOR v_lane IN
+    SELECT DISTINCT p.lane FROM ${s}.outbox_lane_parked p
+    JOIN ${s}.outbox_lane_messages m ON m.lane = p.lane AND m.id = p.id
+    WHERE p.dead_at IS NOT NULL AND p.blocks AND m.message_id = ANY (p_message_ids)
+    ORDER BY p.lane
+  LOOP
+    PERFORM pg_advisory_xact_lock(${LANE_DECISION_LOCK_CLASS}, v_lane.lane);
+  END LOOP;
+  FOR v IN
+    SELECT p.lane, p.id, p.aggregate_id, m.message_id, m.topic FROM ${s}.outbox_lane_parked p
+    JOIN ${s}.outbox_lane_messages m ON m.lane = p.lane AND m.id = p.id
+    WHERE p.dead_at IS NOT NULL AND p.blocks AND m.message_id = ANY (p_message_ids)
+    ORDER BY p.lane, p.id
+  LOOP
+    PERFORM 1 FROM ${s}.outbox_lane_parked b
+    WHERE b.lane = v.lane AND b.aggregate_id = v.aggregate_id AND b.blocks AND b.id <= v.id
+    ORDER BY b.id
+    FOR UPDATE;
+    UPDATE ${s}.outbox_lane_parked p SET head = false, blocks = false
+    WHERE p.lane = v.lane AND p.id = v.id AND p.dead_at IS NOT NULL AND p.blocks;
+    CONTINUE WHEN NOT FOUND;
+    PERFORM ${s}.outbox_lane_promote(ARRAY[v.lane], ARRAY[v.aggregate_id]);
+    id := v.lane || ':' || v.id;
+    "messageId" := v.message_id::text;
+    topic := v.topic;
+    "aggregateId" := v.aggregate_id;
+    RETURN NEXT;
+  END LOOP;
+END $$`;
+
+/** One {@link laneSkipDeadFunctionSql} call: $1 message ids (uuid[]). */
+export const skipLaneDeadSql = (s: string) =>
+  `SELECT * FROM ${s}.outbox_lane_skip_dead($1::uuid[])`;
 
 /**
  * Each lane: its cursor, lease, backlog and parked rows, in one statement (one snapshot: the

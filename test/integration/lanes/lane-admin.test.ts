@@ -75,6 +75,7 @@ describe('lanes engine: admin', () => {
         createdAt: expect.any(Date),
         deadLetteredAt: expect.any(Date),
         payload: { n: 1 },
+        blocking: true,
       },
     ]);
     expect(await listLaneDeadLetters(fromPg(db.pool), { topic: 'mail.*' })).toEqual([]);
