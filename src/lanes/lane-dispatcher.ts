@@ -494,7 +494,16 @@ class LaneDispatcher implements Dispatcher {
         const wait = await this.#idleWaitMs();
         this.#sleeping = true;
         try {
-          await this.#wakeUps.sleep(Math.min(wait, this.#routes.nextTokenInMs() ?? wait));
+          // And no later than the next balance, which renews this dispatcher's leases and takes
+          // the lanes whose owner stopped renewing (killed): with a long poll interval, an idle
+          // dispatcher left them for that long (a minute's poll: a minute).
+          await this.#wakeUps.sleep(
+            Math.min(
+              wait,
+              this.#routes.nextTokenInMs() ?? wait,
+              Math.max(1, this.#balanceAt - Date.now()),
+            ),
+          );
         } finally {
           this.#sleeping = false;
         }

@@ -597,3 +597,27 @@ describe('lanes engine: a message written while the dispatcher was busy', () => 
     }
   });
 });
+
+describe('lanes engine: lanes whose owner stopped renewing', () => {
+  it('an idle dispatcher takes them soon after their leases end, not at its next poll', async () => {
+    // A dispatcher killed while it held every lane: its leases run out in a second.
+    await db.pool.query(`SELECT * FROM outbox_lane_balance('killed', 1000, 16)`);
+    await write([mail('orphan', 1)]);
+    const publisher = new InMemoryPublisher();
+    const dispatcher = createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher,
+      pollIntervalMs: 60_000,
+      leaseMs: 3_000,
+    });
+    const started = Date.now();
+    dispatcher.start();
+    try {
+      await expect.poll(() => publisher.published.length, { timeout: 20_000 }).toBe(1);
+      // The lease (1 s) and at most a third of this dispatcher's lease (1 s) after it.
+      expect(Date.now() - started).toBeLessThan(10_000);
+    } finally {
+      await dispatcher.stop();
+    }
+  });
+});
