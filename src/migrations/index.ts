@@ -26,6 +26,7 @@ import { laneDeferrals } from './025-lane-deferrals.js';
 import { laneWriterFeatures } from './026-lane-writer-features.js';
 import { laneApprovals } from './027-lane-approvals.js';
 import { laneTenantShares } from './028-lane-tenant-shares.js';
+import { laneMessageIds } from './030-lane-message-ids.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -58,6 +59,8 @@ export const MIGRATIONS: readonly Migration[] = [
   laneWriterFeatures,
   laneApprovals,
   laneTenantShares,
+  // 029 is another change's (reserved); migrate() applies what a schema lacks, by version.
+  laneMessageIds,
 ];
 
 /** The schema version this build of agent-outbox expects. */

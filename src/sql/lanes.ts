@@ -1,3 +1,4 @@
+import { laneMessageIdSql } from './lane-message-ids.js';
 import { notifyChannel } from './notify.js';
 
 /**
@@ -794,31 +795,34 @@ WITH input AS (
   SELECT i.v->>'a', (i.v->>'n')::bigint FROM input i WHERE i.v ? 'n' ORDER BY i.position
   ON CONFLICT (aggregate_id) DO UPDATE SET last_sequence = a.last_sequence + excluded.last_sequence
   RETURNING a.aggregate_id, a.last_sequence
+), placed AS (
+  -- Each message's lane and id, before its row: its message id names both (lane-message-ids.ts).
+  -- A CTE, so each row's nextval runs once (a volatile CTE is never inlined), in batch order.
+  SELECT i.v, i.position, c.last_sequence, ${s}.outbox_lane_of(i.v->>'a') AS lane,
+         nextval('${s}.outbox_lane_ids') AS id
+  FROM input i JOIN counted c ON c.aggregate_id = i.v->>'a'
+  ORDER BY i.position
 ), written AS (
 INSERT INTO ${s}.outbox_lane_messages
-  (lane, id, ${keyed ? 'message_id, ' : ''}aggregate_id, sequence, ordered, topic, payload, headers,
-   available_at, shadow)
-SELECT ${s}.outbox_lane_of(i.v->>'a'),
-       nextval('${s}.outbox_lane_ids'),
-       ${
-         keyed
-           ? `coalesce((i.v->>'mi')::uuid, ${s}.outbox_uuid_v7()),
-       `
-           : ''
-       }i.v->>'a',
-       c.last_sequence - (i.v->>'r')::bigint,
-       coalesce((i.v->>'o')::boolean, NOT EXISTS (
-         SELECT 1 FROM ${s}.outbox_unordered_topics u WHERE (i.v->>'t') LIKE u.pattern)),
-       i.v->>'t',
-       i.v->'p',
-       coalesce(i.v->'h', '{}'::jsonb),
-       CASE WHEN i.v->>'at' IS NOT NULL THEN (i.v->>'at')::timestamptz
-            WHEN (i.v->>'d')::float8 > 0 THEN now() + (i.v->>'d')::float8 * interval '1 millisecond'
+  (lane, id, message_id, aggregate_id, sequence, ordered, topic, payload, headers, available_at,
+   shadow)
+SELECT p.lane,
+       p.id,
+       ${laneMessageIdSql('p.lane', 'p.id')},
+       p.v->>'a',
+       p.last_sequence - (p.v->>'r')::bigint,
+       coalesce((p.v->>'o')::boolean, NOT EXISTS (
+         SELECT 1 FROM ${s}.outbox_unordered_topics u WHERE (p.v->>'t') LIKE u.pattern)),
+       p.v->>'t',
+       p.v->'p',
+       coalesce(p.v->'h', '{}'::jsonb),
+       CASE WHEN p.v->>'at' IS NOT NULL THEN (p.v->>'at')::timestamptz
+            WHEN (p.v->>'d')::float8 > 0 THEN now() + (p.v->>'d')::float8 * interval '1 millisecond'
        END,
-       coalesce((i.v->>'s')::boolean, false)
-FROM input i JOIN counted c ON c.aggregate_id = i.v->>'a'
-ORDER BY i.position
-RETURNING id::text AS id,
+       coalesce((p.v->>'s')::boolean, false)
+FROM placed p
+ORDER BY p.position
+RETURNING id,
           message_id::text AS "messageId",
           sequence::text AS sequence,
           topic,
@@ -841,14 +845,19 @@ RETURNING id::text AS id,
 )${
   keyed
     ? `, keys AS (
-  UPDATE ${s}.outbox_dedupe_keys k SET id = w.id::bigint, sequence = w.sequence::bigint
-  FROM written w JOIN input i ON (i.v->>'mi')::uuid = w."messageId"::uuid
-  WHERE k.dedupe_key = i.v->>'k'
+  -- The key row takes the message id its message was written with (the admission's was a
+  -- placeholder): a duplicate is answered with it. Not an indexed column: a HOT update.
+  UPDATE ${s}.outbox_dedupe_keys k
+  SET id = w.id, sequence = w.sequence::bigint, message_id = w."messageId"::uuid
+  FROM written w JOIN placed p ON p.id = w.id
+  WHERE k.dedupe_key = p.v->>'k'
 )
-SELECT w.id, w."messageId", w.sequence, w.topic, w."aggregateId", i.v->>'k' AS "dedupeKey"
-FROM written w CROSS JOIN woke LEFT JOIN input i ON (i.v->>'mi')::uuid = w."messageId"::uuid`
+SELECT w.id::text AS id, w."messageId", w.sequence, w.topic, w."aggregateId",
+       p.v->>'k' AS "dedupeKey"
+FROM written w CROSS JOIN woke JOIN placed p ON p.id = w.id`
     : `
-SELECT w.id, w."messageId", w.sequence, w.topic, w."aggregateId" FROM written w CROSS JOIN woke`
+SELECT w.id::text AS id, w."messageId", w.sequence, w.topic, w."aggregateId"
+FROM written w CROSS JOIN woke`
 }`;
 
 /** One retention call of {@link lanePruneFunctionSql}: $1 age in ms, $2 rows per lane. */
