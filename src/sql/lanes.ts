@@ -763,7 +763,7 @@ UPDATE ${s}.outbox_lanes SET owner = NULL, lease_expires_at = NULL WHERE owner =
  * The writer's INSERT (createOutbox({ engine: 'lanes' })): one statement for the batch. Each
  * aggregate's counter row is upserted once, by how many messages it gets (`n`, on its first
  * message), in the order the writer sorted the batch (by aggregate: one lock order for every
- * writer, as insert-messages.ts), and a message's id is taken in the outer SELECT, which needs its
+ * writer, as insert-messages.ts), and a message's id is taken in `placed`, joined with its
  * aggregate's counted row: so after that row is locked (see migration 024: id order is then
  * commit order within an aggregate, and the transaction has its xid). `r` is how many messages of
  * its aggregate follow it in the batch: its sequence is the counter's new value minus `r`.
@@ -774,14 +774,22 @@ UPDATE ${s}.outbox_lanes SET owner = NULL, lease_expires_at = NULL WHERE owner =
  * Since migration 026: `available_at` is set only for a message with a delay (`at`, else `d` >
  * 0, from the transaction's start as on the claim engine), NULL otherwise, so that the read
  * checks it only when set (sql/lanes.ts `outbox_lane_next`); `shadow` as written.
+ *
+ * Since migration 030: the message id is computed here from the row's lane and id (a version 8
+ * UUID that names them, sql/lane-message-ids.ts), so that a lookup by message id is a
+ * primary-key probe (sql/effect-status.ts) with no index on this table; which is why lane and id
+ * are taken in a CTE first. Measured against the column default `outbox_uuid_v7()` it replaced:
+ * 1.0–1.3 vs 3.0–4.2 µs an id (no random bytes), the CTE cost nothing measurable; through
+ * `enqueue()`, interleaved blocks of business transactions of 2 messages, the backend's CPU a
+ * transaction went down (sql/effect-status.ts has the alternatives and their costs).
  */
 export const insertLaneMessagesSql = (s: string) => laneInsert(s, false);
 
 /**
  * The same INSERT for a batch with dedupe keys (migration 026): the keys were admitted first
- * (sql/dedupe.ts `admitLaneDedupeKeysSql`), each with its message id (`mi`), and the statement
- * writes each admitted key's row id and sequence into its `outbox_dedupe_keys` row, which the
- * admission left at id 0: a duplicate found later is answered with them. A separate text, as on
+ * (sql/dedupe.ts `admitLaneDedupeKeysSql`), and the statement writes each admitted key's row id,
+ * sequence and message id into its `outbox_dedupe_keys` row, which the admission left at id 0:
+ * a duplicate found later is answered with them. A separate text, as on
  * the claim engine: a batch without keys runs the statement above.
  */
 export const insertKeyedLaneMessagesSql = (s: string) => laneInsert(s, true);
