@@ -80,18 +80,24 @@ ORDER BY processed_at`;
  *   version 8 id that decodes to a real row's place reads not-found, as an unknown id does.
  * The parked, ahead and decision rows are primary-key probes.
  *
- * Tried and measured before this shape (the enqueue is a benchmark target, `enqueue_vs_pgq`; CPU
- * of the backend, interleaved blocks of the writer's 2-message statement, machine shared):
+ * Tried and measured (2026-12-06, on the 2-core machine shared with other runs, load 5–8; the
+ * enqueue is a benchmark target, `enqueue_vs_pgq`):
  * - a sequential scan of `outbox_lane_messages` for any id not held, as before 030 (the
  *   decision rows' unique index found held ones): 54 buffers beside 2,000 messages, 446 beside
  *   20,000, 3,588 beside 100,000;
- * - a btree on `outbox_lane_messages (message_id)`: +1.7 to +2.9 µs a statement (and an index
- *   entry's WAL a message);
- * - a partial one on the rows whose id is not version 8 (old rows, none of the writer's new
- *   ones): +1.8 to +3.2 µs a statement all the same (opening the index and compiling its
- *   predicate are per statement);
- * - the version 8 id itself costs the writer less than `outbox_uuid_v7()` did (1.0–1.3 vs 3.0–4.2
- *   µs an id: no random bytes), so this shape made the enqueue cheaper, not dearer.
+ * - a btree on `outbox_lane_messages (message_id)`: +1.7 to +2.9 µs a 2-row INSERT (blocks of
+ *   100 alternated inside one server call, medians of 60) and +80 bytes of WAL a message (333–341
+ *   vs 249–260); through `enqueue()`, alternated blocks of 100 business transactions, +7 and
+ *   +13 µs of the backend's CPU a transaction in two runs, -1 in a third: below what this
+ *   machine resolves, but never less than the index's own work;
+ * - a partial btree on the rows whose id is not version 8 (the old rows; no new row enters it):
+ *   +1.8 to +3.2 µs a statement all the same (the index is opened and its predicate compiled
+ *   each statement), though no WAL;
+ * - this shape: no index on the hot table; the version 8 id costs the writer less than the
+ *   `outbox_uuid_v7()` default did (1.0–1.3 vs 3.0–4.2 µs an id: no random bytes). Through
+ *   `enqueue()` on the same tables, this writer against the previous one: -2.1 and -3.0 µs of
+ *   the backend's CPU a business transaction, wall time 1.008 and 0.997 of it (60 and 30
+ *   alternated blocks of 100): no cost measurable.
  *
  * `before030`: a schema before migration 030 (no `outbox_lane_v7_ids`) reads the version 8 ids
  * the same way, but a version 7 id not held is a scan of the table, as before.
