@@ -59,9 +59,10 @@ SELECT count(*)::int AS n FROM ${s}.outbox_dedupe_keys WHERE expires_at <= now()
  * The lanes engine's dedupe keys (migration 026): the keys of a batch are admitted BEFORE its
  * messages are written, in one statement, into the same `outbox_dedupe_keys` as the claim
  * engine's (a key written by one engine deduplicates on the other: switching engines keeps every
- * window). Returns the keys admitted; a key not returned is live (a duplicate), and its message is not written at all — its
- * aggregate's counter is never touched, so no sequence number is skipped (the claim engine gets
- * the same by claiming the key in a trigger that fires before the counter's).
+ * window). Returns the keys admitted; a key not returned is live (a duplicate), and its message
+ * is not written at all — its aggregate's counter is never touched, so no sequence number is
+ * skipped (the claim engine gets the same by claiming the key in a trigger that fires before the
+ * counter's).
  *
  * Why before, not in the insert: the lanes INSERT counts each aggregate's messages up front (one
  * counter upsert per aggregate, sql/lanes.ts), so a row dropped by a trigger would leave a gap.
