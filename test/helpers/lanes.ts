@@ -3,6 +3,7 @@ import { createListenNotifyWakeSource } from '../../src/dispatcher/wake/listen-n
 import { laneStatus } from '../../src/lanes/lane-admin.js';
 import { createOutbox, fromPg, type EnqueuedMessage, type OutboxMessage } from '../../src/index.js';
 import { dispatchArgs } from './cli-process.js';
+import { inTransaction } from './transaction.js';
 
 /**
  * What the lanes engine's fault tests (test/chaos/lanes-*.test.ts) share: the lanes writer on a
@@ -19,18 +20,7 @@ export async function enqueueLanes(
   messages: readonly OutboxMessage[],
   options: { preparedStatements?: boolean } = {},
 ): Promise<EnqueuedMessage[]> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    const result = await lanesOutbox.enqueue(fromPg(client, options), messages);
-    await client.query('COMMIT');
-    return result;
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+  return inTransaction(pool, (client) => lanesOutbox.enqueue(fromPg(client, options), messages));
 }
 
 /** `outbox dispatch --engine lanes` to `publisherUrl` on `databaseUrl`, polling every 50 ms. */

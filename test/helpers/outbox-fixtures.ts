@@ -11,6 +11,7 @@ import {
   type Publisher,
 } from '../../src/index.js';
 import { batchTables, ringTables } from '../../src/sql/dispatched-log.js';
+import { inTransaction } from './transaction.js';
 
 /** Enqueues messages in one committed transaction on `pool`. */
 export async function enqueueCommitted(
@@ -19,18 +20,7 @@ export async function enqueueCommitted(
   schema?: string,
 ): Promise<EnqueuedMessage[]> {
   const outbox = createOutbox({ schema });
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    const result = await outbox.enqueue(fromPg(client), messages);
-    await client.query('COMMIT');
-    return result;
-  } catch (error) {
-    await client.query('ROLLBACK');
-    throw error;
-  } finally {
-    client.release();
-  }
+  return inTransaction(pool, (client) => outbox.enqueue(fromPg(client), messages));
 }
 
 /** `perAggregate` messages for each of `aggregates` aggregates, interleaved. */

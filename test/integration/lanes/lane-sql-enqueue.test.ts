@@ -8,6 +8,7 @@ import { notifyChannel } from '../../../src/sql/notify.js';
 import { fromPg } from '../../../src/store/from-pg.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { armed, enqueueLanes, listenWakeSource } from '../../helpers/lanes.js';
+import { inTransaction as inPoolTransaction } from '../../helpers/transaction.js';
 
 /**
  * Plain-SQL enqueue on the lanes engine (migration 031, sql/lane-enqueue.ts): the function
@@ -26,21 +27,8 @@ afterEach(async () => {
 const NO_BACKOFF = { baseMs: 0, maxMs: 0, jitterMs: 0 };
 const count = async (sql: string) => Number((await db.pool.query<{ n: string }>(sql)).rows[0]!.n);
 
-/** `fn` in a transaction on its own connection, committed (or rolled back when it throws). */
-async function inTransaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    const result = await fn(client);
-    await client.query('COMMIT');
-    return result;
-  } catch (error) {
-    await client.query('ROLLBACK');
-    throw error;
-  } finally {
-    client.release();
-  }
-}
+const inTransaction = <T>(fn: (client: pg.PoolClient) => Promise<T>) =>
+  inPoolTransaction(db.pool, fn);
 
 const sqlEnqueue = (client: pg.PoolClient, aggregate: string, n: number) =>
   client.query<{ id: string; message_id: string; sequence: string; lane: number }>(
