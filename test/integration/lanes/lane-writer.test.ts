@@ -12,6 +12,7 @@ import { InMemoryPublisher } from '../../../src/publishers/memory/in-memory-publ
 import { fromPg } from '../../../src/store/from-pg.js';
 import { createOutbox } from '../../../src/writer/create-outbox.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { inTransaction as inPoolTransaction } from '../../helpers/transaction.js';
 
 /**
  * The lanes writer's delays, dedupe keys and shadow messages (migration 026), with the claim
@@ -27,20 +28,9 @@ beforeAll(async () => {
 });
 afterAll(() => db.drop());
 
-async function inTransaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    const result = await fn(client);
-    await client.query('COMMIT');
-    return result;
-  } catch (error) {
-    await client.query('ROLLBACK');
-    throw error;
-  } finally {
-    client.release();
-  }
-}
+/** `fn` in a transaction on its own connection, committed. */
+const inTransaction = <T>(fn: (client: pg.PoolClient) => Promise<T>) =>
+  inPoolTransaction(db.pool, fn);
 
 const write = (messages: OutboxMessage[]) =>
   inTransaction((c) => outbox.enqueue(fromPg(c), messages));

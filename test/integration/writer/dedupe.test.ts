@@ -13,6 +13,7 @@ import {
 } from '../../../src/index.js';
 import { createRetentionJob, poolSessions, pruneOutbox } from '../../../src/retention/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { inTransaction as inPoolTransaction } from '../../helpers/transaction.js';
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('../../..', import.meta.url));
@@ -36,21 +37,9 @@ const charge = (key: string, extra: Partial<OutboxMessage> = {}): OutboxMessage 
   ...extra,
 });
 
-/** Runs `fn` in a transaction on its own connection and commits. */
-async function inTransaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await db.pool.connect();
-  try {
-    await client.query('BEGIN');
-    const result = await fn(client);
-    await client.query('COMMIT');
-    return result;
-  } catch (error) {
-    await client.query('ROLLBACK');
-    throw error;
-  } finally {
-    client.release();
-  }
-}
+/** `fn` in a transaction on its own connection, committed. */
+const inTransaction = <T>(fn: (client: pg.PoolClient) => Promise<T>) =>
+  inPoolTransaction(db.pool, fn);
 
 const rowsWithKey = async (key: string) =>
   (
