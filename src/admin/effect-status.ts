@@ -69,7 +69,7 @@ export interface EffectStatusQuery {
    * Which engine's messages (default `'claims'`, the `outbox` table): `'lanes'` reads the lanes
    * engine's (`createOutbox({ engine: 'lanes' })`), where `messageIds` may also be the row ids
    * the lanes writer returns (`id`, digits): a lookup by row id is a primary-key probe per lane,
-   * one by message id a probe of the row its id names (since migration 030; docs/lanes.md).
+   * one by message id reads `outbox_lane_messages` whole (no index on it; docs/lanes.md).
    * A lanes message's `publishedAt` is unknown (the engine records no time when it publishes).
    */
   engine?: 'claims' | 'lanes';
@@ -146,20 +146,14 @@ export async function readEffectStatus(
   if (wanted.length === 0) return { effects: [], truncated: 0 };
 
   const values = [wanted, query.tenantId ?? null];
-  const laneValues = [
-    wanted.filter((id) => UUID.test(id)),
-    wanted.filter((id) => ROW_ID.test(id)),
-    query.tenantId ?? null,
-  ];
   const rows = lanes
-    ? await executor
-        .query<StatusRow>(laneMessagesStatusSql(schema), laneValues)
-        .catch(async (error: unknown) => {
-          // undefined_table: a schema before migration 030 has no `outbox_lane_v7_ids`.
-          if ((error as { code?: unknown }).code !== '42P01') throw error;
-          return executor.query<StatusRow>(laneMessagesStatusSql(schema, true), laneValues);
-        })
-        .then((result) => result.rows)
+    ? (
+        await executor.query<StatusRow>(laneMessagesStatusSql(schema), [
+          wanted.filter((id) => UUID.test(id)),
+          wanted.filter((id) => ROW_ID.test(id)),
+          query.tenantId ?? null,
+        ])
+      ).rows
     : await executor
         .query<StatusRow>(messagesStatusSql(schema), values)
         .catch(async (error: unknown) => {

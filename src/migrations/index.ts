@@ -27,7 +27,6 @@ import { laneWriterFeatures } from './026-lane-writer-features.js';
 import { laneApprovals } from './027-lane-approvals.js';
 import { laneTenantShares } from './028-lane-tenant-shares.js';
 import { laneByIds } from './029-lane-by-ids.js';
-import { laneMessageIds } from './030-lane-message-ids.js';
 import { laneSqlEnqueueAndSkip } from './031-lane-sql-enqueue-and-skip.js';
 import type { Migration } from './migration.js';
 
@@ -62,7 +61,6 @@ export const MIGRATIONS: readonly Migration[] = [
   laneApprovals,
   laneTenantShares,
   laneByIds,
-  laneMessageIds,
   laneSqlEnqueueAndSkip,
 ];
 

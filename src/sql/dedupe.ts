@@ -59,16 +59,15 @@ SELECT count(*)::int AS n FROM ${s}.outbox_dedupe_keys WHERE expires_at <= now()
  * The lanes engine's dedupe keys (migration 026): the keys of a batch are admitted BEFORE its
  * messages are written, in one statement, into the same `outbox_dedupe_keys` as the claim
  * engine's (a key written by one engine deduplicates on the other: switching engines keeps every
- * window). Returns the keys admitted; a key not returned is live (a duplicate), and its message
- * is not written at all — its aggregate's counter is never touched, so no sequence number is
- * skipped (the claim engine gets the same by claiming the key in a trigger that fires before the
- * counter's).
+ * window). Returns the keys admitted, each with the message id its message is then written with;
+ * a key not returned is live (a duplicate), and its message is not written at all — its
+ * aggregate's counter is never touched, so no sequence number is skipped (the claim engine gets
+ * the same by claiming the key in a trigger that fires before the counter's).
  *
  * Why before, not in the insert: the lanes INSERT counts each aggregate's messages up front (one
  * counter upsert per aggregate, sql/lanes.ts), so a row dropped by a trigger would leave a gap.
- * The key row holds id 0, no sequence and a placeholder message id until the insert fills them
- * in, within the same transaction: no other transaction sees it before. (The message id is the
- * row's since migration 030, which names its lane and id: sql/lane-message-ids.ts.)
+ * The key row holds id 0 and no sequence until the insert fills them in, within the same
+ * transaction: no other transaction sees it before.
  *
  * Concurrency, as the claim engine's trigger: a writer inserting a key that another transaction
  * holds uncommitted waits on the primary key until it ends. Committed: under READ COMMITTED the
@@ -91,4 +90,4 @@ ON CONFLICT (dedupe_key) DO UPDATE
       aggregate_id = EXCLUDED.aggregate_id, sequence = NULL,
       created_at = now(), expires_at = EXCLUDED.expires_at
   WHERE k.expires_at <= now()
-RETURNING k.dedupe_key AS "dedupeKey"`;
+RETURNING k.dedupe_key AS "dedupeKey", k.message_id::text AS "messageId"`;

@@ -1,5 +1,3 @@
-import { laneOfMessageIdSql, rowIdOfMessageIdSql, uuidVersionSql } from './lane-message-ids.js';
-
 /**
  * What the effect status (src/admin/effect-status.ts, the agent's `effectStatusTool`) reads. Every
  * statement is bounded by the ids it is given (primary-key or unique-index probes), never by the
@@ -69,57 +67,26 @@ ORDER BY processed_at`;
  *   lane's cursor: published;
  * - above the cursor: pending (never attempted; due at its `available_at`).
  *
- * The lookup, bounded by the ids asked whatever retention keeps (lane-effect-status-bound.test.ts):
- * - `$2` row ids (as the lanes writer returns `id`): a primary-key probe per lane (the lane is a
- *   hash of the aggregate, unknown here);
- * - `$1` message ids of version 8 (every id the writer gives since migration 030) name their
- *   row: one primary-key probe at the lane and id decoded from the id (sql/lane-message-ids.ts);
- * - other message ids (version 7: written before migration 030) through
- *   `outbox_lane_v7_ids`, which 030 filled with their places (primary key `message_id`);
- * - a row is answered only if its message id is one asked (or its row id is): a forged or foreign
- *   version 8 id that decodes to a real row's place reads not-found, as an unknown id does.
- * The parked, ahead and decision rows are primary-key probes.
- *
- * Tried and measured (2026-12-06, on the 2-core machine shared with other runs, load 5–8; the
- * enqueue is a benchmark target, `enqueue_vs_pgq`):
- * - a sequential scan of `outbox_lane_messages` for any id not held, as before 030 (the
- *   decision rows' unique index found held ones): 54 buffers beside 2,000 messages, 446 beside
- *   20,000, 3,588 beside 100,000;
- * - a btree on `outbox_lane_messages (message_id)`: +1.7 to +2.9 µs a 2-row INSERT (blocks of
- *   100 alternated inside one server call, medians of 60) and +80 bytes of WAL a message (333–341
- *   vs 249–260); through `enqueue()`, alternated blocks of 100 business transactions, +7 and
- *   +13 µs of the backend's CPU a transaction in two runs, -1 in a third: below what this
- *   machine resolves, but never less than the index's own work;
- * - a partial btree on the rows whose id is not version 8 (the old rows; no new row enters it):
- *   +1.8 to +3.2 µs a statement all the same (the index is opened and its predicate compiled
- *   each statement), though no WAL;
- * - this shape: no index on the hot table; the version 8 id costs the writer less than the
- *   `outbox_uuid_v7()` default did (1.0–1.3 vs 3.0–4.2 µs an id: no random bytes). Through
- *   `enqueue()` on the same tables, this writer against the previous one: -2.1 and -3.0 µs of
- *   the backend's CPU a business transaction, wall time 1.008 and 0.997 of it (60 and 30
- *   alternated blocks of 100): no cost measurable.
- *
- * `before030`: a schema before migration 030 (no `outbox_lane_v7_ids`) reads the version 8 ids
- * the same way, but a version 7 id not held is a scan of the table, as before.
+ * The lookup: `$2` row ids (as the lanes writer returns `id`) are primary-key probes (one per
+ * lane and id: the lane is a hash of the aggregate, unknown here); `$1` message ids of held
+ * messages come through the decision rows' unique index (when every id asked is one, the table
+ * is not scanned: a one-time filter); other message ids have no index on `outbox_lane_messages`
+ * (one on the hot row would cost every enqueue), so they are one sequential scan of what
+ * retention keeps of that table (docs/lanes.md gives the figures). The
+ * parked, ahead and decision rows are primary-key probes.
  *
  * $1 message ids (uuid[]), $2 row ids (bigint[]), $3 tenant id or NULL.
  */
-export const laneMessagesStatusSql = (s: string, before030 = false) => `
-WITH found AS (
-  SELECT ${laneOfMessageIdSql('u.id')} AS lane, ${rowIdOfMessageIdSql('u.id')} AS id
-  FROM unnest($1::uuid[]) u (id) WHERE ${uuidVersionSql('u.id')} = 8
+export const laneMessagesStatusSql = (s: string) => `
+WITH unheld AS (
+  SELECT u.id FROM unnest($1::uuid[]) u (id)
+  WHERE NOT EXISTS (SELECT 1 FROM ${s}.outbox_lane_approvals a WHERE a.message_id = u.id)
+),
+found AS (
+  SELECT m.lane, m.id FROM ${s}.outbox_lane_messages m
+  WHERE EXISTS (SELECT 1 FROM unheld) AND m.message_id = ANY (ARRAY(SELECT id FROM unheld))
   UNION
-  ${
-    before030
-      ? `SELECT m.lane, m.id FROM ${s}.outbox_lane_messages m
-  WHERE m.message_id = ANY (ARRAY(
-    SELECT u.id FROM unnest($1::uuid[]) u (id)
-    WHERE ${uuidVersionSql('u.id')} <> 8
-      AND NOT EXISTS (SELECT 1 FROM ${s}.outbox_lane_approvals a WHERE a.message_id = u.id)))
-  UNION
-  SELECT a.lane, a.id FROM ${s}.outbox_lane_approvals a WHERE a.message_id = ANY ($1::uuid[])`
-      : `SELECT o.lane, o.id FROM ${s}.outbox_lane_v7_ids o WHERE o.message_id = ANY ($1::uuid[])`
-  }
+  SELECT a.lane, a.id FROM ${s}.outbox_lane_approvals a WHERE a.message_id = ANY ($1::uuid[])
   UNION
   SELECT l.lane, r.id FROM unnest($2::bigint[]) r (id) CROSS JOIN ${s}.outbox_lanes l
 )
@@ -161,5 +128,4 @@ LEFT JOIN LATERAL (
 LEFT JOIN LATERAL (
   SELECT * FROM ${s}.outbox_lane_approvals a WHERE a.id = m.id LIMIT 1
 ) a ON true
-WHERE (m.message_id = ANY ($1::uuid[]) OR m.id = ANY ($2::bigint[]))
-  AND ($3::text IS NULL OR m.headers->>'tenant_id' = $3)`;
+WHERE $3::text IS NULL OR m.headers->>'tenant_id' = $3`;

@@ -1,5 +1,3 @@
-import { laneMessageIdSql } from './lane-message-ids.js';
-
 /** Messages of one transaction a NOTIFY names, as the writer's statement names at most 64. */
 const NAMED_MAX = 64;
 
@@ -90,8 +88,6 @@ DECLARE
   v_limit bigint;
   v_bad text;
   v_sequence bigint;
-  v_lane smallint;
-  v_id bigint;
   v_named integer;
   v_channel text;
 BEGIN
@@ -169,17 +165,11 @@ BEGIN
   ON CONFLICT (aggregate_id) DO UPDATE SET last_sequence = a.last_sequence + 1
   RETURNING a.last_sequence INTO v_sequence;
 
-  -- Lane and id first: the message id names them (version 8, sql/lane-message-ids.ts), as the
-  -- TypeScript writer's does, so that the effect status finds it by primary key.
-  v_lane := ${s}.outbox_lane_of(v_aggregate);
-  v_id := nextval('${s}.outbox_lane_ids');
   INSERT INTO ${s}.outbox_lane_messages AS m
-    (lane, id, message_id, aggregate_id, sequence, ordered, topic, payload, headers,
-     available_at, shadow)
+    (lane, id, aggregate_id, sequence, ordered, topic, payload, headers, available_at, shadow)
   VALUES (
-    v_lane,
-    v_id,
-    ${laneMessageIdSql('v_lane', 'v_id')},
+    ${s}.outbox_lane_of(v_aggregate),
+    nextval('${s}.outbox_lane_ids'),
     v_aggregate,
     v_sequence,
     coalesce(v_ordered, NOT EXISTS (

@@ -1,4 +1,3 @@
-import { laneMessageIdSql } from './lane-message-ids.js';
 import { notifyChannel } from './notify.js';
 
 /**
@@ -822,7 +821,7 @@ UPDATE ${s}.outbox_lanes SET owner = NULL, lease_expires_at = NULL WHERE owner =
  * The writer's INSERT (createOutbox({ engine: 'lanes' })): one statement for the batch. Each
  * aggregate's counter row is upserted once, by how many messages it gets (`n`, on its first
  * message), in the order the writer sorted the batch (by aggregate: one lock order for every
- * writer, as insert-messages.ts), and a message's id is taken in `placed`, joined with its
+ * writer, as insert-messages.ts), and a message's id is taken in the outer SELECT, which needs its
  * aggregate's counted row: so after that row is locked (see migration 024: id order is then
  * commit order within an aggregate, and the transaction has its xid). `r` is how many messages of
  * its aggregate follow it in the batch: its sequence is the counter's new value minus `r`.
@@ -833,22 +832,14 @@ UPDATE ${s}.outbox_lanes SET owner = NULL, lease_expires_at = NULL WHERE owner =
  * Since migration 026: `available_at` is set only for a message with a delay (`at`, else `d` >
  * 0, from the transaction's start as on the claim engine), NULL otherwise, so that the read
  * checks it only when set (sql/lanes.ts `outbox_lane_next`); `shadow` as written.
- *
- * Since migration 030: the message id is computed here from the row's lane and id (a version 8
- * UUID that names them, sql/lane-message-ids.ts), so that a lookup by message id is a
- * primary-key probe (sql/effect-status.ts) with no index on this table; which is why lane and id
- * are taken in a CTE first. Measured against the column default `outbox_uuid_v7()` it replaced:
- * 1.0–1.3 vs 3.0–4.2 µs an id (no random bytes), the CTE cost nothing measurable; through
- * `enqueue()`, interleaved blocks of business transactions of 2 messages, the backend's CPU a
- * transaction went down (sql/effect-status.ts has the alternatives and their costs).
  */
 export const insertLaneMessagesSql = (s: string) => laneInsert(s, false);
 
 /**
  * The same INSERT for a batch with dedupe keys (migration 026): the keys were admitted first
- * (sql/dedupe.ts `admitLaneDedupeKeysSql`), and the statement writes each admitted key's row id,
- * sequence and message id into its `outbox_dedupe_keys` row, which the admission left at id 0:
- * a duplicate found later is answered with them. A separate text, as on
+ * (sql/dedupe.ts `admitLaneDedupeKeysSql`), each with its message id (`mi`), and the statement
+ * writes each admitted key's row id and sequence into its `outbox_dedupe_keys` row, which the
+ * admission left at id 0: a duplicate found later is answered with them. A separate text, as on
  * the claim engine: a batch without keys runs the statement above.
  */
 export const insertKeyedLaneMessagesSql = (s: string) => laneInsert(s, true);
@@ -862,34 +853,31 @@ WITH input AS (
   SELECT i.v->>'a', (i.v->>'n')::bigint FROM input i WHERE i.v ? 'n' ORDER BY i.position
   ON CONFLICT (aggregate_id) DO UPDATE SET last_sequence = a.last_sequence + excluded.last_sequence
   RETURNING a.aggregate_id, a.last_sequence
-), placed AS (
-  -- Each message's lane and id, before its row: its message id names both (lane-message-ids.ts).
-  -- A CTE, so each row's nextval runs once (a volatile CTE is never inlined), in batch order.
-  SELECT i.v, i.position, c.last_sequence, ${s}.outbox_lane_of(i.v->>'a') AS lane,
-         nextval('${s}.outbox_lane_ids') AS id
-  FROM input i JOIN counted c ON c.aggregate_id = i.v->>'a'
-  ORDER BY i.position
 ), written AS (
 INSERT INTO ${s}.outbox_lane_messages
-  (lane, id, message_id, aggregate_id, sequence, ordered, topic, payload, headers, available_at,
-   shadow)
-SELECT p.lane,
-       p.id,
-       ${laneMessageIdSql('p.lane', 'p.id')},
-       p.v->>'a',
-       p.last_sequence - (p.v->>'r')::bigint,
-       coalesce((p.v->>'o')::boolean, NOT EXISTS (
-         SELECT 1 FROM ${s}.outbox_unordered_topics u WHERE (p.v->>'t') LIKE u.pattern)),
-       p.v->>'t',
-       p.v->'p',
-       coalesce(p.v->'h', '{}'::jsonb),
-       CASE WHEN p.v->>'at' IS NOT NULL THEN (p.v->>'at')::timestamptz
-            WHEN (p.v->>'d')::float8 > 0 THEN now() + (p.v->>'d')::float8 * interval '1 millisecond'
+  (lane, id, ${keyed ? 'message_id, ' : ''}aggregate_id, sequence, ordered, topic, payload, headers,
+   available_at, shadow)
+SELECT ${s}.outbox_lane_of(i.v->>'a'),
+       nextval('${s}.outbox_lane_ids'),
+       ${
+         keyed
+           ? `coalesce((i.v->>'mi')::uuid, ${s}.outbox_uuid_v7()),
+       `
+           : ''
+       }i.v->>'a',
+       c.last_sequence - (i.v->>'r')::bigint,
+       coalesce((i.v->>'o')::boolean, NOT EXISTS (
+         SELECT 1 FROM ${s}.outbox_unordered_topics u WHERE (i.v->>'t') LIKE u.pattern)),
+       i.v->>'t',
+       i.v->'p',
+       coalesce(i.v->'h', '{}'::jsonb),
+       CASE WHEN i.v->>'at' IS NOT NULL THEN (i.v->>'at')::timestamptz
+            WHEN (i.v->>'d')::float8 > 0 THEN now() + (i.v->>'d')::float8 * interval '1 millisecond'
        END,
-       coalesce((p.v->>'s')::boolean, false)
-FROM placed p
-ORDER BY p.position
-RETURNING id,
+       coalesce((i.v->>'s')::boolean, false)
+FROM input i JOIN counted c ON c.aggregate_id = i.v->>'a'
+ORDER BY i.position
+RETURNING id::text AS id,
           message_id::text AS "messageId",
           sequence::text AS sequence,
           topic,
@@ -912,19 +900,14 @@ RETURNING id,
 )${
   keyed
     ? `, keys AS (
-  -- The key row takes the message id its message was written with (the admission's was a
-  -- placeholder): a duplicate is answered with it. Not an indexed column: a HOT update.
-  UPDATE ${s}.outbox_dedupe_keys k
-  SET id = w.id, sequence = w.sequence::bigint, message_id = w."messageId"::uuid
-  FROM written w JOIN placed p ON p.id = w.id
-  WHERE k.dedupe_key = p.v->>'k'
+  UPDATE ${s}.outbox_dedupe_keys k SET id = w.id::bigint, sequence = w.sequence::bigint
+  FROM written w JOIN input i ON (i.v->>'mi')::uuid = w."messageId"::uuid
+  WHERE k.dedupe_key = i.v->>'k'
 )
-SELECT w.id::text AS id, w."messageId", w.sequence, w.topic, w."aggregateId",
-       p.v->>'k' AS "dedupeKey"
-FROM written w CROSS JOIN woke JOIN placed p ON p.id = w.id`
+SELECT w.id, w."messageId", w.sequence, w.topic, w."aggregateId", i.v->>'k' AS "dedupeKey"
+FROM written w CROSS JOIN woke LEFT JOIN input i ON (i.v->>'mi')::uuid = w."messageId"::uuid`
     : `
-SELECT w.id::text AS id, w."messageId", w.sequence, w.topic, w."aggregateId"
-FROM written w CROSS JOIN woke`
+SELECT w.id, w."messageId", w.sequence, w.topic, w."aggregateId" FROM written w CROSS JOIN woke`
 }`;
 
 /** One retention call of {@link lanePruneFunctionSql}: $1 age in ms, $2 rows per lane. */

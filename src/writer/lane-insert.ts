@@ -76,14 +76,12 @@ export async function insertLaneMessages(
     })
     .join(',')}]`;
   if (settings.reject) await executor.query(dedupeSavepointSql);
-  // The admission's message ids are placeholders: the INSERT gives each admitted key's row the
-  // lanes engine's id (sql/lane-message-ids.ts) and records it in the key's row.
-  const { rows: admitted } = await executor.query<{ dedupeKey: string }>(sql.admit, [
-    admission,
-    settings.dedupeWindowMs,
-  ]);
-  const isAdmitted = new Set(admitted.map((row) => row.dedupeKey));
-  const dropped = keys.filter((key) => !isAdmitted.has(key));
+  const { rows: admitted } = await executor.query<{ dedupeKey: string; messageId: string }>(
+    sql.admit,
+    [admission, settings.dedupeWindowMs],
+  );
+  const messageIdOf = new Map(admitted.map((row) => [row.dedupeKey, row.messageId]));
+  const dropped = keys.filter((key) => !messageIdOf.has(key));
 
   // A statement of its own, after the admission: under READ COMMITTED it sees a key that a
   // concurrent transaction committed while the admission waited on it (sql/dedupe.ts).
@@ -97,15 +95,21 @@ export async function insertLaneMessages(
 
   const writing = sent.filter((index) => {
     const key = valid[index]!.dedupeKey;
-    return key === undefined || isAdmitted.has(key);
+    return key === undefined || messageIdOf.has(key);
   });
   const rows = await insertRows(
     executor,
     sql.keyed,
-    writing.map((index) => ({
-      aggregateId: valid[index]!.aggregateId,
-      json: json(valid[index]!, index),
-    })),
+    writing.map((index) => {
+      const message = valid[index]!;
+      const messageId =
+        message.dedupeKey === undefined ? undefined : messageIdOf.get(message.dedupeKey);
+      const text = json(message, index);
+      return {
+        aggregateId: message.aggregateId,
+        json: messageId === undefined ? text : `{"mi":"${messageId}",${text.slice(1)}`,
+      };
+    }),
   );
   const { written, keyless } = byKey(rows as (InsertedRow & { dedupeKey: string | null })[]);
   return keyedResults(valid, call, written, keyless, first);

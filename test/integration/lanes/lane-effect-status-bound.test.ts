@@ -11,10 +11,9 @@ import { blocksOf, noopPublisher, useHeldSnapshotDatabase } from '../../helpers/
 /**
  * What the effect status reads on the lanes engine (`engine: 'lanes'`), beside 2,000 and 20,000
  * published messages, under a REPEATABLE READ snapshot held open in another connection the whole
- * time: by row id, by a held message's id and by any other message id it stays the same
- * (primary-key probes: a message id names its row's lane and id since migration 030). Before
- * 030 a message id that was not held was a sequential scan of `outbox_lane_messages`, every row
- * retention keeps (54 buffers beside 2,000 messages, 446 beside 20,000).
+ * time: by row id and by a held message's id it stays the same (primary-key probes, the decision
+ * rows' unique index); by another message id it is a sequential scan of `outbox_lane_messages`
+ * (no index on `message_id`, on purpose: docs/lanes.md), which grows with the table.
  */
 const held = useHeldSnapshotDatabase();
 let db: TestDatabase;
@@ -83,13 +82,11 @@ async function measure(prefix: string) {
     byRowId: await explained([], [plain!.id]),
     byHeldId: await explained([heldOne!.messageId], []),
     byMessageId: await explained([plain!.messageId], []),
-    // The same place, another millisecond: a forged id reads nothing, and reads as little.
-    byForgedId: await explained([`00000000-0000${plain!.messageId.slice(13)}`], []),
   };
 }
 
 describe('lanes engine: the effect status lookup', () => {
-  it('by row id, by a held message id and by any other message id reads the same beside 2,000 and 20,000 messages, under a held snapshot', async () => {
+  it('by row id and by a held message id reads the same beside 2,000 and 20,000 messages, under a held snapshot', async () => {
     await write(2_000, 'small');
     await drain();
     const small = await measure('small');
@@ -99,28 +96,24 @@ describe('lanes engine: the effect status lookup', () => {
     const line = (name: string, m: Awaited<ReturnType<typeof measure>>) =>
       `${name}: row id ${m.byRowId.blocks} buffers/${m.byRowId.messageRows} message rows, ` +
       `held id ${m.byHeldId.blocks}/${m.byHeldId.messageRows}, ` +
-      `message id ${m.byMessageId.blocks}/${m.byMessageId.messageRows}, ` +
-      `forged id ${m.byForgedId.blocks}/${m.byForgedId.messageRows}`;
+      `message id ${m.byMessageId.blocks}/${m.byMessageId.messageRows}`;
     console.log(`[lanes effect status bound] ${line('2,000', small)}; ${line('20,000', large)}`);
 
-    // Each finds its message; the forged id none.
-    for (const m of [small, large]) {
+    // Each finds its message.
+    for (const m of [small, large])
       for (const lookup of [m.byRowId, m.byHeldId, m.byMessageId])
         expect(lookup.plan['Actual Rows']).toBe(1);
-      expect(m.byForgedId.plan['Actual Rows']).toBe(0);
-    }
     // By row id: one primary-key probe per lane (16), whatever the table holds.
     expect(small.byRowId.messageRows).toBeLessThanOrEqual(2);
     expect(large.byRowId.messageRows).toBe(small.byRowId.messageRows);
     expect(large.byRowId.blocks - small.byRowId.blocks).toBeLessThanOrEqual(16);
     expect(seqScans(large.byRowId.plan)).not.toContain('outbox_lane_messages');
-    // By a message id, held or not, or forged: one primary-key probe at the place it names.
-    for (const lookup of ['byHeldId', 'byMessageId', 'byForgedId'] as const) {
-      expect([lookup, small[lookup].messageRows]).toEqual([lookup, 1]);
-      expect([lookup, large[lookup].messageRows]).toEqual([lookup, 1]);
-      expect(large[lookup].blocks - small[lookup].blocks).toBeLessThanOrEqual(4);
-      expect(large[lookup].blocks).toBeLessThanOrEqual(40);
-      expect(seqScans(large[lookup].plan)).not.toContain('outbox_lane_messages');
-    }
+    // By a held message's id: the decision row's unique index, the table is not scanned.
+    expect(large.byHeldId.messageRows).toBeLessThanOrEqual(2);
+    expect(large.byHeldId.blocks - small.byHeldId.blocks).toBeLessThanOrEqual(4);
+    expect(seqScans(large.byHeldId.plan)).not.toContain('outbox_lane_messages');
+    // By any other message id: a sequential scan, every row retention keeps (what this costs).
+    expect(seqScans(large.byMessageId.plan)).toContain('outbox_lane_messages');
+    expect(large.byMessageId.messageRows).toBeGreaterThanOrEqual(20_000);
   }, 180_000);
 });

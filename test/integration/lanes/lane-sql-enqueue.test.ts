@@ -1,7 +1,6 @@
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createOutbox } from '../../../src/index.js';
-import { readEffectStatus } from '../../../src/admin/effect-status.js';
 import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
 import { InMemoryPublisher } from '../../../src/publishers/memory/in-memory-publisher.js';
 import { notifyChannel } from '../../../src/sql/notify.js';
@@ -97,23 +96,6 @@ describe('lanes engine: plain-SQL enqueue (migration 031)', () => {
     expect(publisher.published.find((m) => m.topic === 'audit.log')?.id).toBe(
       viewed[1]!.message_id,
     );
-  });
-
-  it('gives the message an id that names its row (version 8), which the effect status finds', async () => {
-    const written = await inTransaction(async (client) => {
-      const view = await client.query<{ message_id: string }>(
-        `INSERT INTO outbox_lane_inbox (topic, aggregate_id, payload)
-         VALUES ('payment.charge', 'ids-1', '{"n": 2}') RETURNING message_id::text`,
-      );
-      const { rows } = await sqlEnqueue(client, 'ids-1', 1);
-      return [(rows[0] as { message_id: string }).message_id, view.rows[0]!.message_id];
-    });
-    for (const id of written) expect(id[14]).toBe('8');
-    const { effects } = await readEffectStatus(fromPg(db.pool), {
-      engine: 'lanes',
-      messageIds: written,
-    });
-    expect(effects.map((e) => e.state)).toEqual(['pending', 'pending']);
   });
 
   it('writes nothing when the transaction rolls back, and the next sequence is not taken', async () => {

@@ -215,56 +215,6 @@ describe('lanes writer: delays above the horizon', () => {
   });
 });
 
-describe('lanes writer: message ids (migration 030)', () => {
-  const fields = (messageId: string) => {
-    const hex = messageId.replaceAll('-', '');
-    return {
-      millis: parseInt(hex.slice(0, 12), 16),
-      version: hex[12],
-      lane: parseInt(hex.slice(13, 16), 16),
-      variant: parseInt(hex[16]!, 16) >> 2,
-      id: (BigInt(`0x${hex.slice(16)}`) & ((1n << 62n) - 1n)).toString(),
-    };
-  };
-
-  it('are version 8: the creation millisecond in front (they sort by time), then the lane and the row id', async () => {
-    const written: { messageId: string; id: string; at: number }[] = [];
-    for (let i = 0; i < 3; i++) {
-      const at = Date.now();
-      const batch = await write([msg(`ids:${i}`, 1), msg(`ids:${i}`, 2), msg('ids:x', 3)]);
-      written.push(...batch.map((m) => ({ messageId: m.messageId, id: m.id, at })));
-      await new Promise((resolve) => setTimeout(resolve, 3));
-    }
-    const { rows } = await db.pool.query<{ id: string; lane: number; message_id: string }>(
-      `SELECT id::text, lane, message_id::text FROM outbox_lane_messages WHERE id = ANY ($1::bigint[])`,
-      [written.map((w) => w.id)],
-    );
-    const laneOf = new Map(rows.map((r) => [r.id, r.lane]));
-    for (const w of written) {
-      expect(w.messageId).toMatch(
-        /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
-      );
-      const f = fields(w.messageId);
-      expect(f).toMatchObject({ version: '8', variant: 2, lane: laneOf.get(w.id), id: w.id });
-      // The database clock may differ a little from ours.
-      expect(Math.abs(f.millis - w.at)).toBeLessThan(60_000);
-    }
-    expect(new Set(written.map((w) => w.messageId)).size).toBe(written.length);
-    const byId = [...written].sort((x, y) => Number(BigInt(x.id) - BigInt(y.id)));
-    const millis = byId.map((w) => fields(w.messageId).millis);
-    expect([...millis].sort((x, y) => x - y)).toEqual(millis);
-  });
-
-  it('a keyed message gets one too, and its key row records it', async () => {
-    const keyed = await write([msg('ids:k', 1, { dedupeKey: 'ids:k:1' }), msg('ids:k', 2)]);
-    for (const m of keyed) expect(fields(m.messageId)).toMatchObject({ version: '8', id: m.id });
-    const { rows } = await db.pool.query<{ message_id: string }>(
-      `SELECT message_id::text FROM outbox_dedupe_keys WHERE dedupe_key = 'ids:k:1'`,
-    );
-    expect(rows).toEqual([{ message_id: keyed[0]!.messageId }]);
-  });
-});
-
 describe('lanes writer: dedupe keys', () => {
   const charge = (key: string, aggregateId = 'order:42', extra: Partial<OutboxMessage> = {}) =>
     msg(aggregateId, 1, { topic: 'payment.charge', dedupeKey: key, ...extra });
