@@ -27,7 +27,7 @@ import { laneWriterFeatures } from './026-lane-writer-features.js';
 import { laneApprovals } from './027-lane-approvals.js';
 import { laneTenantShares } from './028-lane-tenant-shares.js';
 import { laneByIds } from './029-lane-by-ids.js';
-import { laneSqlEnqueueAndSkip } from './031-lane-sql-enqueue-and-skip.js';
+import { laneSqlEnqueueAndSkip } from './030-lane-sql-enqueue-and-skip.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */

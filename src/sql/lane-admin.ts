@@ -56,7 +56,7 @@ WHERE p.dead_at IS NOT NULL
 RETURNING p.lane || ':' || p.id AS id, m.message_id::text AS "messageId", m.topic`;
 
 /**
- * Skip (migration 031): dead letters that hold their ordered aggregate (dead-lettered under
+ * Skip (migration 030): dead letters that hold their ordered aggregate (dead-lettered under
  * `hold`) are given up, as if they had died under `skip`. Each stays a dead letter (never
  * published; `dead_at` kept, so `outbox dead list`, the gauge and the effect status still say
  * dead, and it can still be replayed, then on its own), stops being head and blocking, and the

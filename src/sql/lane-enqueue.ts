@@ -2,7 +2,7 @@
 const NAMED_MAX = 64;
 
 /**
- * Plain-SQL enqueue on the lanes engine (migration 031): what the claim engine's insert trigger
+ * Plain-SQL enqueue on the lanes engine (migration 030): what the claim engine's insert trigger
  * gives other languages (`INSERT INTO outbox (aggregate_id, topic, payload)`), for
  * `outbox_lane_messages`, without a trigger on that table.
  *

@@ -15,7 +15,7 @@ import { createTestDatabase, type TestDatabase } from '../../helpers/database.js
 import { enqueueLanes } from '../../helpers/lanes.js';
 
 /**
- * Skip for a lanes dead letter (migration 031, sql/lane-admin.ts `outbox_lane_skip_dead`): a dead
+ * Skip for a lanes dead letter (migration 030, sql/lane-admin.ts `outbox_lane_skip_dead`): a dead
  * letter that holds its aggregate (`hold`) is given up; it is never published, and its
  * aggregate's later messages go out in order, through a real lane dispatcher.
  */

@@ -10,7 +10,7 @@ import { armed, enqueueLanes, listenWakeSource } from '../../helpers/lanes.js';
 import { inTransaction as inPoolTransaction } from '../../helpers/transaction.js';
 
 /**
- * Plain-SQL enqueue on the lanes engine (migration 031, sql/lane-enqueue.ts): the function
+ * Plain-SQL enqueue on the lanes engine (migration 030, sql/lane-enqueue.ts): the function
  * `outbox_lane_enqueue` and the view `outbox_lane_inbox`, written inside the caller's own
  * transaction as another language would, published by a real lane dispatcher with the TypeScript
  * writer's messages of the same aggregates.
@@ -36,7 +36,7 @@ const sqlEnqueue = (client: pg.PoolClient, aggregate: string, n: number) =>
     [aggregate, n],
   );
 
-describe('lanes engine: plain-SQL enqueue (migration 031)', () => {
+describe('lanes engine: plain-SQL enqueue (migration 030)', () => {
   it('writes in the caller transaction; a dispatcher publishes SQL and TypeScript messages of an aggregate in order', async () => {
     const lanes = createOutbox({ engine: 'lanes' });
     // Interleaved in one transaction: SQL, TypeScript, the view (two rows), SQL.

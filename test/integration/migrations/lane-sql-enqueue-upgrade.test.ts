@@ -6,7 +6,7 @@ import { createTestDatabase, type TestDatabase } from '../../helpers/database.js
 import { enqueueLanes } from '../../helpers/lanes.js';
 
 /**
- * Migration 031 on a lanes engine in use: messages written at version 30 by the TypeScript
+ * Migration 030 on a lanes engine in use: messages written at version 29 by the TypeScript
  * writer (one aggregate's head parked as a failure, its successor behind it), the migration, then
  * plain-SQL messages of the same aggregates: their sequences continue the counters, and one
  * dispatcher publishes everything, each aggregate in order.
@@ -17,10 +17,10 @@ beforeAll(async () => {
 });
 afterAll(() => db?.drop());
 
-describe('migration 031 with lane messages written before it', () => {
+describe('migration 030 with lane messages written before it', () => {
   it('keeps them; plain-SQL messages of the same aggregates follow them in order', async () => {
     const executor = fromPg(db.pool);
-    await migrate(executor, { migrations: MIGRATIONS.slice(0, 30) });
+    await migrate(executor, { migrations: MIGRATIONS.slice(0, 29) });
     await enqueueLanes(
       db.pool,
       Array.from({ length: 40 }, (_, i) => ({
@@ -29,14 +29,14 @@ describe('migration 031 with lane messages written before it', () => {
         payload: { n: i },
       })),
     );
-    // a-1's first message failed at version 30: parked, blocking a-1, due soon.
+    // a-1's first message failed at version 29: parked, blocking a-1, due soon.
     await db.pool.query(`
       INSERT INTO outbox_lane_parked (lane, id, aggregate_id, ordered, head, blocks, attempts,
                                       last_error, available_at)
       SELECT lane, id, aggregate_id, true, true, true, 1, 'refused', now() + interval '300 ms'
       FROM outbox_lane_messages WHERE aggregate_id = 'a-1' AND sequence = 1`);
     const applied = await migrate(executor);
-    expect(applied.applied.map((m) => m.version)).toEqual([31]);
+    expect(applied.applied.map((m) => m.version)).toEqual([30]);
 
     await db.pool.query(`
       INSERT INTO outbox_lane_inbox (topic, aggregate_id, payload)

@@ -30,10 +30,10 @@ import type { Migration } from './migration.js';
  * reads what is parked). One migration for both: they shipped together.
  *
  * Nothing existing changes: no table, index, trigger or function of 024–028 is touched, so a
- * dispatcher or writer of version 30 runs on unchanged; the upgrade is catalog only.
+ * dispatcher or writer of version 29 runs on unchanged; the upgrade is catalog only.
  */
 export const laneSqlEnqueueAndSkip: Migration = {
-  version: 31,
+  version: 30,
   name: 'lane-sql-enqueue-and-skip',
   up: (s) => [
     laneEnqueueFunctionSql(s),
