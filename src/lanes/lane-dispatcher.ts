@@ -493,6 +493,8 @@ class LaneDispatcher implements Dispatcher {
         // A message parked for a rate-limit token comes due with no write to announce it.
         const wait = await this.#idleWaitMs();
         this.#sleeping = true;
+        // Named while it was busy and quiet (#publishHinted): published as a wake-up asleep is.
+        if (this.#named.length > 0) this.#startPublishAsleep();
         try {
           // And no later than the next balance, which renews this dispatcher's leases and takes
           // the lanes whose owner stopped renewing (killed): with a long poll interval, an idle
@@ -965,16 +967,23 @@ class LaneDispatcher implements Dispatcher {
       const [lane, id] = item.split(':');
       if (id && /^\d+$/.test(id)) this.#named.push({ lane: Number(lane), id });
     }
-    // Busy: the loop, woken, publishes them before its next read (#cycle). Asleep: now, and the
-    // loop sleeps on unless a lane read is wanted (#publishAsleep).
-    if (!this.#sleeping) return false;
-    if (!this.#hinted) {
-      const hinted = this.#publishAsleep().finally(() => {
-        if (this.#hinted === hinted) this.#hinted = undefined;
-      });
-      this.#hinted = hinted;
-    }
+    // Busy: the loop, woken, publishes them before its next read (#cycle) — unless it is quiet
+    // (every writer names what it writes, no backlog): then waking it is a lane read for what
+    // the hint names, and at a steady rate NOTIFYs land during reads, so nearly a read per
+    // message (issue 43). Left for its sleep, which publishes them first (#run). Asleep: now, and
+    // the loop sleeps on unless a lane read is wanted (#publishAsleep).
+    if (!this.#sleeping) return this.#quiet();
+    this.#startPublishAsleep();
     return true;
+  }
+
+  /** Runs {@link #publishAsleep} unless it runs already (it takes what was named since). */
+  #startPublishAsleep(): void {
+    if (this.#hinted) return;
+    const hinted = this.#publishAsleep().finally(() => {
+      if (this.#hinted === hinted) this.#hinted = undefined;
+    });
+    this.#hinted = hinted;
   }
 
   /**

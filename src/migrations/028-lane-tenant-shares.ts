@@ -1,5 +1,5 @@
 import { laneSharesFunctionSql } from '../sql/lane-tenant-shares.js';
-import { laneNextFunctionSql } from '../sql/lanes.js';
+import { laneNextFunction028 } from './028-frozen-functions.js';
 import type { Migration } from './migration.js';
 
 /**
@@ -45,7 +45,8 @@ CREATE TABLE ${s}.outbox_lane_ahead (
 )`,
     `CREATE INDEX outbox_lane_ahead_tenant_idx ON ${s}.outbox_lane_ahead (lane, tenant, id)`,
     laneSharesFunctionSql(s),
-    laneNextFunctionSql(s),
+    // Replaced by migration 031: the text 028 created, frozen.
+    laneNextFunction028(s),
     `
 DROP FUNCTION ${s}.outbox_lane_next(text, smallint[], bigint[], bigint[], smallint[], bigint[],
   text[], text[], float8[], boolean, integer, smallint, integer, bigint, bigint, bigint, boolean,

@@ -28,6 +28,7 @@ import { laneApprovals } from './027-lane-approvals.js';
 import { laneTenantShares } from './028-lane-tenant-shares.js';
 import { laneByIds } from './029-lane-by-ids.js';
 import { laneSqlEnqueueAndSkip } from './030-lane-sql-enqueue-and-skip.js';
+import { laneReadSnapshot } from './031-lane-read-snapshot.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -62,6 +63,7 @@ export const MIGRATIONS: readonly Migration[] = [
   laneTenantShares,
   laneByIds,
   laneSqlEnqueueAndSkip,
+  laneReadSnapshot,
 ];
 
 /** The schema version this build of agent-outbox expects. */

@@ -338,7 +338,7 @@ describe('lanes engine: messages named by the wake-up', () => {
       expect(
         reads,
         `${reads} lane reads for ${N} messages in ${seconds.toFixed(2)} s`,
-      ).toBeLessThan(Math.ceil(seconds * 10) + 8);
+      ).toBeLessThan(Math.ceil(seconds * 10) + 10);
       expect(run.since().filter(isHintRead).length).toBeGreaterThan(N / 2);
       await passedOnce(published, 'overlap', N);
     } finally {

@@ -36,7 +36,9 @@ describe('migration 030 with lane messages written before it', () => {
       SELECT lane, id, aggregate_id, true, true, true, 1, 'refused', now() + interval '300 ms'
       FROM outbox_lane_messages WHERE aggregate_id = 'a-1' AND sequence = 1`);
     const applied = await migrate(executor);
-    expect(applied.applied.map((m) => m.version)).toEqual([30]);
+    expect(applied.applied.map((m) => m.version)).toEqual(
+      MIGRATIONS.slice(29).map((m) => m.version),
+    );
 
     await db.pool.query(`
       INSERT INTO outbox_lane_inbox (topic, aggregate_id, payload)
