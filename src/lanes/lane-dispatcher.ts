@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { backoffDelayMs } from '../core/backoff.js';
-import { OutboxValidationError } from '../core/errors.js';
+import { OutboxPoolerError, OutboxValidationError } from '../core/errors.js';
 import { quoteIdentifier } from '../core/identifier.js';
 import type { JsonValue } from '../core/message.js';
 import { emptyStats, statsSince, type DispatcherStats } from '../dispatcher/dispatcher-stats.js';
@@ -18,6 +18,7 @@ import type { OutgoingMessage, Publisher } from '../publishers/publisher.js';
 import { laneExpireSql } from '../sql/lane-approvals.js';
 import {
   laneByIdsSql,
+  laneByIdsUnpreparedSql,
   laneDueSql,
   laneLeaveSql,
   laneNextCallSql,
@@ -26,6 +27,7 @@ import {
 import { LaneDispatcherGroup, shareWakeSource } from './lane-dispatcher-group.js';
 import { lastRegularLane, withShares } from './lane-shares.js';
 import { isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
+import { preparable } from '../store/statement-name.js';
 import type { BackoffOptions } from '../core/backoff.js';
 import type { DeadLetterPolicy } from '../dispatcher/options.js';
 import type { RoutePauseOptions } from '../dispatcher/destination-limits.js';
@@ -378,7 +380,8 @@ class LaneDispatcher implements Dispatcher {
       due: laneDueSql(s),
       settleParked: `SELECT ${s}.outbox_lane_settle_parked($1, $2, $3, $4, $5, $6, $7)`,
       leave: laneLeaveSql(s),
-      byIds: laneByIdsSql(s),
+      // Prepared where the executor prepares (sql/lanes.ts says why; #publishNamed falls back).
+      byIds: preparable(laneByIdsSql(s)),
       expire: laneExpireSql(s),
     };
   }
@@ -1086,6 +1089,10 @@ class LaneDispatcher implements Dispatcher {
       // A lane read is wanted for any of them not published by id here.
       return messages.length < lanes.length || settled.some((s) => s.kind !== 'published');
     } catch (error) {
+      // A transaction pooler that does not carry prepared statements between server
+      // connections: the read by id runs unprepared from now on (this one's lane read follows).
+      if (error instanceof OutboxPoolerError)
+        this.#sql.byIds = laneByIdsUnpreparedSql(this.#schema);
       this.#events.emit('dispatcher:claim:failure', {
         error: error instanceof Error ? error : new Error(String(error)),
         retryInMs: 0,
