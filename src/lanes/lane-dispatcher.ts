@@ -536,6 +536,16 @@ class LaneDispatcher implements Dispatcher {
    * horizon is never settled, and those looks were most of the lane reads).
    */
   async #idleWaitMs(): Promise<number> {
+    // Idle with nothing in flight: learn it once an arming, while it is cheap to (no writer
+    // between BEGIN and COMMIT, as a rule). Asked only once writes were in flight, the first
+    // probe met their transactions, begun before it, and the short looks went on until those
+    // ended: seven to nine lane reads at the start of a steady rate.
+    if (
+      this.#wakeUps.hasSource &&
+      !this.#maybeInFlight &&
+      this.#preArm.generation !== this.#wakeUps.generation
+    )
+      await this.#preArmClear();
     if (!this.#wakeUps.hasSource || !this.#maybeInFlight || (await this.#preArmClear())) {
       this.#inFlightWaitMs = 0;
       return this.#options.pollIntervalMs;
