@@ -33,10 +33,10 @@ import { lsn, walBytes, walPerMessage, walRecords } from './wal-per-message.js';
  * Our side of every key is the LANES engine (migration 024: `createOutbox({ engine: 'lanes' })`
  * writing `outbox_lane_messages`, `createLaneDispatcher` with batches of 500). The claim engine
  * (`createOutbox()` + `createDispatcher`) is measured in the same run as before and kept in each
- * key's `details` under `claims`, so the two engines and PgQ are read in one run. What the lanes
- * engine does not do yet: approvals (its writer refuses them) and tenants' fair share; dedupe
- * keys, delays and shadow messages (migration 026), route pauses and rate limits, retention and
- * fleet mode it has, none of them used in these cases.
+ * key's `details` under `claims`, so the two engines and PgQ are read in one run. The lanes
+ * engine has every feature of the claim engine (dedupe keys, delays, shadow messages, approvals,
+ * tenants' fair shares, route pauses and rate limits, retention, fleet mode, plain-SQL enqueue,
+ * Skip); none of them is used in these cases.
  *
  * Keys:
  * - `dispatch_vs_pgq`: the lower of our unordered (`ordered: false`, one aggregate a message) and
@@ -727,7 +727,7 @@ export async function pgqCases(
         ticker: `the bench: pgq.ticker(queue) after every ${BATCH} events inserted (ticker_max_count ${BATCH}, PgQ's default), so a batch is ${BATCH} events; every ${TICK_PERIOD_MS} ms by a timer during enqueue_vs_pgq`,
         doesNotGuarantee:
           'no per-message retry state (a batch is finished whole; event_retry re-inserts an event into a later batch), no per-aggregate order under retry, one consumer per batch, latency of at least the tick period',
-        ours: `the lanes engine (migration 024): createOutbox({ engine: 'lanes' }) and createLaneDispatcher, batch ${BATCH}, concurrency ${LANE_CONCURRENCY} (one batch in flight in dispatch.oneBatchInFlight), no-op publisher; the claim engine (createOutbox() + createDispatcher) in each key's claims. The lanes engine does not do yet: approvals (its writer refuses them), tenants' fair share; dedupe keys, delays, shadow messages, rate limits, destination limits, retention and fleet mode it has, none used here`,
+        ours: `the lanes engine (migration 024): createOutbox({ engine: 'lanes' }) and createLaneDispatcher, batch ${BATCH}, concurrency ${LANE_CONCURRENCY} (one batch in flight in dispatch.oneBatchInFlight), no-op publisher; the claim engine (createOutbox() + createDispatcher) in each key's claims. The lanes engine has every feature of the claim engine (dedupe keys, delays, shadow messages, approvals, tenants' fair shares, rate limits, destination limits, retention, fleet mode); none is used here`,
         dispatch,
         held,
         enqueue,
