@@ -26,6 +26,7 @@ import {
 } from '../sql/lanes.js';
 import { LaneDispatcherGroup, shareWakeSource } from './lane-dispatcher-group.js';
 import { lastRegularLane, withShares } from './lane-shares.js';
+import { PreArmWriters, type PreArmProbe } from './pre-arm-writers.js';
 import { isSqlExecutor, type SqlExecutor } from '../store/sql-executor.js';
 import { preparable } from '../store/statement-name.js';
 import type { BackoffOptions } from '../core/backoff.js';
@@ -274,16 +275,11 @@ class LaneDispatcher implements Dispatcher {
   /** The current short wait while {@link #maybeInFlight}, ms (0: none yet). */
   #inFlightWaitMs = 0;
   /**
-   * What this dispatcher knows of the writers that may send no NOTIFY, for the wake source's
-   * current arming (`generation`, WakeUps): `armedAt`, the server's clock read after the arming
-   * (by the first probe); `probedAt`, the {@link #ticks} of a probe that found none of them left
-   * (sql/lanes.ts `lanePreArmWritersSql`); `clear` once a lane read begun after that probe
-   * returned — it found what they committed, and every later writer notifies: the short looks
-   * of {@link #idleWaitMs} stop until the next arming.
+   * Whether a writer that may send no NOTIFY is left, for the wake source's current arming
+   * (pre-arm-writers.ts): once none is, the short looks of {@link #idleWaitMs} stop until the
+   * next arming, and a read that found a few messages is followed by sleep ({@link #quiet}).
    */
-  #preArm = { generation: -1, armedAt: null as string | null, probedAt: 0, clear: false };
-  /** Counts probes and lane reads begun, to order them ({@link #preArm}). */
-  #ticks = 0;
+  readonly #writers: PreArmWriters;
   #start = 0;
   #outcome = emptyOutcome();
   /**
@@ -372,6 +368,10 @@ class LaneDispatcher implements Dispatcher {
       publisher: options.publisher,
       events: this.#events,
       wake: () => this.#wakeUps.wake(),
+    });
+    this.#writers = new PreArmWriters(async (armedAt) => {
+      const { rows } = await this.#executor.query<PreArmProbe>(lanePreArmWritersSql, [armedAt]);
+      return rows[0];
     });
     const s = this.#schema;
     this.#sql = {
@@ -543,7 +543,7 @@ class LaneDispatcher implements Dispatcher {
     if (
       this.#wakeUps.hasSource &&
       !this.#maybeInFlight &&
-      this.#preArm.generation !== this.#wakeUps.generation
+      !this.#writers.knows(this.#wakeUps.generation)
     )
       await this.#preArmClear();
     if (!this.#wakeUps.hasSource || !this.#maybeInFlight || (await this.#preArmClear())) {
@@ -560,31 +560,12 @@ class LaneDispatcher implements Dispatcher {
   /**
    * True when no transaction that may have written lane messages without a NOTIFY (its snapshot
    * older than the wake source's arming) is left uncommitted, and a lane read begun after that
-   * was known has returned ({@link #preArm}). Asks the database (one probe of its sessions) while
+   * was known has returned ({@link #writers}). Asks the database (one probe of its sessions) while
    * it is not known yet; false whenever in doubt: the source is not armed, the probe failed.
    */
   async #preArmClear(): Promise<boolean> {
     const wake = this.#wakeUps;
-    if (!wake.armed) return false;
-    if (this.#preArm.generation !== wake.generation)
-      this.#preArm = { generation: wake.generation, armedAt: null, probedAt: 0, clear: false };
-    const known = this.#preArm;
-    if (known.clear) return true;
-    if (known.probedAt > 0) return false; // the lane read after the probe has not run yet
-    try {
-      const { rows } = await this.#executor.query<{ now: string; pending: boolean }>(
-        lanePreArmWritersSql,
-        [known.armedAt],
-      );
-      const [row] = rows;
-      if (!row || known !== this.#preArm) return false;
-      // The first probe after an arming runs after it committed: its clock bounds the arming.
-      known.armedAt ??= row.now;
-      if (!row.pending) known.probedAt = ++this.#ticks;
-    } catch {
-      // The short looks go on; the next idle wait asks again.
-    }
-    return false;
+    return wake.armed && (await this.#writers.check(wake.generation));
   }
 
   /**
@@ -603,7 +584,7 @@ class LaneDispatcher implements Dispatcher {
     // backup) whose id sequence is behind this safe id; kept, it lets the cursors pass ids that
     // server hands out again.
     this.#horizon = { safe: '0', pairId: '0', pairXid: '0' };
-    this.#preArm = { generation: -1, armedAt: null, probedAt: 0, clear: false };
+    this.#writers.forget();
     this.#balanceAt = 0;
   }
 
@@ -811,8 +792,7 @@ class LaneDispatcher implements Dispatcher {
         o.to.push(position);
       }
     const reading = [...(readAfter ?? this.#positions)];
-    const preArm = this.#preArm;
-    const tick = batch > 0 ? ++this.#ticks : 0;
+    const lookAt = batch > 0 ? this.#writers.readBegins() : undefined;
     const { rows } = await this.#executor.query<LaneRow>(this.#sql.next, [
       this.id,
       o.lanes,
@@ -839,9 +819,8 @@ class LaneDispatcher implements Dispatcher {
     ]);
     o.lanes.forEach((lane, i) => this.#cursors.set(lane, o.to[i]!));
     if (o.lanes.length > 0) this.#syncAt = Date.now() + CURSOR_SYNC_MS;
-    // A read of every owned lane begun after the probe found no silent writer left (#preArm).
-    if (preArm === this.#preArm && preArm.probedAt > 0 && tick > preArm.probedAt)
-      preArm.clear = true;
+    // A read of every owned lane: begun after a probe found no silent writer left, it clears.
+    if (lookAt) this.#writers.readEnded(lookAt);
     const [first] = rows;
     if (first && first.lane === -1) {
       this.#horizon = {
@@ -1022,15 +1001,14 @@ class LaneDispatcher implements Dispatcher {
 
   /**
    * Every writer now names what it writes (the wake source armed, and no writer of before the
-   * arming left: {@link #preArm}), no backlog (the last batch was not full) and no parked
+   * arming left: {@link #writers}), no backlog (the last batch was not full) and no parked
    * message due: nothing is found sooner by reading again than by the wake-ups.
    */
   #quiet(): boolean {
     return (
       !this.#saturated &&
       this.#wakeUps.armed &&
-      this.#preArm.clear &&
-      this.#preArm.generation === this.#wakeUps.generation &&
+      this.#writers.clear(this.#wakeUps.generation) &&
       Date.now() < this.#parkedAt
     );
   }

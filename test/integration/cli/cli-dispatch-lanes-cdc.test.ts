@@ -3,7 +3,7 @@ import { parseLsn } from '../../../src/cdc/lsn.js';
 import { dropSlots, slotState } from '../../fixtures/latency/cdc-helpers.js';
 import { startCli, type CliProcess } from '../../helpers/cli-process.js';
 import type { TestDatabase } from '../../helpers/database.js';
-import { enqueueLanes } from '../../helpers/lanes.js';
+import { enqueueLanes, lanesPending } from '../../helpers/lanes.js';
 import { createLogicalTestDatabase } from '../../helpers/logical-database.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
 
@@ -79,6 +79,11 @@ describe('outbox dispatch --engine lanes --mode cdc', () => {
     await expect.poll(() => receiver.distinct(), { timeout: 15_000 }).toBe(6);
     // Producers never notified: no dispatcher ever registered as a LISTEN waiter.
     expect((await db.pool.query('SELECT 1 FROM outbox_waiters')).rowCount).toBe(0);
+    // An idle dispatcher writes its cursors with the lane read that follows its publishes, up
+    // to HINTED_CATCH_UP_MS (100 ms) later (lane-dispatcher.ts); killed before that, the next
+    // owner publishes them again, same ids (at least once, G2). Killed after it here, so that
+    // "nothing twice" below is about catching up from the slot.
+    await expect.poll(() => lanesPending(db.pool), { timeout: 5_000, interval: 10 }).toBe(0);
 
     first.child.kill('SIGKILL');
     await first.exited;
