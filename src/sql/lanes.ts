@@ -362,7 +362,11 @@ BEGIN
     -- the horizon keeps the cursor below it, and the next call parks it. Until migration 031
     -- a lane with delayed messages all due had a statement of its own, with the same gap
     -- between its check and its read: such lanes are read row by row now (rare: delays, held
-    -- messages, tenants' shares).
+    -- messages, tenants' shares). Measured, a drain of 100,000 messages all with a past delay:
+    -- 152-163k/s against 196-204k with that statement; without delays, no change. Rejected: a
+    -- stop in that statement too (the first delayed row not due and not parked): the rows it
+    -- skips (parked ones) let it reach delayed rows that its check never looked at, and the
+    -- marker could not tell where it stopped.
     IF NOT v_lane.delayed AND NOT v_lane.ahead AND (NOT v_any_blocked OR NOT EXISTS (
          SELECT 1 FROM ${s}.outbox_lane_parked p WHERE p.lane = v_lane.no AND p.blocks)) THEN
       RETURN QUERY
