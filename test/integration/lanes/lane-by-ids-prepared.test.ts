@@ -73,6 +73,9 @@ async function trickle(run: ReturnType<typeof start>, n: number, prefix: string,
   }
 }
 
+/** The application name of the dispatcher's connection through PgBouncer. */
+const BOUNCED = 'ao-by-ids-bounced';
+
 const preparedByIds = async (pool: pg.Pool) =>
   Number(
     (
@@ -112,20 +115,30 @@ describe('lanes engine: the read by id, prepared', () => {
     'through PgBouncer in transaction mode: one call meets the lost statement, the rest run unprepared, every message goes out once',
     async () => {
       const bouncer = await startPgBouncer(db.url, { poolSize: 2 });
-      // One client connection: it prepared the statement once and believes it is there.
-      const pool = new pg.Pool({ connectionString: bouncer.url(db.url), max: 1 });
+      // One client connection: it prepared the statement once and believes it is there. Its name
+      // is how the test finds PgBouncer's server connections (PgBouncer passes it on to them).
+      const pool = new pg.Pool({
+        connectionString: bouncer.url(db.url),
+        max: 1,
+        application_name: BOUNCED,
+      });
       pool.on('error', () => undefined);
       const run = start(pool);
       try {
         await trickle(run, 10, 'before');
         // PgBouncer's server connections end (as a pooler recycles them); the new ones it opens
-        // hold no prepared statement. The LISTEN connection is direct and stays.
+        // hold no prepared statement. Only those: the test's own writers (db.pool) and the
+        // LISTEN connection are direct and stay (ending the writers' connections too failed a
+        // write in CI, and an idle one's end was an uncaught error).
         const admin = new pg.Client({ connectionString: db.url });
         await admin.connect();
         try {
-          await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-            WHERE datname = current_database() AND pid <> pg_backend_pid()
-              AND backend_type = 'client backend' AND query NOT ILIKE 'LISTEN%'`);
+          const ended = await admin.query(
+            `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = $1`,
+            [BOUNCED],
+          );
+          expect(ended.rowCount).toBeGreaterThan(0);
         } finally {
           await admin.end();
         }
