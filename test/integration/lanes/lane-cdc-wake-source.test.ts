@@ -163,6 +163,7 @@ describe('lanes engine: CDC wake-ups', () => {
     // Only the WAL can have woken it (a minute's poll, no NOTIFY), and it did not read its lanes.
     expect(unexplainedLaneReads(before!)).toEqual([]);
     expect(before!.some((s) => isByIds(s.text))).toBe(true);
+    const first = before!;
     const waiters = await db.pool.query('SELECT 1 FROM outbox_waiters');
     expect(waiters.rowCount).toBe(0);
 
@@ -177,6 +178,11 @@ describe('lanes engine: CDC wake-ups', () => {
     await expect.poll(() => published.length, { timeout: 10_000 }).toBe(3);
     expect(unexplainedLaneReads(before!)).toEqual([]);
     expect(before!.some((s) => isByIds(s.text))).toBe(true);
+    // A miss is rare (the moment between the commit record and the commit's visibility): in one
+    // of the two at least, the read by id found everything it was asked for.
+    const found = (statements: Recorded[]) =>
+      statements.some((s) => isByIds(s.text) && s.rows === s.asked);
+    expect(found(first) || found(before!)).toBe(true);
     expect(published.map((m) => [m.aggregateId, m.sequence])).toEqual([
       ['cdc-1', 1],
       ['cdc-1', 2],
