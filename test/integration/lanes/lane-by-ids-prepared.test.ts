@@ -7,6 +7,7 @@ import { OutboxPoolerError } from '../../../src/core/errors.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { armed, enqueueLanes, listenWakeSource } from '../../helpers/lanes.js';
 import { requirePgBouncer, startPgBouncer } from '../../helpers/pgbouncer.js';
+import { recordingExecutor } from '../../helpers/recording-executor.js';
 
 /**
  * The read of what a NOTIFY names (`outbox_lane_by_ids`) is the one dispatcher statement run as
@@ -27,22 +28,11 @@ afterEach(async () => {
 function start(pool: pg.Pool, options: { preparedStatements?: boolean } = {}) {
   const published: OutgoingMessage[] = [];
   const failures: Error[] = [];
-  /** Every read by id, in order: its text and whether it failed. */
-  const byIds: { text: string; failed: boolean }[] = [];
-  const inner = fromPg(pool, options);
+  const { executor, calls } = recordingExecutor(fromPg(pool, options));
+  /** Every read by id, in order: its text as sent and whether it failed. */
+  const byIds = () => calls.filter((call) => call.text.includes('outbox_lane_by_ids('));
   const dispatcher = createLaneDispatcher({
-    executor: {
-      query: async (text, values, queryOptions) => {
-        const call = { text, failed: false };
-        if (text.includes('outbox_lane_by_ids(')) byIds.push(call);
-        try {
-          return await inner.query(text, values, queryOptions);
-        } catch (error) {
-          call.failed = true;
-          throw error;
-        }
-      },
-    },
+    executor,
     publisher: {
       publish: async (messages) => {
         published.push(...messages);
@@ -148,11 +138,11 @@ describe('lanes engine: the read by id, prepared', () => {
         // two, differently).
         const lost = run.failures.filter((e) => e instanceof OutboxPoolerError);
         expect(lost.length, run.failures.map((e) => e.message).join('\n')).toBe(1);
-        const first = run.byIds.findIndex((call) => call.failed);
+        const first = run.byIds().findIndex((call) => call.failed);
         expect(first).toBeGreaterThanOrEqual(0);
-        const after = run.byIds.slice(first + 1);
+        const after = run.byIds().slice(first + 1);
         expect(after.length).toBeGreaterThan(20);
-        expect(after.filter((call) => !call.text.includes('-- unprepared'))).toEqual([]);
+        expect(after.filter((call) => !call.sent.includes('-- unprepared'))).toEqual([]);
         expect(after.filter((call) => call.failed)).toEqual([]);
         const ids = run.published.map((m) => m.aggregateId);
         expect(new Set(ids).size).toBe(40);

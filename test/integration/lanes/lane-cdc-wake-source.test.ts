@@ -8,11 +8,12 @@ import { OutboxValidationError } from '../../../src/core/errors.js';
 import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
 import type { OutgoingMessage, Publisher } from '../../../src/publishers/publisher.js';
 import { fromPg } from '../../../src/store/from-pg.js';
-import type { QueryOptions, SqlExecutor } from '../../../src/store/sql-executor.js';
+import type { SqlExecutor } from '../../../src/store/sql-executor.js';
 import { dropSlots, slotState } from '../../fixtures/latency/cdc-helpers.js';
 import type { TestDatabase } from '../../helpers/database.js';
 import { enqueueLanes } from '../../helpers/lanes.js';
 import { createLogicalTestDatabase } from '../../helpers/logical-database.js';
+import { recordingExecutor, type RecordedCall } from '../../helpers/recording-executor.js';
 
 /**
  * The lanes engine's CDC wake-ups (src/cdc/lane-cdc-wake-source.ts): the WAL names each committed
@@ -56,30 +57,6 @@ function source(): LaneCdcWakeSource {
   });
 }
 
-/** A statement run through {@link recording}, and how many rows it returned (once it has). */
-interface Recorded {
-  text: string;
-  /** How many ids a read by id asked for (its second argument). */
-  asked?: number;
-  rows?: number;
-}
-
-/** The statements run through it, in order (whitespace squeezed). */
-function recording(inner: SqlExecutor) {
-  const statements: Recorded[] = [];
-  const executor: SqlExecutor = {
-    query: async <Row>(text: string, values?: readonly unknown[], options?: QueryOptions) => {
-      const recorded: Recorded = { text: text.replace(/\s+/g, ' ').trim() };
-      if (isByIds(recorded.text)) recorded.asked = (values?.[1] as unknown[]).length;
-      statements.push(recorded);
-      const result = await inner.query<Row>(text, values, options);
-      recorded.rows = result.rows.length;
-      return result;
-    },
-  };
-  return { executor, statements };
-}
-
 /**
  * The lane reads among `statements` that no read by id that missed came before: a read by id
  * that does not find what the WAL named asks for a lane read (lane-dispatcher.ts
@@ -88,9 +65,9 @@ function recording(inner: SqlExecutor) {
  * record first), so a read by id at that moment does not see it yet; under CI's load that
  * happened. Any other lane read before the publish is one the hint should have saved.
  */
-function unexplainedLaneReads(statements: readonly Recorded[]): string[] {
+function unexplainedLaneReads(statements: readonly RecordedCall[]): string[] {
   const missedAt = statements.findIndex(
-    (s) => isByIds(s.text) && s.rows !== undefined && s.rows < s.asked!,
+    (s) => isByIds(s.text) && s.rows !== undefined && s.rows < asked(s),
   );
   return statements
     .filter((s, i) => isLaneRead(s.text) && (missedAt < 0 || i < missedAt))
@@ -111,6 +88,8 @@ async function settled(statements: readonly unknown[]): Promise<void> {
 
 const isLaneRead = (s: string) => s.includes('outbox_lane_next(');
 const isByIds = (s: string) => s.includes('outbox_lane_by_ids(');
+/** How many ids a read by id asked for (its second argument). */
+const asked = (call: RecordedCall) => (call.values![1] as unknown[]).length;
 
 /** A dispatcher woken only by `wakeSource` (its poll is a minute), publishing into `published`. */
 function dispatcher(wakeSource: LaneCdcWakeSource, executor: SqlExecutor = fromPg(db.pool)) {
@@ -150,13 +129,13 @@ describe('lanes engine: CDC wake-ups', () => {
   it('publishes what a commit wrote by id, with no lane read between, and producers notify nobody', async () => {
     const wake = source();
     const started = streaming(wake);
-    const { executor, statements } = recording(fromPg(db.pool));
+    const { executor, calls: statements } = recordingExecutor(fromPg(db.pool));
     const { d, published, onPublish } = dispatcher(wake, executor);
     await started;
     await d.onIdle();
     await settled(statements);
     let from = statements.length;
-    let before: Recorded[] | undefined;
+    let before: RecordedCall[] | undefined;
     onPublish(() => void (before ??= statements.slice(from)));
     await enqueueLanes(db.pool, [{ topic: 'mail.send', aggregateId: 'cdc-1', payload: {} }]);
     await expect.poll(() => published.length, { timeout: 10_000 }).toBe(1);
@@ -180,8 +159,8 @@ describe('lanes engine: CDC wake-ups', () => {
     expect(before!.some((s) => isByIds(s.text))).toBe(true);
     // A miss is rare (the moment between the commit record and the commit's visibility): in one
     // of the two at least, the read by id found everything it was asked for.
-    const found = (statements: Recorded[]) =>
-      statements.some((s) => isByIds(s.text) && s.rows === s.asked);
+    const found = (statements: RecordedCall[]) =>
+      statements.some((s) => isByIds(s.text) && s.rows === asked(s));
     expect(found(first) || found(before!)).toBe(true);
     expect(published.map((m) => [m.aggregateId, m.sequence])).toEqual([
       ['cdc-1', 1],

@@ -4,9 +4,9 @@ import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
 import type { OutgoingMessage, Publisher } from '../../../src/publishers/publisher.js';
 import { notifyChannel } from '../../../src/sql/notify.js';
 import { fromPg } from '../../../src/store/from-pg.js';
-import type { QueryOptions, SqlExecutor } from '../../../src/store/sql-executor.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { enqueueLanes, listenWakeSource, armed } from '../../helpers/lanes.js';
+import { recordingExecutor } from '../../helpers/recording-executor.js';
 import { createOutbox } from '../../../src/writer/create-outbox.js';
 
 /**
@@ -27,39 +27,17 @@ const outbox = createOutbox({ engine: 'lanes' });
 const count = async (sql: string) => Number((await db.pool.query<{ n: string }>(sql)).rows[0]!.n);
 
 /**
- * The statements run through it, in order (whitespace squeezed), and when each started and
- * ended (`timings`, same order; `end` undefined while it runs).
- */
-function recording(inner: SqlExecutor) {
-  const statements: string[] = [];
-  const timings: { start: number; end?: number }[] = [];
-  const executor: SqlExecutor = {
-    query: async <Row>(text: string, values?: readonly unknown[], options?: QueryOptions) => {
-      statements.push(text.replace(/\s+/g, ' ').trim());
-      const timing: { start: number; end?: number } = { start: performance.now() };
-      timings.push(timing);
-      try {
-        return await inner.query<Row>(text, values, options);
-      } finally {
-        timing.end = performance.now();
-      }
-    },
-  };
-  return { executor, statements, timings };
-}
-
-/**
  * A lane dispatcher on a recording executor, woken by LISTEN only (no poll in the test's time):
  * `since()` is what it ran after the last `mark()`.
  */
 function named(options: { backoff?: { baseMs: number; maxMs: number; jitterMs: number } } = {}) {
-  const { executor, statements, timings } = recording(fromPg(db.pool));
+  const { executor, calls } = recordingExecutor(fromPg(db.pool));
   let from = 0;
   return {
-    mark: () => void (from = statements.length),
-    since: () => statements.slice(from),
+    mark: () => void (from = calls.length),
+    since: () => calls.slice(from).map((call) => call.text),
     /** Each statement since the mark with when it started and ended. */
-    timed: () => statements.slice(from).map((text, i) => ({ text, ...timings[from + i]! })),
+    timed: () => calls.slice(from),
     start: (publisher: Publisher) => {
       const dispatcher = createLaneDispatcher({
         executor,
