@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   createDispatcher,
@@ -375,10 +376,17 @@ describe('polling dispatcher', () => {
     await db.pool.query(
       `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`,
     );
-    await enqueueCommitted(
-      db.pool,
-      manyMessages(2, 1).map((m) => ({ ...m, aggregateId: `${m.aggregateId}-after` })),
-    );
+    // Written through a pool of its own: an idle connection of db.pool, ended too, can be handed
+    // out before its end arrives (lane-by-ids-prepared's write failed so in CI).
+    const writer = new pg.Pool({ connectionString: db.url, max: 1 });
+    try {
+      await enqueueCommitted(
+        writer,
+        manyMessages(2, 1).map((m) => ({ ...m, aggregateId: `${m.aggregateId}-after` })),
+      );
+    } finally {
+      await writer.end();
+    }
     await expect.poll(() => publisher.published.length, { timeout: 20_000 }).toBe(4);
     await dispatcher.stop();
   });
