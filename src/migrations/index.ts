@@ -29,6 +29,7 @@ import { laneTenantShares } from './028-lane-tenant-shares.js';
 import { laneByIds } from './029-lane-by-ids.js';
 import { laneSqlEnqueueAndSkip } from './030-lane-sql-enqueue-and-skip.js';
 import { laneReadSnapshot } from './031-lane-read-snapshot.js';
+import { laneMessageIdIndex } from './032-lane-message-id-index.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -64,6 +65,7 @@ export const MIGRATIONS: readonly Migration[] = [
   laneByIds,
   laneSqlEnqueueAndSkip,
   laneReadSnapshot,
+  laneMessageIdIndex,
 ];
 
 /** The schema version this build of agent-outbox expects. */

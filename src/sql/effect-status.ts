@@ -68,25 +68,17 @@ ORDER BY processed_at`;
  * - above the cursor: pending (never attempted; due at its `available_at`).
  *
  * The lookup: `$2` row ids (as the lanes writer returns `id`) are primary-key probes (one per
- * lane and id: the lane is a hash of the aggregate, unknown here); `$1` message ids of held
- * messages come through the decision rows' unique index (when every id asked is one, the table
- * is not scanned: a one-time filter); other message ids have no index on `outbox_lane_messages`
- * (one on the hot row would cost every enqueue), so they are one sequential scan of what
- * retention keeps of that table (docs/lanes.md gives the figures). The
- * parked, ahead and decision rows are primary-key probes.
+ * lane and id: the lane is a hash of the aggregate, unknown here); `$1` message ids go through
+ * the unique index on `outbox_lane_messages.message_id` (migration 032; before it, a message id
+ * that was not a held message's was a sequential scan of everything retention keeps). The
+ * parked, ahead and decision rows are primary-key probes. A message retention deleted has no
+ * row, as on the claim engine.
  *
  * $1 message ids (uuid[]), $2 row ids (bigint[]), $3 tenant id or NULL.
  */
 export const laneMessagesStatusSql = (s: string) => `
-WITH unheld AS (
-  SELECT u.id FROM unnest($1::uuid[]) u (id)
-  WHERE NOT EXISTS (SELECT 1 FROM ${s}.outbox_lane_approvals a WHERE a.message_id = u.id)
-),
-found AS (
-  SELECT m.lane, m.id FROM ${s}.outbox_lane_messages m
-  WHERE EXISTS (SELECT 1 FROM unheld) AND m.message_id = ANY (ARRAY(SELECT id FROM unheld))
-  UNION
-  SELECT a.lane, a.id FROM ${s}.outbox_lane_approvals a WHERE a.message_id = ANY ($1::uuid[])
+WITH found AS (
+  SELECT m.lane, m.id FROM ${s}.outbox_lane_messages m WHERE m.message_id = ANY ($1::uuid[])
   UNION
   SELECT l.lane, r.id FROM unnest($2::bigint[]) r (id) CROSS JOIN ${s}.outbox_lanes l
 )

@@ -11,9 +11,9 @@ import { LANE_DECISION_LOCK_CLASS } from './lanes.js';
  * Dead letters, oldest first, with their messages. Starts from `outbox_lane_parked_dead_idx`
  * (`dead_at` WHERE dead_at IS NOT NULL), so it reads dead rows only, not the failures still being
  * retried nor what parks behind them; each message is one primary-key probe `(lane, id)`.
- * `outbox_lane_messages` has no index on `message_id` or `topic` (one index on the hot row:
- * migration 024), so the topic filter is applied to the joined rows, which are dead letters
- * already. $1 topic LIKE pattern or NULL, $2 limit.
+ * `outbox_lane_messages` has no index on `topic` (an index on the hot row costs every enqueue),
+ * so the topic filter is applied to the joined rows, which are dead letters already. $1 topic
+ * LIKE pattern or NULL, $2 limit.
  */
 export const listLaneDeadSql = (s: string) => `
 SELECT p.lane || ':' || p.id AS id, m.message_id::text AS "messageId", m.topic,
@@ -40,8 +40,8 @@ LIMIT $2`;
  *   messages of its aggregate that came later — the order `skip` chose when it let them pass.
  *   Making it block again would park the aggregate's new messages behind an old one, and if
  *   another row of the aggregate is head already, give it two heads.
- * - Through `outbox_lane_parked_dead_idx`; a message id is matched on the joined message (no
- *   index on `message_id`: see above), so the cost is that of the dead letters, not of history.
+ * - Through `outbox_lane_parked_dead_idx`, or from the message ids through the `message_id` index
+ *   (migration 032): the cost is that of the dead letters or of the ids asked, not of history.
  *
  * $1 message ids (uuid[]), $2 all dead (boolean), $3 topic LIKE pattern or NULL.
  */
@@ -75,7 +75,7 @@ RETURNING p.lane || ':' || p.id AS id, m.message_id::text AS "messageId", m.topi
  * read of the parked table would have to learn it).
  *
  * The dead letters are found through `outbox_lane_parked_dead_idx`, a message id matched on the
- * joined message (no index on `message_id`: see `listLaneDeadSql`), so the cost is that of the
+ * joined message (or through the `message_id` index, migration 032), so the cost is that of the
  * dead letters. Returns those skipped; an unordered dead letter, or one dead under `skip`
  * already, blocks nothing and is not returned. READ COMMITTED only, as the decisions.
  */
