@@ -1,5 +1,6 @@
-// The function of migration 025 that migration 026 replaced, as 025 created it: migrations are
-// append-only (src/sql/lanes.ts holds the current text).
+// The functions of migration 025 that later migrations replaced (`outbox_lane_next`: 026;
+// `outbox_lane_settle_parked`: 033), as 025 created them: migrations are append-only
+// (src/sql/lanes.ts holds the current texts).
 
 /** `outbox_lane_next` as migration 025 created it. */
 export const laneNextFunction025 = (s: string) => `
@@ -156,4 +157,57 @@ BEGIN
       RETURN NEXT;
     END IF;
   END LOOP;
+END $$`;
+
+/** `outbox_lane_settle_parked` as migration 025 created it. */
+export const laneSettleParkedFunction025 = (s: string) => `
+CREATE OR REPLACE FUNCTION ${s}.outbox_lane_settle_parked(
+  p_owner text, p_lanes smallint[], p_ids bigint[], p_kinds text[], p_errors text[],
+  p_delay_ms float8[], p_dead_blocks boolean)
+RETURNS void
+LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+  v_promote record;
+BEGIN
+  IF EXISTS (
+    SELECT 1 FROM unnest(p_lanes) AS a (lane_no)
+    WHERE NOT EXISTS (
+      SELECT 1 FROM ${s}.outbox_lanes l
+      WHERE l.lane = a.lane_no AND l.owner = p_owner AND l.lease_expires_at > now())) THEN
+    RAISE EXCEPTION 'agent-outbox: lanes % are no longer owned by %', p_lanes, p_owner
+      USING ERRCODE = 'OBX01';
+  END IF;
+  SELECT array_agg(p.lane) AS lanes, array_agg(p.aggregate_id) AS aggregates INTO v_promote
+  FROM ${s}.outbox_lane_parked p
+  JOIN unnest(p_lanes, p_ids, p_kinds) AS f (lane, id, kind) ON p.lane = f.lane AND p.id = f.id
+  WHERE p.ordered AND (f.kind = 'published' OR (f.kind = 'dead' AND NOT p_dead_blocks));
+  DELETE FROM ${s}.outbox_lane_parked p
+  USING unnest(p_lanes, p_ids, p_kinds) AS f (lane, id, kind)
+  WHERE p.lane = f.lane AND p.id = f.id AND f.kind = 'published';
+  UPDATE ${s}.outbox_lane_parked p
+  SET attempts = p.attempts + 1,
+      last_error = f.error,
+      available_at = now() + coalesce(f.delay_ms, 0) * interval '1 millisecond',
+      dead_at = CASE WHEN f.kind = 'dead' THEN now() END,
+      head = CASE WHEN f.kind = 'dead' AND NOT (p.ordered AND p_dead_blocks) THEN false
+                  ELSE p.head END,
+      blocks = CASE WHEN f.kind = 'dead' AND NOT p_dead_blocks THEN false ELSE p.blocks END
+  FROM unnest(p_lanes, p_ids, p_kinds, p_errors, p_delay_ms) AS f (lane, id, kind, error, delay_ms)
+  WHERE p.lane = f.lane AND p.id = f.id AND f.kind IN ('retry', 'dead');
+  -- Deferred without an attempt (G9: its route is paused or probing, or it waits for a
+  -- rate-limit token): due again after the delay, its attempts as they were.
+  UPDATE ${s}.outbox_lane_parked p
+  SET last_error = f.error,
+      available_at = now() + coalesce(f.delay_ms, 0) * interval '1 millisecond'
+  FROM unnest(p_lanes, p_ids, p_kinds, p_errors, p_delay_ms) AS f (lane, id, kind, error, delay_ms)
+  WHERE p.lane = f.lane AND p.id = f.id AND f.kind = 'defer';
+  IF v_promote.lanes IS NOT NULL THEN
+    PERFORM ${s}.outbox_lane_promote(v_promote.lanes, v_promote.aggregates);
+  END IF;
+  -- Retention passed these while they were parked (outbox_lane_prune keeps parked rows): they go
+  -- now that they are published.
+  DELETE FROM ${s}.outbox_lane_messages m
+  USING unnest(p_lanes, p_ids, p_kinds) AS f (lane, id, kind), ${s}.outbox_lanes l
+  WHERE f.kind = 'published' AND m.lane = f.lane AND m.id = f.id
+    AND l.lane = f.lane AND f.id <= l.pruned_to;
 END $$`;

@@ -1,5 +1,4 @@
-import { laneSettleParkedFunctionSql } from '../sql/lanes.js';
-import { laneNextFunction025 } from './025-frozen-functions.js';
+import { laneNextFunction025, laneSettleParkedFunction025 } from './025-frozen-functions.js';
 import type { Migration } from './migration.js';
 
 /**
@@ -20,6 +19,6 @@ import type { Migration } from './migration.js';
 export const laneDeferrals: Migration = {
   version: 25,
   name: 'lane-deferrals',
-  // `outbox_lane_next` was replaced by migration 026: the text 025 created, frozen.
-  up: (s) => [laneNextFunction025(s), laneSettleParkedFunctionSql(s)],
+  // Both functions were replaced later (026, 033): the texts 025 created, frozen.
+  up: (s) => [laneNextFunction025(s), laneSettleParkedFunction025(s)],
 };

@@ -30,6 +30,7 @@ import { laneByIds } from './029-lane-by-ids.js';
 import { laneSqlEnqueueAndSkip } from './030-lane-sql-enqueue-and-skip.js';
 import { laneReadSnapshot } from './031-lane-read-snapshot.js';
 import { laneMessageIdIndex } from './032-lane-message-id-index.js';
+import { laneArchive } from './033-lane-archive.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -66,6 +67,7 @@ export const MIGRATIONS: readonly Migration[] = [
   laneSqlEnqueueAndSkip,
   laneReadSnapshot,
   laneMessageIdIndex,
+  laneArchive,
 ];
 
 /** The schema version this build of agent-outbox expects. */

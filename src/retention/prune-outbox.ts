@@ -9,7 +9,8 @@ import {
 import { countExpiredDedupeKeysSql } from '../sql/dedupe.js';
 import { pruneRingSql } from '../sql/dispatched-log.js';
 import { pruneLaneApprovalsSql } from '../sql/lane-approvals.js';
-import { countLanePrunableSql, lanePruneSql } from '../sql/lanes.js';
+import { lanePruneArchiveSql } from '../sql/lane-archive.js';
+import { countLanePrunableSql } from '../sql/lanes.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 
 /** Default outbox retention: dispatched rows older than 30 days (SPEC §4.9). */
@@ -29,7 +30,10 @@ export interface PruneProgress {
 export interface PruneOutboxOptions {
   /** Dispatched rows older than this (by `dispatched_at`) go. Default 30 days. */
   olderThanMs?: number;
-  /** Move rows to `outbox_archive` instead of deleting them. Default false. */
+  /**
+   * Move rows to `outbox_archive` (lanes engine: `outbox_lane_archive`, migration 033) instead of
+   * deleting them. Default false.
+   */
   archive?: boolean;
   /** Rows per batch (per transaction). Default 1000. */
   batchSize?: number;
@@ -121,12 +125,14 @@ export async function pruneOutbox(
     options.onBatch?.({ removed, batches, lastBatch: n });
     if (n < batchSize) break;
   }
-  // The lanes engine's consumed messages (migration 024), deleted: `archive` does not cover them
-  // yet, so an archiving prune leaves them (docs/lanes.md).
-  while (!archive && batches < maxBatches && !options.shouldStop?.()) {
-    const { rows } = await executor.query<{ n: string | number }>(lanePruneSql(schema), [
+  // The lanes engine's consumed messages (migration 024): deleted, or moved to
+  // `outbox_lane_archive` (migration 033; each lane records the choice for the parked messages
+  // it passes, so a deleting prune goes through the same function).
+  while (batches < maxBatches && !options.shouldStop?.()) {
+    const { rows } = await executor.query<{ n: string | number }>(lanePruneArchiveSql(schema), [
       olderThanMs,
       batchSize,
+      archive,
     ]);
     const n = Number(rows[0]?.n ?? 0);
     if (n === 0) break;
@@ -134,9 +140,9 @@ export async function pruneOutbox(
     removed += n;
     options.onBatch?.({ removed, batches, lastBatch: n });
   }
-  // The decisions of held lane messages retention deleted (migration 027): not counted in
-  // `removed`, which counts messages.
-  if (!archive) await executor.query(pruneLaneApprovalsSql(schema), [olderThanMs]);
+  // The decisions of held lane messages retention deleted (migration 027; an archived message
+  // keeps its decision in its archive row): not counted in `removed`, which counts messages.
+  await executor.query(pruneLaneApprovalsSql(schema), [olderThanMs]);
   return { removed, batches, archived: archive };
 }
 

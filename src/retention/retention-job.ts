@@ -57,7 +57,7 @@ export interface RetentionJobOptions {
   olderThanMs?: number;
   /** Done ledger rows older than this go; `null` leaves the ledger alone. Default 14 days. */
   ledgerOlderThanMs?: number | null;
-  /** Move outbox rows to `outbox_archive` instead of deleting. Default false. */
+  /** Move outbox rows to `outbox_archive` (lanes: `outbox_lane_archive`) instead of deleting. Default false. */
   archive?: boolean;
   /** Rows per batch (per transaction). Default 1000. */
   batchSize?: number;

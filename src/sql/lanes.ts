@@ -1,4 +1,5 @@
 import { notifyChannel } from './notify.js';
+import { passedPublishedSql } from './lane-archive.js';
 
 /**
  * The lanes engine's SQL (migration 024, issue 43; the tables and why they look so are described
@@ -555,7 +556,9 @@ END $$`;
  * counts the attempt and waits `p_delay_ms`; 'dead' dead-letters it (under `skip`, p_dead_blocks
  * false, it stops blocking and the next becomes head); 'defer' waits `p_delay_ms` without an
  * attempt (since migration 025: a paused or probing route, a rate-limit token); 'unsent' stays as
- * it is, due.
+ * it is, due. Since migration 033 a published message that retention passed while it was parked
+ * is archived when that prune archived (sql/lane-archive.ts); 025's text is frozen in
+ * 025-frozen-functions.ts.
  */
 export const laneSettleParkedFunctionSql = (s: string) => `
 CREATE OR REPLACE FUNCTION ${s}.outbox_lane_settle_parked(
@@ -565,6 +568,7 @@ RETURNS void
 LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
   v_promote record;
+  v_passed bigint;
 BEGIN
   IF EXISTS (
     SELECT 1 FROM unnest(p_lanes) AS a (lane_no)
@@ -602,11 +606,8 @@ BEGIN
     PERFORM ${s}.outbox_lane_promote(v_promote.lanes, v_promote.aggregates);
   END IF;
   -- Retention passed these while they were parked (outbox_lane_prune keeps parked rows): they go
-  -- now that they are published.
-  DELETE FROM ${s}.outbox_lane_messages m
-  USING unnest(p_lanes, p_ids, p_kinds) AS f (lane, id, kind), ${s}.outbox_lanes l
-  WHERE f.kind = 'published' AND m.lane = f.lane AND m.id = f.id
-    AND l.lane = f.lane AND f.id <= l.pruned_to;
+  -- now that they are published, archived if that prune archived (migration 033).
+${passedPublishedSql(s)}
 END $$`;
 
 /**
@@ -905,9 +906,6 @@ FROM written w CROSS JOIN woke LEFT JOIN input i ON (i.v->>'mi')::uuid = w."mess
     : `
 SELECT w.id, w."messageId", w.sequence, w.topic, w."aggregateId" FROM written w CROSS JOIN woke`
 }`;
-
-/** One retention call of {@link lanePruneFunctionSql}: $1 age in ms, $2 rows per lane. */
-export const lanePruneSql = (s: string) => `SELECT ${s}.outbox_lane_prune($1, $2) AS n`;
 
 /**
  * What {@link lanePruneFunctionSql} would delete now (the dry run of `outbox prune`): consumed,

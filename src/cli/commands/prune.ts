@@ -23,7 +23,8 @@ never touched. Safe to interrupt and to run again; safe next to running dispatch
 
 Options:
   --older-than DUR          age of dispatched rows to remove, e.g. 30d, 12h (required)
-  --archive                 move the rows to outbox_archive instead of deleting them
+  --archive                 move the rows to outbox_archive (lane messages: outbox_lane_archive)
+                            instead of deleting them
   --batch-size N            rows per batch/transaction (default 1000, at most 100000)
   --max-batches N           stop after N batches; run again to continue (default: until done)
   --ledger-older-than DUR   also prune done consumer-ledger rows older than DUR (e.g. 14d);

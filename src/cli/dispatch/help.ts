@@ -18,8 +18,8 @@ Options:
                              of LISTEN/NOTIFY (producers then never notify; its poll, default
                              5000 ms, stays the guarantee). Refused with exit 2:
                              --sweep-interval-ms, --async-settle, --async-claim, --claim-shape,
-                             --prune-archive, and --concurrency in fleet mode (one lane
-                             dispatcher a tenant). Defaults then: --batch-size 500,
+                             and --concurrency in fleet mode (one lane dispatcher a
+                             tenant). Defaults then: --batch-size 500,
                              --poll-interval-ms 200
   --database-url URL         Postgres connection string (default: $DATABASE_URL)
   --schema NAME              schema of the outbox tables (default: ${DEFAULT_SCHEMA})
@@ -116,7 +116,8 @@ Options:
                              rows older than DUR every --prune-interval; one process per
                              schema prunes at a time (a lock per batch), the others skip;
                              not with --once (use outbox prune)
-  --prune-archive            move pruned rows to outbox_archive instead of deleting them
+  --prune-archive            move pruned rows to outbox_archive (lanes: outbox_lane_archive)
+                             instead of deleting them
   --prune-ledger-older-than DUR  also prune done consumer-ledger rows older than DUR (e.g. 14d)
   --prune-interval DUR       time between retention runs (default 1h)
   --log-format text|json     json: one JSON object per line (time, level, msg, fields,

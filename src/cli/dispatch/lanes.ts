@@ -25,8 +25,6 @@ const SWEEP =
 const CDC_ONLY = 'it names the replication slot or publication of --mode cdc: add --mode cdc';
 const ONE_CALL =
   "the lanes engine commits a batch's cursor moves together with the next read, in one call: there is no separate claim or settle commit";
-const ARCHIVE =
-  "an archiving prune covers the claim engine's outbox table only and leaves the lanes engine's messages: prune them without --prune-archive";
 
 /**
  * The flags of `outbox dispatch` that the lanes engine does not take, with why. Refused (exit 2)
@@ -37,7 +35,6 @@ const REFUSED_ON_LANES: Record<string, string> = {
   'async-settle': ONE_CALL,
   'async-claim': ONE_CALL,
   'claim-shape': 'the lanes engine reads each lane after its cursor; it has no claim shape',
-  'prune-archive': ARCHIVE,
 };
 
 /**

@@ -49,7 +49,6 @@ describe('outbox dispatch --engine lanes', () => {
       [['--slot', 'lanes_slot'], /--slot is not available without --mode cdc/],
       [['--mode', 'cdc', '--sweep-interval-ms', '1000'], /no separate sweeper/],
       [['--schemas', 'tenant_*', '--concurrency', '2'], /--concurrency .* in fleet mode/],
-      [['--prune-older-than', '30d', '--prune-archive'], /without --prune-archive/],
     ] as const) {
       const result = await runCli([...base, ...publisher, ...flags]);
       expect(result.code, `${flags.join(' ')}: ${result.stderr}`).toBe(2);
@@ -74,6 +73,7 @@ describe('outbox dispatch --engine lanes', () => {
       '60000',
       '--prune-older-than',
       '30d',
+      '--prune-archive',
       '--concurrency',
       '2',
     ]);
