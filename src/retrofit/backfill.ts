@@ -49,6 +49,11 @@ export interface BackfillOptions {
   previewRows?: number;
   /** Write the messages as shadow messages (dispatched without publishing). */
   shadow?: boolean;
+  /**
+   * Which engine's tables to write (`createOutbox({ engine })`): `'claims'` (default) or
+   * `'lanes'`, published by `createLaneDispatcher` / `outbox dispatch --engine lanes`.
+   */
+  engine?: 'claims' | 'lanes';
   onProgress?: (progress: BackfillProgress) => void;
 }
 
@@ -84,7 +89,8 @@ const CURSOR = 'agent_outbox_backfill';
  * 2. unless `dryRun`, write them `batchSize` per transaction.
  *
  * A crash during pass 2 leaves the committed batches in place; find them by the `backfill_id`
- * header (`SELECT count(*) FROM outbox WHERE headers->>'backfill_id' = $1`) before running again.
+ * header (`SELECT count(*) FROM outbox WHERE headers->>'backfill_id' = $1`; on the lanes engine
+ * `outbox_lane_messages`) before running again.
  *
  * @example
  * ```ts
@@ -110,6 +116,12 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
     throw new OutboxValidationError('limit', `must be a positive integer, got ${limit}`);
   const query = options.sql.replace(/[\s;]+$/, '');
   if (query.trim() === '') throw new OutboxValidationError('sql', 'is empty');
+  // Made first: a bad engine or schema is refused before the query runs.
+  const writer = createOutbox({
+    schema: options.schema,
+    captureTraceContext: false,
+    engine: options.engine,
+  });
   const backfillId = randomUUID();
   const toMessage = (row: SourceRow, n: number): OutboxMessage => {
     if (row.payloadType !== 'json' && row.payloadType !== 'jsonb')
@@ -159,7 +171,6 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
     if (options.dryRun) return result;
 
     // Pass 2: the same snapshot, written batch by batch.
-    const writer = createOutbox({ schema: options.schema, captureTraceContext: false });
     let n = 0;
     await readAll(source, query, batchSize, async (batch) => {
       const messages = batch.map((row) => toMessage(row, ++n));

@@ -10,6 +10,7 @@ import { createPgPool } from '../../store/multi-host-pool.js';
 import { redactUrl, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { createProgress } from '../format/progress.js';
+import { parseEngineFlag } from '../dispatch/lanes.js';
 import { EXIT, UsageError } from '../usage-error.js';
 
 /** `outbox backfill --help`. */
@@ -33,6 +34,8 @@ Options:
   --limit N             refuse, writing nothing, if the query yields more than N rows (default 10000)
   --batch-size N        messages per transaction (default 500, at most 10000)
   --shadow              write shadow messages: dispatched without publishing (compare first)
+  --engine claims|lanes which engine's tables to write (default claims); lanes for an outbox
+                        published by outbox dispatch --engine lanes
   --preview N           rows to show (default 5)
   --database-url URL    Postgres connection string (default: $DATABASE_URL)
   --schema NAME         schema of the outbox tables (default: ${DEFAULT_SCHEMA})
@@ -54,6 +57,7 @@ export async function backfillCommand(argv: string[]): Promise<number> {
       limit: { type: 'string' },
       'batch-size': { type: 'string' },
       shadow: { type: 'boolean', default: false },
+      engine: { type: 'string', default: 'claims' },
       preview: { type: 'string' },
       ...COMMON_OPTIONS,
     },
@@ -64,6 +68,7 @@ export async function backfillCommand(argv: string[]): Promise<number> {
     return EXIT.ok;
   }
   validateSchemaFlag(values.schema);
+  const engine = parseEngineFlag(values.engine);
   if (!values.sql) throw new UsageError('--sql FILE is required (a file with one SELECT)');
   if (!values.topic) throw new UsageError('--topic is required, e.g. --topic order.ship');
   const limit = positiveInt('limit', values.limit, 10_000);
@@ -104,6 +109,7 @@ export async function backfillCommand(argv: string[]): Promise<number> {
       dryRun: values['dry-run'],
       previewRows,
       shadow: values.shadow,
+      engine,
       onProgress: (p) =>
         progress.update(
           p.phase === 'validate'

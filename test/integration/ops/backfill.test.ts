@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { pgPoolTransactions } from '../../../src/agent/transaction-runner.js';
+import { createLaneDispatcher } from '../../../src/lanes/lane-dispatcher.js';
+import { InMemoryPublisher } from '../../../src/publishers/memory/in-memory-publisher.js';
 import { backfill } from '../../../src/retrofit/backfill.js';
 import { fromPg } from '../../../src/store/from-pg.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
@@ -217,6 +219,34 @@ SELECT 'order:' || id AS aggregate_id,
     expect(rows[0]!.n).toBe(3);
   });
 
+  it("--engine lanes writes the lanes engine's messages, which a lane dispatcher publishes", async () => {
+    const sql = await file(
+      'few-lanes.sql',
+      `SELECT 'order:' || id AS aggregate_id, jsonb_build_object('orderId', id) AS payload
+         FROM orders WHERE id <= 4 ORDER BY id`,
+    );
+    const result = await runOps(
+      ['backfill', '--sql', sql, '--topic', 'order.ship', '--engine', 'lanes', '--json'],
+      { DATABASE_URL: db.url },
+    );
+    expect(result.code, result.stderr).toBe(0);
+    const summary = JSON.parse(result.stdout) as { written: number; backfillId: string };
+    expect(summary.written).toBe(4);
+    expect(await outboxCount()).toBe(0);
+    const { rows } = await db.pool.query<{ aggregate_id: string; sequence: string }>(
+      `SELECT aggregate_id, sequence FROM outbox_lane_messages
+        WHERE headers->>'backfill_id' = $1 AND topic = 'order.ship' ORDER BY id`,
+      [summary.backfillId],
+    );
+    expect(rows.map((r) => r.aggregate_id)).toEqual(['order:1', 'order:2', 'order:3', 'order:4']);
+    const publisher = new InMemoryPublisher();
+    const drained = await createLaneDispatcher({ executor: fromPg(db.pool), publisher }).drain();
+    expect(drained.published).toBe(4);
+    expect(publisher.published.map((m) => m.payload)).toEqual(
+      expect.arrayContaining([1, 2, 3, 4].map((orderId) => ({ orderId }))),
+    );
+  });
+
   it('flag mistakes are usage errors (exit 2)', async () => {
     const noTopic = await runOps(['backfill', '--sql', 'x.sql'], { DATABASE_URL: db.url });
     expect(noTopic.code).toBe(2);
@@ -226,5 +256,11 @@ SELECT 'order:' || id AS aggregate_id,
     });
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/cannot read --sql/);
+    const engine = await runOps(
+      ['backfill', '--sql', join(dir, 'nope.sql'), '--topic', 't', '--engine', 'queues'],
+      { DATABASE_URL: db.url },
+    );
+    expect(engine.code).toBe(2);
+    expect(engine.stderr).toMatch(/--engine must be claims or lanes/);
   });
 });
