@@ -1,8 +1,10 @@
 import { listRoutePausesSql } from '../sql/route-pauses.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
+import { OutboxValidationError } from '../core/errors.js';
 import {
   attemptsDistributionSql,
   lastErrorsSql,
+  laneShadowComparisonSql,
   shadowComparisonSql,
   statusSql,
 } from '../sql/status.js';
@@ -122,12 +124,25 @@ export interface ShadowComparison {
  */
 export async function readShadowComparison(
   executor: SqlExecutor,
-  options: { schema?: string; sinceSeconds?: number } = {},
+  options: {
+    schema?: string;
+    sinceSeconds?: number;
+    /**
+     * Which engine's messages (default `'claims'`): `'lanes'` compares `createOutbox({ engine:
+     * 'lanes' })`'s, dispatched meaning published by the lanes engine (past its lane's cursor).
+     */
+    engine?: 'claims' | 'lanes';
+  } = {},
 ): Promise<ShadowComparison[]> {
+  const engine = options.engine ?? 'claims';
+  if (engine !== 'claims' && engine !== 'lanes')
+    throw new OutboxValidationError(
+      'engine',
+      `must be 'claims' or 'lanes', got ${JSON.stringify(engine)}`,
+    );
   const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
-  const { rows } = await executor.query<ShadowComparison>(shadowComparisonSql(schema), [
-    options.sinceSeconds ?? 86_400,
-  ]);
+  const sql = engine === 'lanes' ? laneShadowComparisonSql(schema) : shadowComparisonSql(schema);
+  const { rows } = await executor.query<ShadowComparison>(sql, [options.sinceSeconds ?? 86_400]);
   return rows.map((r) => ({
     topic: r.topic,
     shadow: Number(r.shadow),

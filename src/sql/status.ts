@@ -67,3 +67,30 @@ FROM ${schema}.outbox_messages
 WHERE created_at >= now() - $1::float8 * interval '1 second'
 GROUP BY topic
 ORDER BY topic`;
+
+/**
+ * {@link shadowComparisonSql} on the lanes engine: `outbox_lane_messages` created in the window,
+ * per topic; "dispatched" is what the engine counts as published (at or below its lane's cursor
+ * and not parked, or published ahead for a tenant's share: migration 028). A shadow message is
+ * settled as published without reaching a publisher, as on the claim engine. The table has no
+ * index on `created_at` (none on the hot row but the primary key and `message_id`), so this reads
+ * what retention keeps of it: on request only, as the claim engine's comparison.
+ */
+export const laneShadowComparisonSql = (schema: string) => `
+SELECT m.topic,
+       count(*) FILTER (WHERE m.shadow)::int AS shadow,
+       count(*) FILTER (WHERE NOT m.shadow)::int AS live,
+       count(*) FILTER (WHERE m.shadow AND d.published)::int AS "shadowDispatched",
+       count(*) FILTER (WHERE NOT m.shadow AND d.published)::int AS "liveDispatched"
+FROM ${schema}.outbox_lane_messages m
+JOIN ${schema}.outbox_lanes l ON l.lane = m.lane
+CROSS JOIN LATERAL (
+  SELECT NOT EXISTS (SELECT 1 FROM ${schema}.outbox_lane_parked p
+                     WHERE p.lane = m.lane AND p.id = m.id)
+         AND (m.id <= l.cursor
+              OR EXISTS (SELECT 1 FROM ${schema}.outbox_lane_ahead x
+                         WHERE x.lane = m.lane AND x.id = m.id)) AS published
+) d
+WHERE m.created_at >= now() - $1::float8 * interval '1 second'
+GROUP BY m.topic
+ORDER BY m.topic`;

@@ -23,7 +23,7 @@ Options:
                       the lane cursors and parked behind failures, counted within
                       ${LANE_STATUS_ID_WINDOW} ids of each lane's first and estimated past them
                       (--json: "backlogEstimated": true); nothing is in flight or held
-                      there; not with --shadow
+                      there
   --database-url URL  Postgres connection string (default: $DATABASE_URL)
   --schema NAME       schema of the outbox tables (default: ${DEFAULT_SCHEMA})
   --errors N          how many recent errors to show (default 5)
@@ -67,9 +67,8 @@ export async function statusCommand(argv: string[]): Promise<number> {
     return EXIT.ok;
   }
   validateSchemaFlag(values.schema);
-  const read = parseEngineFlag(values.engine) === 'lanes' ? readLaneEngineStatus : readStatus;
-  if (read === readLaneEngineStatus && values.shadow)
-    throw new UsageError("--shadow compares the claim engine's messages: drop --engine lanes");
+  const engine = parseEngineFlag(values.engine);
+  const read = engine === 'lanes' ? readLaneEngineStatus : readStatus;
   if (values.since !== undefined && !values.shadow)
     throw new UsageError('--since only applies to --shadow');
   const sinceMs = values.since === undefined ? 86_400_000 : parseDuration('since', values.since);
@@ -92,6 +91,7 @@ export async function statusCommand(argv: string[]): Promise<number> {
       ? await readShadowComparison(db.executor, {
           schema: values.schema,
           sinceSeconds: sinceMs / 1000,
+          engine,
         })
       : undefined;
     if (values.json) {
