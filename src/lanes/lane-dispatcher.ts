@@ -10,6 +10,7 @@ import { TypedEmitter, type DispatcherEventMap } from '../dispatcher/events.js';
 import { watchReadOnly } from '../dispatcher/read-only-watch.js';
 import { IdleTracker } from '../dispatcher/idle-tracker.js';
 import { resolveDispatcherOptions, type ResolvedDispatcherOptions } from '../dispatcher/options.js';
+import { startBatchTrace, type BatchTrace } from '../dispatcher/dispatch-spans.js';
 import { publishInOrder, type MessageFate } from '../dispatcher/ordered-publish.js';
 import { WakeUps } from '../dispatcher/wake-ups.js';
 import type { WakeSource } from '../dispatcher/wake-source.js';
@@ -1134,9 +1135,13 @@ class LaneDispatcher implements Dispatcher {
     return rows.length;
   }
 
-  async #publish(messages: OutgoingMessage[]): Promise<MessageFate[]> {
+  async #publish(
+    messages: OutgoingMessage[],
+    trace: BatchTrace | undefined,
+  ): Promise<MessageFate[]> {
     return publishInOrder(this.#publisher, messages, {
       maxAttempts: this.#options.maxAttempts,
+      trace,
       // Half a lease, and never past what is left of the leases (renewed at the last balance;
       // a sixth of a lease kept for the settle): a cycle's publish calls must not outlast them.
       deadline: Math.min(
@@ -1163,18 +1168,26 @@ class LaneDispatcher implements Dispatcher {
    * carry theirs.
    */
   async #publishGated(rows: readonly LaneRow[], attempts?: number): Promise<Plan[]> {
+    const started = Date.now();
     const outgoing = rows.map((r) => toOutgoing(r, attempts ?? r.attempts ?? 0));
+    // The claim engine's tracing (dispatch-spans.ts): a `dispatch batch` span linked to the
+    // messages' traces, a `send` span per message in its producer's trace. Undefined without an
+    // OpenTelemetry SDK: then no span work at all. The lanes engine has no settle of its own to
+    // run in the batch span (the outcome goes with the next call), so it ends with the plans.
+    const batch = startBatchTrace(this.id, this.id, outgoing, started);
     const gated = await this.#routes.gate(this.id, outgoing);
-    const fates = gated.send.length > 0 ? await this.#publish(gated.send) : [];
+    const fates = gated.send.length > 0 ? await this.#publish(gated.send, batch) : [];
     const plans = gated.send.map((m, i) => this.#planOf(m, fates[i]!));
     await this.#routes.review(this.id, gated.send, fates, plans, gated);
     this.#routes.deferred(gated);
     const byRow = new Map(plans.map((plan) => [plan.rowId, plan]));
-    return outgoing.map((message) => {
-      const plan = byRow.get(message.rowId) ?? { rowId: message.rowId, kind: 'release' };
+    const all = outgoing.map((message) => {
+      const plan = byRow.get(message.rowId) ?? { rowId: message.rowId, kind: 'release' as const };
       this.#count(plan, message);
       return plan;
     });
+    batch?.end(all);
+    return all;
   }
 
   /** What a message's fate means for its row (as the claim engine plans a settle). */
