@@ -4,6 +4,7 @@ import {
   createLaneDispatcher,
   createOutbox,
   fromPg,
+  pruneOutbox,
   type OutboxMessage,
 } from '../../src/index.js';
 import type { BenchDatabase } from '../lib/database.js';
@@ -511,13 +512,24 @@ export async function enqueueVsPgq(db: BenchDatabase, size: PgqSize) {
  * The lanes engine's WAL per message, the shape of wal-per-message.ts: `count` messages through
  * the lanes writer, one per transaction (ordered topic, one aggregate each), then drained by
  * `createLaneDispatcher` (batch {@link BATCH}, no-op publisher). Only this database's records.
- * No retention run (the claim engine's `wal_per_message_ratio` counts its own). The CHECKPOINT
- * before the enqueue (as wal-per-message.ts) makes the drain's first write to the lane rows and
- * the owners table log their whole pages: a few pages a drain, counted in the key (the ratio
- * without them beside it).
+ * The CHECKPOINT before the enqueue (as wal-per-message.ts) makes the drain's first write to the
+ * lane rows and the owners table log their whole pages: a few pages a drain, counted in the key
+ * (the ratio without them beside it). Then retention, as wal-per-message.ts measures it for the
+ * claim engine's `wal_per_message_ratio` (a CHECKPOINT, then `pruneOutbox` of everything): its
+ * WAL is `retention`, and `(dispatch + retention) / enqueue` is that key's ratio on the lanes
+ * engine. `walCompression`: the database's `wal_compression` (an operator's setting, superuser
+ * only), set before its first pooled connection; default the server's.
  */
-async function laneWal(db: BenchDatabase, count: number) {
+async function laneWal(db: BenchDatabase, count: number, walCompression?: 'lz4') {
+  if (walCompression) {
+    const admin = await db.client();
+    await admin.query(`ALTER DATABASE ${db.name} SET wal_compression = '${walCompression}'`);
+    await admin.end();
+  }
   await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+  const compression = (
+    await db.pool.query<{ c: string }>(`SELECT current_setting('wal_compression') AS c`)
+  ).rows[0]!.c;
   const pin = await db.pool.connect();
   try {
     await pin.query(`SELECT pg_create_physical_replication_slot($1, true, true)`, [
@@ -548,19 +560,39 @@ async function laneWal(db: BenchDatabase, count: number) {
     if (drained.published !== count)
       throw new Error(`bench: lanes drained ${drained.published} of ${count}`);
     const dispatched = await lsn(db);
+    const records = {
+      enqueue: await walRecords(db, start, enqueued, count),
+      // Totals, not per message (a few records a batch: per message they round to 0).
+      dispatchTotals: await walRecords(db, enqueued, dispatched, 1),
+    };
+    await db.pool.query('CHECKPOINT');
+    const beforePrune = await lsn(db);
+    const pruned = await pruneOutbox(fromPg(db.pool), { olderThanMs: 0 });
+    if (pruned.removed !== count)
+      throw new Error(`bench: lanes retention pruned ${pruned.removed} of ${count}`);
+    const end = await lsn(db);
     const enqueue = await walBytes(db, start, enqueued);
     const dispatch = await walBytes(db, enqueued, dispatched);
+    const retention = await walBytes(db, beforePrune, end);
     const perMessage = (w: { bytes: number; fpi: number }) => ({
       bytes: round(w.bytes / count, 1),
       fullPageImageBytes: round(w.fpi / count, 1),
     });
     return {
-      perMessage: { enqueue: perMessage(enqueue), dispatch: perMessage(dispatch) },
-      records: {
-        enqueue: await walRecords(db, start, enqueued, count),
-        // Totals, not per message (a few records a batch: per message they round to 0).
-        dispatchTotals: await walRecords(db, enqueued, dispatched, 1),
+      walCompression: compression,
+      perMessage: {
+        enqueue: perMessage(enqueue),
+        dispatch: perMessage(dispatch),
+        retention: perMessage(retention),
       },
+      /** `wal_per_message_ratio`'s definition on the lanes engine: dispatch and retention. */
+      walPerMessageRatio: round((dispatch.bytes + retention.bytes) / enqueue.bytes, 3),
+      walPerMessageRatioWithoutFullPageImages: round(
+        (dispatch.bytes - dispatch.fpi + retention.bytes - retention.fpi) /
+          (enqueue.bytes - enqueue.fpi),
+        3,
+      ),
+      records,
     };
   } finally {
     pin.release(true);
@@ -616,11 +648,16 @@ async function pgqWal(db: BenchDatabase, count: number) {
  */
 export async function dispatchWal(
   lanesDb: BenchDatabase,
+  lanesLz4Db: BenchDatabase,
   claimsDb: BenchDatabase,
   pgq: BenchDatabase | null,
   size: PgqSize,
 ) {
   const lanes = await laneWal(lanesDb, size.walMessages);
+  const lanesLz4 = await laneWal(lanesLz4Db, size.walMessages, 'lz4');
+  log(
+    `WAL per message, lanes with retention (wal_per_message_ratio's definition): ${lanes.walPerMessageRatio} (retention ${lanes.perMessage.retention.bytes} bytes, ${lanes.perMessage.retention.fullPageImageBytes} of them full-page images); with wal_compression = ${lanesLz4.walCompression}: ${lanesLz4.walPerMessageRatio}`,
+  );
   // A checkpoint between the enqueue and the drain (the server is shared: other databases' work
   // requests them all the time) makes the drain's first write to each page log the whole page,
   // which the drain does not cause: the ratio without full-page images is given beside the key.
@@ -653,6 +690,22 @@ export async function dispatchWal(
       enqueue: lanes.perMessage.enqueue.fullPageImageBytes,
     },
     records: lanes.records,
+    /**
+     * The claim engine's `wal_per_message_ratio` measured on the lanes engine (dispatch and
+     * retention over enqueue), at the server's `wal_compression` and with lz4.
+     */
+    withRetention: {
+      ratio: lanes.walPerMessageRatio,
+      ratioWithoutFullPageImages: lanes.walPerMessageRatioWithoutFullPageImages,
+      retentionBytesPerMessage: lanes.perMessage.retention,
+      walCompression: lanes.walCompression,
+      lz4: {
+        ratio: lanesLz4.walPerMessageRatio,
+        ratioWithoutFullPageImages: lanesLz4.walPerMessageRatioWithoutFullPageImages,
+        retentionBytesPerMessage: lanesLz4.perMessage.retention,
+        walCompression: lanesLz4.walCompression,
+      },
+    },
     claims: {
       ratio: round(claimsDispatch / claimsEnqueue, 3),
       ratioWithoutFullPageImages: round(
@@ -707,10 +760,12 @@ export async function pgqCases(
   const enqueue = await withPgq('enqueue_vs_pgq', 'pgq_enqueue', (db) => enqueueVsPgq(db, size));
   const wal = wants('dispatch_wal_per_message_ratio')
     ? await fresh('pgq_wal_lanes', (lanes) =>
-        fresh('pgq_wal', (claims) =>
-          skipped
-            ? dispatchWal(lanes, claims, null, size)
-            : fresh('pgq_wal_pgq', (theirs) => dispatchWal(lanes, claims, theirs, size)),
+        fresh('pgq_wal_lanes_lz4', (lz4) =>
+          fresh('pgq_wal', (claims) =>
+            skipped
+              ? dispatchWal(lanes, lz4, claims, null, size)
+              : fresh('pgq_wal_pgq', (theirs) => dispatchWal(lanes, lz4, claims, theirs, size)),
+          ),
         ),
       )
     : null;
@@ -769,7 +824,7 @@ export function pgqRows(r: Record<string, unknown>): string[] {
     row(
       'dispatch_wal_per_message_ratio',
       d?.wal
-        ? `lanes dispatch ${d.wal.bytesPerMessage.dispatch} vs enqueue ${d.wal.bytesPerMessage.enqueue} bytes per message; claims ${d.wal.claims.bytesPerMessage.dispatch} vs ${d.wal.claims.bytesPerMessage.enqueue} (${d.wal.claims.ratio})${d.wal.pgq ? `; PgQ consume ${d.wal.pgq.consumeBytes} vs insert ${d.wal.pgq.enqueueBytes} bytes per event` : ''}`
+        ? `lanes dispatch ${d.wal.bytesPerMessage.dispatch} vs enqueue ${d.wal.bytesPerMessage.enqueue} bytes per message (with retention, wal_per_message_ratio's definition: ${d.wal.withRetention.ratio}; ${d.wal.withRetention.lz4.ratio} with wal_compression lz4); claims ${d.wal.claims.bytesPerMessage.dispatch} vs ${d.wal.claims.bytesPerMessage.enqueue} (${d.wal.claims.ratio})${d.wal.pgq ? `; PgQ consume ${d.wal.pgq.consumeBytes} vs insert ${d.wal.pgq.enqueueBytes} bytes per event` : ''}`
         : 'not run',
       '<= 0.05 (issue 43)',
     ),
