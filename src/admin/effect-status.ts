@@ -69,7 +69,7 @@ export interface EffectStatusQuery {
    * Which engine's messages (default `'claims'`, the `outbox` table): `'lanes'` reads the lanes
    * engine's (`createOutbox({ engine: 'lanes' })`), where `messageIds` may also be the row ids
    * the lanes writer returns (`id`, digits): a lookup by row id is a primary-key probe per lane,
-   * one by message id reads `outbox_lane_messages` whole (no index on it; docs/lanes.md).
+   * one by message id a probe of the `message_id` index (migration 032; docs/lanes.md).
    * A lanes message's `publishedAt` is unknown (the engine records no time when it publishes).
    */
   engine?: 'claims' | 'lanes';
