@@ -94,3 +94,17 @@ CROSS JOIN LATERAL (
 WHERE m.created_at >= now() - $1::float8 * interval '1 second'
 GROUP BY m.topic
 ORDER BY m.topic`;
+
+/**
+ * How many claim-engine messages wait unpublished (pending, in flight or held for approval; not
+ * dead letters), counted up to $1: what `outbox dispatch --engine lanes` warns about at its
+ * start, since a lanes message published now may overtake one of them within an aggregate
+ * (docs/lanes.md, "Moving from the claim engine"). Published rows leave `outbox` at their settle
+ * (migration 018), so this reads what waits there, and at most $1 rows of it.
+ */
+export const claimEngineUnpublishedSql = (schema: string) => `
+SELECT count(*)::int AS n FROM (
+  SELECT 1 FROM ${schema}.outbox
+  WHERE dispatched_at IS NULL AND dead_lettered_at IS NULL
+  LIMIT $1
+) waiting`;

@@ -53,7 +53,12 @@ import {
   trackPoolConnections,
 } from '../dispatch/pool-shutdown.js';
 import { runFleet, type FleetRun } from '../dispatch/fleet.js';
-import { laneRunner, parseEngineFlag, refuseLaneFlags } from '../dispatch/lanes.js';
+import {
+  laneRunner,
+  parseEngineFlag,
+  refuseLaneFlags,
+  warnClaimEngineWaiting,
+} from '../dispatch/lanes.js';
 import { checkGlob } from '../../fleet/glob.js';
 import { createLogger, LOG_FORMAT_ENV, resolveLogFormat } from '../log.js';
 import { startTracing } from '../telemetry.js';
@@ -293,6 +298,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
   const cleanups: (() => Promise<void>)[] = [];
   try {
     await assertSchemaCurrent(fromPg(pool), values.schema);
+    if (engine === 'lanes') await warnClaimEngineWaiting(fromPg(pool), values.schema, log);
     // Through a transaction pooler LISTEN succeeds and then hears nothing: check, and say so.
     let listen = useListen;
     if (useListen) {

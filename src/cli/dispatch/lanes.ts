@@ -7,6 +7,9 @@ import { createLaneDispatcher } from '../../lanes/lane-dispatcher.js';
 import type { WakeSource } from '../../dispatcher/wake-source.js';
 import type { Publisher } from '../../publishers/publisher.js';
 import type { QueryOptions, SqlExecutor } from '../../store/sql-executor.js';
+import { quoteIdentifier } from '../../core/identifier.js';
+import { claimEngineUnpublishedSql } from '../../sql/status.js';
+import type { Log } from '../log.js';
 import { UsageError } from '../usage-error.js';
 import { pollRunner, type DispatchRunner } from './runners.js';
 
@@ -122,5 +125,32 @@ export async function laneRunner(options: LaneRunOptions): Promise<DispatchRunne
       ...(batchSize !== undefined && { batchSize }),
       ...(pollIntervalMs !== undefined && { pollIntervalMs }),
     }),
+  );
+}
+
+/** Counted up to this many: enough to say "some" or "many". */
+const WAITING_COUNT_CAP = 1000;
+
+/**
+ * At the start of `outbox dispatch --engine lanes`: a warning when the claim engine still holds
+ * unpublished messages. A lanes message published now may overtake one of them within its
+ * aggregate; fine when the two engines serve different topics, which is why this warns and does
+ * not refuse (docs/lanes.md, "Moving from the claim engine").
+ */
+export async function warnClaimEngineWaiting(
+  executor: SqlExecutor,
+  schema: string,
+  log: Log,
+): Promise<void> {
+  const { rows } = await executor.query<{ n: number }>(
+    claimEngineUnpublishedSql(quoteIdentifier(schema)),
+    [WAITING_COUNT_CAP + 1],
+  );
+  const n = Number(rows[0]?.n ?? 0);
+  if (n === 0) return;
+  log(
+    'warn',
+    `the claim engine still holds ${n > WAITING_COUNT_CAP ? `more than ${WAITING_COUNT_CAP}` : n} unpublished message(s) (the outbox table): a lanes message published now can overtake one of them within its aggregate. Keep a claim-engine dispatcher running until outbox status shows none, then start this one (docs/lanes.md, "Moving from the claim engine"); go on if the two engines serve different topics`,
+    { claimEngineUnpublished: n > WAITING_COUNT_CAP ? `>${WAITING_COUNT_CAP}` : n },
   );
 }

@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OutboxMessage } from '../../../src/core/message.js';
+import { fromPg } from '../../../src/store/from-pg.js';
+import { createOutbox } from '../../../src/writer/create-outbox.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
+import { inTransaction } from '../../helpers/transaction.js';
 import { enqueueLanes } from '../../helpers/lanes.js';
 import { startCli } from '../../helpers/cli-process.js';
 import { runCli } from '../../helpers/run-cli.js';
@@ -186,4 +189,25 @@ describe('outbox dispatch --engine lanes', () => {
       .map((e) => e.topic);
     expect(order2).toEqual(['payment.charge', 'mail.send']);
   }, 60_000);
+
+  it('warns at its start while the claim engine holds unpublished messages, and not once it holds none', async () => {
+    const claims = createOutbox();
+    await inTransaction(db.pool, (client) =>
+      claims.enqueue(fromPg(client), [
+        { topic: 'mail.send', aggregateId: 'switching', payload: { n: 1 } },
+        { topic: 'mail.send', aggregateId: 'switching', payload: { n: 2 } },
+      ]),
+    );
+    const dispatch = ['dispatch', '--engine', 'lanes', '--database-url', db.url];
+    const run = await runCli([...dispatch, '--publisher', receiver.url, '--once']);
+    expect(run.code, run.stderr).toBe(0);
+    const said = run.stdout + run.stderr;
+    expect(said).toMatch(/the claim engine still holds 2 unpublished message\(s\)/);
+    expect(said).toContain('Moving from the claim engine');
+    // Published by the claim engine: no warning.
+    await db.pool.query(`UPDATE outbox SET dispatched_at = now() WHERE aggregate_id = 'switching'`);
+    const quiet = await runCli([...dispatch, '--publisher', receiver.url, '--once']);
+    expect(quiet.code, quiet.stderr).toBe(0);
+    expect(quiet.stdout + quiet.stderr).not.toContain('claim engine still holds');
+  });
 });
