@@ -17,6 +17,7 @@ import type { WakeSource } from '../dispatcher/wake-source.js';
 import { LANE_COUNT } from '../migrations/024-lanes.js';
 import type { OutgoingMessage, Publisher } from '../publishers/publisher.js';
 import { laneExpireSql } from '../sql/lane-approvals.js';
+import { claimEngineFirstPendingSql, claimEngineUnpublishedSql } from '../sql/status.js';
 import {
   laneByIdsSql,
   laneByIdsUnpreparedSql,
@@ -180,6 +181,11 @@ const CURSOR_SYNC_MS = 1_000;
 
 /** How often a lane dispatcher sweeps expired held messages (as the claim engine's default). */
 const APPROVAL_SWEEP_MS = 30_000;
+/**
+ * How often the claim engine's table is looked at for messages a lanes message must not overtake
+ * (#behindClaimEngine), and how long such a message is deferred.
+ */
+const CLAIMS_CHECK_MS = 5_000;
 /** Held messages one sweep decides at most (as the claim engine's). */
 const APPROVAL_SWEEP_BATCH = 100;
 
@@ -241,6 +247,8 @@ class LaneDispatcher implements Dispatcher {
     leave: string;
     byIds: string;
     expire: string;
+    claimsWaiting: string;
+    claimsFirst: string;
   };
   /** Cursor of each owned lane as last committed (bigint as text). */
   #cursors = new Map<number, string>();
@@ -268,6 +276,9 @@ class LaneDispatcher implements Dispatcher {
   #parkedAt = 0;
   /** When the held messages' expiry sweep is next due (see {@link #expireApprovals}). */
   #expiryAt = 0;
+  /** When the claim engine's table is next looked at, and whether it held anything then. */
+  #claimsCheckAt = 0;
+  #claimsWaiting = false;
   /**
    * The last read left ids that may still commit (the horizon's pair pending, or the horizon just
    * moved, so a newer id may be pending behind it): see {@link #idleWaitMs}.
@@ -384,6 +395,8 @@ class LaneDispatcher implements Dispatcher {
       // Prepared where the executor prepares (sql/lanes.ts says why; #publishNamed falls back).
       byIds: preparable(laneByIdsSql(s)),
       expire: laneExpireSql(s),
+      claimsWaiting: claimEngineUnpublishedSql(s),
+      claimsFirst: claimEngineFirstPendingSql(s),
     };
   }
 
@@ -1175,12 +1188,24 @@ class LaneDispatcher implements Dispatcher {
     // OpenTelemetry SDK: then no span work at all. The lanes engine has no settle of its own to
     // run in the batch span (the outcome goes with the next call), so it ends with the plans.
     const batch = startBatchTrace(this.id, this.id, outgoing, started);
-    const gated = await this.#routes.gate(this.id, outgoing);
+    const behind = await this.#behindClaimEngine(outgoing);
+    const gated = await this.#routes.gate(
+      this.id,
+      behind.size > 0 ? outgoing.filter((m) => !behind.has(m.rowId)) : outgoing,
+    );
     const fates = gated.send.length > 0 ? await this.#publish(gated.send, batch) : [];
     const plans = gated.send.map((m, i) => this.#planOf(m, fates[i]!));
     await this.#routes.review(this.id, gated.send, fates, plans, gated);
     this.#routes.deferred(gated);
-    const byRow = new Map(plans.map((plan) => [plan.rowId, plan]));
+    const byRow = new Map<string, Plan>(plans.map((plan) => [plan.rowId, plan]));
+    for (const rowId of behind)
+      byRow.set(rowId, {
+        rowId,
+        kind: 'defer',
+        delayMs: CLAIMS_CHECK_MS,
+        reason:
+          "waits for the claim engine's earlier messages of its aggregate (docs/lanes.md, Moving from the claim engine)",
+      });
     const all = outgoing.map((message) => {
       const plan = byRow.get(message.rowId) ?? { rowId: message.rowId, kind: 'release' as const };
       this.#count(plan, message);
@@ -1188,6 +1213,39 @@ class LaneDispatcher implements Dispatcher {
     });
     batch?.end(all);
     return all;
+  }
+
+  /**
+   * The ordered messages of `outgoing` that a claim-engine message of the same aggregate, not
+   * published yet (not a dead letter), comes before by sequence: published now, they would
+   * overtake it, and a consumer checking order would take it as stale (docs/lanes.md, "Moving
+   * from the claim engine"; the two engines share the sequence counters). Deferred without an
+   * attempt (parked: an ordered one holds its aggregate) and looked at again after
+   * {@link CLAIMS_CHECK_MS}. The claim engine's table is looked at once every
+   * {@link CLAIMS_CHECK_MS} (one bounded statement); only while it holds something are the
+   * batch's aggregates looked up (one probe of its pending index each).
+   */
+  async #behindClaimEngine(outgoing: readonly OutgoingMessage[]): Promise<Set<string>> {
+    const behind = new Set<string>();
+    const now = Date.now();
+    if (now >= this.#claimsCheckAt) {
+      const { rows } = await this.#executor.query<{ n: number }>(this.#sql.claimsWaiting, [1]);
+      this.#claimsWaiting = Number(rows[0]?.n ?? 0) > 0;
+      this.#claimsCheckAt = now + CLAIMS_CHECK_MS;
+    }
+    if (!this.#claimsWaiting) return behind;
+    const ordered = outgoing.filter((m) => m.ordered !== false);
+    if (ordered.length === 0) return behind;
+    const { rows } = await this.#executor.query<{ aggregateId: string; first: string }>(
+      this.#sql.claimsFirst,
+      [[...new Set(ordered.map((m) => m.aggregateId))]],
+    );
+    const first = new Map(rows.map((r) => [r.aggregateId, Number(r.first)]));
+    for (const m of ordered) {
+      const claims = first.get(m.aggregateId);
+      if (claims !== undefined && claims < m.sequence) behind.add(m.rowId);
+    }
+    return behind;
   }
 
   /** What a message's fate means for its row (as the claim engine plans a settle). */

@@ -97,10 +97,11 @@ ORDER BY m.topic`;
 
 /**
  * How many claim-engine messages wait unpublished (pending, in flight or held for approval; not
- * dead letters), counted up to $1: what `outbox dispatch --engine lanes` warns about at its
- * start, since a lanes message published now may overtake one of them within an aggregate
- * (docs/lanes.md, "Moving from the claim engine"). Published rows leave `outbox` at their settle
- * (migration 018), so this reads what waits there, and at most $1 rows of it.
+ * dead letters), counted up to $1: what `outbox dispatch --engine lanes` tells at its start, and
+ * whether the lane dispatcher must look for lanes messages that would overtake one of them
+ * within an aggregate (lane-dispatcher.ts `#behindClaimEngine`, $1 = 1; docs/lanes.md, "Moving
+ * from the claim engine"). Published rows leave `outbox` at their settle (migration 018), so
+ * this reads what waits there, and at most $1 rows of it.
  */
 export const claimEngineUnpublishedSql = (schema: string) => `
 SELECT count(*)::int AS n FROM (
@@ -108,3 +109,19 @@ SELECT count(*)::int AS n FROM (
   WHERE dispatched_at IS NULL AND dead_lettered_at IS NULL
   LIMIT $1
 ) waiting`;
+
+/**
+ * For each aggregate of $1, the first sequence of its claim-engine messages not published yet
+ * (pending, in flight or held; dead letters left out): a lanes message of the aggregate with a
+ * higher sequence would overtake it (lane-dispatcher.ts `#behindClaimEngine`). One probe of
+ * `outbox_aggregate_pending_idx` an aggregate; only run while the claim engine holds something.
+ */
+export const claimEngineFirstPendingSql = (schema: string) => `
+SELECT a.aggregate_id AS "aggregateId", f.sequence::text AS first
+FROM unnest($1::text[]) a (aggregate_id)
+CROSS JOIN LATERAL (
+  SELECT o.sequence FROM ${schema}.outbox o
+  WHERE o.aggregate_id = a.aggregate_id AND o.dispatched_at IS NULL
+    AND o.dead_lettered_at IS NULL
+  ORDER BY o.sequence LIMIT 1
+) f`;

@@ -133,9 +133,11 @@ const WAITING_COUNT_CAP = 1000;
 
 /**
  * At the start of `outbox dispatch --engine lanes`: a warning when the claim engine still holds
- * unpublished messages. A lanes message published now may overtake one of them within its
- * aggregate; fine when the two engines serve different topics, which is why this warns and does
- * not refuse (docs/lanes.md, "Moving from the claim engine").
+ * unpublished messages. The lanes messages of their aggregates wait for them (the dispatcher
+ * defers a message that would overtake one: lane-dispatcher.ts `#behindClaimEngine`), so a
+ * claim-engine dispatcher must keep running until they are out; fine when the two engines serve
+ * different topics, which is why this warns and does not refuse (docs/lanes.md, "Moving from
+ * the claim engine").
  */
 export async function warnClaimEngineWaiting(
   executor: SqlExecutor,
@@ -150,7 +152,7 @@ export async function warnClaimEngineWaiting(
   if (n === 0) return;
   log(
     'warn',
-    `the claim engine still holds ${n > WAITING_COUNT_CAP ? `more than ${WAITING_COUNT_CAP}` : n} unpublished message(s) (the outbox table): a lanes message published now can overtake one of them within its aggregate. Keep a claim-engine dispatcher running until outbox status shows none, then start this one (docs/lanes.md, "Moving from the claim engine"); go on if the two engines serve different topics`,
+    `the claim engine still holds ${n > WAITING_COUNT_CAP ? `more than ${WAITING_COUNT_CAP}` : n} unpublished message(s) (the outbox table): lanes messages of their aggregates wait until they are published (looked at again every 5 s). Keep a claim-engine dispatcher running until outbox status shows none (docs/lanes.md, "Moving from the claim engine")`,
     { claimEngineUnpublished: n > WAITING_COUNT_CAP ? `>${WAITING_COUNT_CAP}` : n },
   );
 }
