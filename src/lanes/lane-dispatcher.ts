@@ -17,7 +17,7 @@ import type { WakeSource } from '../dispatcher/wake-source.js';
 import { LANE_COUNT } from '../migrations/024-lanes.js';
 import type { OutgoingMessage, Publisher } from '../publishers/publisher.js';
 import { laneExpireSql } from '../sql/lane-approvals.js';
-import { claimEngineFirstPendingSql, claimEngineUnpublishedSql } from '../sql/status.js';
+import { claimEnginePendingAggregatesSql } from '../sql/status.js';
 import {
   laneByIdsSql,
   laneByIdsUnpreparedSql,
@@ -186,6 +186,8 @@ const APPROVAL_SWEEP_MS = 30_000;
  * (#behindClaimEngine), and how long such a message is deferred.
  */
 const CLAIMS_CHECK_MS = 5_000;
+/** At most this many claim-engine rows are read a check; above it every ordered message waits. */
+const CLAIMS_CAP = 10_000;
 /** Held messages one sweep decides at most (as the claim engine's). */
 const APPROVAL_SWEEP_BATCH = 100;
 
@@ -248,7 +250,6 @@ class LaneDispatcher implements Dispatcher {
     byIds: string;
     expire: string;
     claimsWaiting: string;
-    claimsFirst: string;
   };
   /** Cursor of each owned lane as last committed (bigint as text). */
   #cursors = new Map<number, string>();
@@ -276,9 +277,12 @@ class LaneDispatcher implements Dispatcher {
   #parkedAt = 0;
   /** When the held messages' expiry sweep is next due (see {@link #expireApprovals}). */
   #expiryAt = 0;
-  /** When the claim engine's table is next looked at, and whether it held anything then. */
+  /**
+   * When the claim engine's table is next looked at, and what it held then: each aggregate's
+   * first unpublished sequence, or 'all' when more than {@link CLAIMS_CAP} rows wait there.
+   */
   #claimsCheckAt = 0;
-  #claimsWaiting = false;
+  #claimsFirst: Map<string, number> | 'all' = new Map();
   /**
    * The last read left ids that may still commit (the horizon's pair pending, or the horizon just
    * moved, so a newer id may be pending behind it): see {@link #idleWaitMs}.
@@ -395,8 +399,7 @@ class LaneDispatcher implements Dispatcher {
       // Prepared where the executor prepares (sql/lanes.ts says why; #publishNamed falls back).
       byIds: preparable(laneByIdsSql(s)),
       expire: laneExpireSql(s),
-      claimsWaiting: claimEngineUnpublishedSql(s),
-      claimsFirst: claimEngineFirstPendingSql(s),
+      claimsWaiting: claimEnginePendingAggregatesSql(s),
     };
   }
 
@@ -1221,28 +1224,30 @@ class LaneDispatcher implements Dispatcher {
    * overtake it, and a consumer checking order would take it as stale (docs/lanes.md, "Moving
    * from the claim engine"; the two engines share the sequence counters). Deferred without an
    * attempt (parked: an ordered one holds its aggregate) and looked at again after
-   * {@link CLAIMS_CHECK_MS}. The claim engine's table is looked at once every
-   * {@link CLAIMS_CHECK_MS} (one bounded statement); only while it holds something are the
-   * batch's aggregates looked up (one probe of its pending index each).
+   * {@link CLAIMS_CHECK_MS}. What waits on the claim engine is read once every
+   * {@link CLAIMS_CHECK_MS} (one statement, at most {@link CLAIMS_CAP} rows) and kept: a batch
+   * looks it up in memory. Above the cap every ordered message waits.
    */
   async #behindClaimEngine(outgoing: readonly OutgoingMessage[]): Promise<Set<string>> {
     const behind = new Set<string>();
     const now = Date.now();
     if (now >= this.#claimsCheckAt) {
-      const { rows } = await this.#executor.query<{ n: number }>(this.#sql.claimsWaiting, [1]);
-      this.#claimsWaiting = Number(rows[0]?.n ?? 0) > 0;
+      const { rows } = await this.#executor.query<{
+        aggregateId: string;
+        first: string;
+        rows: number;
+      }>(this.#sql.claimsWaiting, [CLAIMS_CAP + 1]);
+      this.#claimsFirst =
+        Number(rows[0]?.rows ?? 0) > CLAIMS_CAP
+          ? 'all'
+          : new Map(rows.map((r) => [r.aggregateId, Number(r.first)]));
       this.#claimsCheckAt = now + CLAIMS_CHECK_MS;
     }
-    if (!this.#claimsWaiting) return behind;
-    const ordered = outgoing.filter((m) => m.ordered !== false);
-    if (ordered.length === 0) return behind;
-    const { rows } = await this.#executor.query<{ aggregateId: string; first: string }>(
-      this.#sql.claimsFirst,
-      [[...new Set(ordered.map((m) => m.aggregateId))]],
-    );
-    const first = new Map(rows.map((r) => [r.aggregateId, Number(r.first)]));
-    for (const m of ordered) {
-      const claims = first.get(m.aggregateId);
+    const first = this.#claimsFirst;
+    if (first !== 'all' && first.size === 0) return behind;
+    for (const m of outgoing) {
+      if (m.ordered === false) continue;
+      const claims = first === 'all' ? 0 : first.get(m.aggregateId);
       if (claims !== undefined && claims < m.sequence) behind.add(m.rowId);
     }
     return behind;
