@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { resolveEngine } from '../core/engine.js';
 import { OutboxValidationError } from '../core/errors.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { ApprovalTokenError, checkSecret, verifyApprovalToken } from '../core/approval-links.js';
@@ -94,12 +95,7 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
   const secrets = options.secrets.map((s, i) => checkSecret(`secrets[${i}]`, s));
   const now = options.now ?? Date.now;
   const schema = options.schema;
-  if (options.engine !== undefined && options.engine !== 'claims' && options.engine !== 'lanes')
-    throw new OutboxValidationError(
-      'engine',
-      `must be 'claims' or 'lanes', got ${JSON.stringify(options.engine)}`,
-    );
-  const engine = { engine: options.engine ?? 'claims' } as const;
+  const engine = { engine: resolveEngine(options.engine) } as const;
 
   /** The page of a paused tool call (issue 42): its tool and input, and the two buttons. */
   async function showCall(token: string, approvalId: string): Promise<Response> {

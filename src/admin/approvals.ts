@@ -1,4 +1,5 @@
 import { OutboxValidationError } from '../core/errors.js';
+import { resolveEngine } from '../core/engine.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import type { DeadLetterPolicy } from '../dispatcher/options.js';
 import { approveSql, expireSql, rejectSql, wakeAfterApprovalSql } from '../sql/approvals.js';
@@ -32,12 +33,7 @@ export type { AwaitingApproval } from './awaiting-approval.js';
 export type ApprovalEngine = 'claims' | 'lanes';
 
 function lanesEngine(engine: unknown): boolean {
-  if (engine === undefined || engine === 'claims') return false;
-  if (engine === 'lanes') return true;
-  throw new OutboxValidationError(
-    'engine',
-    `must be 'claims' or 'lanes', got ${JSON.stringify(engine)}`,
-  );
+  return resolveEngine(engine) === 'lanes';
 }
 
 /**

@@ -1,4 +1,5 @@
 import { OutboxValidationError } from '../core/errors.js';
+import { resolveEngine } from '../core/engine.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import { redactSecrets } from '../core/redact.js';
 import { laneMessagesStatusSql, messagesStatusSql, performedSql } from '../sql/effect-status.js';
@@ -117,12 +118,7 @@ export async function readEffectStatus(
 ): Promise<{ effects: EffectStatus[]; truncated: number }> {
   const schema = quoteIdentifier(query.schema ?? DEFAULT_SCHEMA);
   const limit = query.limit ?? 50;
-  if (query.engine !== undefined && query.engine !== 'claims' && query.engine !== 'lanes')
-    throw new OutboxValidationError(
-      'engine',
-      `must be 'claims' or 'lanes', got ${JSON.stringify(query.engine)}`,
-    );
-  const lanes = query.engine === 'lanes';
+  const lanes = resolveEngine(query.engine) === 'lanes';
   const ids: string[] = [];
   for (const id of query.messageIds ?? []) {
     if (typeof id !== 'string' || !(UUID.test(id) || (lanes && ROW_ID.test(id))))

@@ -1,6 +1,6 @@
 import { listRoutePausesSql } from '../sql/route-pauses.js';
+import { resolveEngine } from '../core/engine.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
-import { OutboxValidationError } from '../core/errors.js';
 import {
   attemptsDistributionSql,
   lastErrorsSql,
@@ -134,12 +134,7 @@ export async function readShadowComparison(
     engine?: 'claims' | 'lanes';
   } = {},
 ): Promise<ShadowComparison[]> {
-  const engine = options.engine ?? 'claims';
-  if (engine !== 'claims' && engine !== 'lanes')
-    throw new OutboxValidationError(
-      'engine',
-      `must be 'claims' or 'lanes', got ${JSON.stringify(engine)}`,
-    );
+  const engine = resolveEngine(options.engine);
   const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
   const sql = engine === 'lanes' ? laneShadowComparisonSql(schema) : shadowComparisonSql(schema);
   const { rows } = await executor.query<ShadowComparison>(sql, [options.sinceSeconds ?? 86_400]);

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { resolveEngine } from '../core/engine.js';
 import { readStatus, type OutboxStatus } from '../admin/status.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import { OutboxValidationError } from '../core/errors.js';
@@ -139,12 +140,7 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
     if (!Number.isInteger(v) || v < 1)
       throw new OutboxValidationError(name, `must be a positive integer, got ${v}`);
   }
-  const engine = options.engine ?? 'claims';
-  if (engine !== 'claims' && engine !== 'lanes')
-    throw new OutboxValidationError(
-      'engine',
-      `must be 'claims' or 'lanes', got ${JSON.stringify(engine)}`,
-    );
+  const engine = resolveEngine(options.engine);
   if (!options.executor && typeof options.readStatus !== 'function')
     throw new OutboxValidationError('executor', 'give an executor (fromPg(pool)) or readStatus');
   const now = options.now ?? Date.now;

@@ -1,4 +1,5 @@
 import { context, SpanKind, trace, type Context } from '@opentelemetry/api';
+import { resolveEngine } from '../core/engine.js';
 import { OutboxAutocommitError, OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import { HEADER, type EnqueuedMessage, type OutboxMessage } from '../core/message.js';
@@ -149,12 +150,7 @@ export interface OutboxWriter {
  */
 export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
   const schemaName = options.schema ?? DEFAULT_SCHEMA;
-  const engine = options.engine ?? 'claims';
-  if (engine !== 'claims' && engine !== 'lanes')
-    throw new OutboxValidationError(
-      'engine',
-      `must be 'claims' or 'lanes', got ${JSON.stringify(engine)}`,
-    );
+  const engine = resolveEngine(options.engine);
   const sql = preparable(insertMessagesSql(quoteIdentifier(schemaName)));
   const limits: ValidationLimits = resolveLimits({
     maxPayloadBytes: options.maxPayloadBytes,
