@@ -517,13 +517,15 @@ export async function enqueueVsPgq(db: BenchDatabase, size: PgqSize) {
  * (the ratio without them beside it). Then retention, as wal-per-message.ts measures it for the
  * claim engine's `wal_per_message_ratio` (a CHECKPOINT, then `pruneOutbox` of everything): its
  * WAL is `retention`, and `(dispatch + retention) / enqueue` is that key's ratio on the lanes
- * engine. `walCompression`: the database's `wal_compression` (an operator's setting, superuser
- * only), set before its first pooled connection; default the server's.
+ * engine. Since migration 034 the prune compresses its own full-page images (lz4) when the
+ * server has `wal_compression` off, as here; `uncompressedPrune` turns that off for the database
+ * (`agent_outbox.prune_wal_compression = off`, set before its first pooled connection): the
+ * figure before migration 034, measured in the same run.
  */
-async function laneWal(db: BenchDatabase, count: number, walCompression?: 'lz4') {
-  if (walCompression) {
+async function laneWal(db: BenchDatabase, count: number, uncompressedPrune = false) {
+  if (uncompressedPrune) {
     const admin = await db.client();
-    await admin.query(`ALTER DATABASE ${db.name} SET wal_compression = '${walCompression}'`);
+    await admin.query(`ALTER DATABASE ${db.name} SET agent_outbox.prune_wal_compression = 'off'`);
     await admin.end();
   }
   await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
@@ -648,15 +650,15 @@ async function pgqWal(db: BenchDatabase, count: number) {
  */
 export async function dispatchWal(
   lanesDb: BenchDatabase,
-  lanesLz4Db: BenchDatabase,
+  lanesUncompressedDb: BenchDatabase,
   claimsDb: BenchDatabase,
   pgq: BenchDatabase | null,
   size: PgqSize,
 ) {
   const lanes = await laneWal(lanesDb, size.walMessages);
-  const lanesLz4 = await laneWal(lanesLz4Db, size.walMessages, 'lz4');
+  const uncompressed = await laneWal(lanesUncompressedDb, size.walMessages, true);
   log(
-    `WAL per message, lanes with retention (wal_per_message_ratio's definition): ${lanes.walPerMessageRatio} (retention ${lanes.perMessage.retention.bytes} bytes, ${lanes.perMessage.retention.fullPageImageBytes} of them full-page images); with wal_compression = ${lanesLz4.walCompression}: ${lanesLz4.walPerMessageRatio}`,
+    `WAL per message, lanes with retention (wal_per_message_ratio's definition), wal_compression = ${lanes.walCompression}: ${lanes.walPerMessageRatio} (retention ${lanes.perMessage.retention.bytes} bytes, ${lanes.perMessage.retention.fullPageImageBytes} of them full-page images, compressed by the prune); with the prune's compression off: ${uncompressed.walPerMessageRatio} (retention ${uncompressed.perMessage.retention.bytes}, images ${uncompressed.perMessage.retention.fullPageImageBytes})`,
   );
   // A checkpoint between the enqueue and the drain (the server is shared: other databases' work
   // requests them all the time) makes the drain's first write to each page log the whole page,
@@ -692,18 +694,18 @@ export async function dispatchWal(
     records: lanes.records,
     /**
      * The claim engine's `wal_per_message_ratio` measured on the lanes engine (dispatch and
-     * retention over enqueue), at the server's `wal_compression` and with lz4.
+     * retention over enqueue), at the server's `wal_compression` (the prune compressing its
+     * full-page images, migration 034) and with that compression off (before migration 034).
      */
     withRetention: {
       ratio: lanes.walPerMessageRatio,
       ratioWithoutFullPageImages: lanes.walPerMessageRatioWithoutFullPageImages,
       retentionBytesPerMessage: lanes.perMessage.retention,
       walCompression: lanes.walCompression,
-      lz4: {
-        ratio: lanesLz4.walPerMessageRatio,
-        ratioWithoutFullPageImages: lanesLz4.walPerMessageRatioWithoutFullPageImages,
-        retentionBytesPerMessage: lanesLz4.perMessage.retention,
-        walCompression: lanesLz4.walCompression,
+      uncompressedPrune: {
+        ratio: uncompressed.walPerMessageRatio,
+        ratioWithoutFullPageImages: uncompressed.walPerMessageRatioWithoutFullPageImages,
+        retentionBytesPerMessage: uncompressed.perMessage.retention,
       },
     },
     claims: {
@@ -760,11 +762,11 @@ export async function pgqCases(
   const enqueue = await withPgq('enqueue_vs_pgq', 'pgq_enqueue', (db) => enqueueVsPgq(db, size));
   const wal = wants('dispatch_wal_per_message_ratio')
     ? await fresh('pgq_wal_lanes', (lanes) =>
-        fresh('pgq_wal_lanes_lz4', (lz4) =>
+        fresh('pgq_wal_lanes_whole', (whole) =>
           fresh('pgq_wal', (claims) =>
             skipped
-              ? dispatchWal(lanes, lz4, claims, null, size)
-              : fresh('pgq_wal_pgq', (theirs) => dispatchWal(lanes, lz4, claims, theirs, size)),
+              ? dispatchWal(lanes, whole, claims, null, size)
+              : fresh('pgq_wal_pgq', (theirs) => dispatchWal(lanes, whole, claims, theirs, size)),
           ),
         ),
       )
@@ -824,7 +826,7 @@ export function pgqRows(r: Record<string, unknown>): string[] {
     row(
       'dispatch_wal_per_message_ratio',
       d?.wal
-        ? `lanes dispatch ${d.wal.bytesPerMessage.dispatch} vs enqueue ${d.wal.bytesPerMessage.enqueue} bytes per message (with retention, wal_per_message_ratio's definition: ${d.wal.withRetention.ratio}; ${d.wal.withRetention.lz4.ratio} with wal_compression lz4); claims ${d.wal.claims.bytesPerMessage.dispatch} vs ${d.wal.claims.bytesPerMessage.enqueue} (${d.wal.claims.ratio})${d.wal.pgq ? `; PgQ consume ${d.wal.pgq.consumeBytes} vs insert ${d.wal.pgq.enqueueBytes} bytes per event` : ''}`
+        ? `lanes dispatch ${d.wal.bytesPerMessage.dispatch} vs enqueue ${d.wal.bytesPerMessage.enqueue} bytes per message (with retention, wal_per_message_ratio's definition: ${d.wal.withRetention.ratio}; ${d.wal.withRetention.uncompressedPrune.ratio} with the prune's compression off); claims ${d.wal.claims.bytesPerMessage.dispatch} vs ${d.wal.claims.bytesPerMessage.enqueue} (${d.wal.claims.ratio})${d.wal.pgq ? `; PgQ consume ${d.wal.pgq.consumeBytes} vs insert ${d.wal.pgq.enqueueBytes} bytes per event` : ''}`
         : 'not run',
       '<= 0.05 (issue 43)',
     ),

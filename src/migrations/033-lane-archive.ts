@@ -1,4 +1,5 @@
-import { laneArchiveTableSql, lanePruneArchiveFunctionSql } from '../sql/lane-archive.js';
+import { laneArchiveTableSql } from '../sql/lane-archive.js';
+import { lanePruneArchiveFunction033 } from './033-frozen-functions.js';
 import { laneSettleParkedFunctionSql } from '../sql/lanes.js';
 import type { Migration } from './migration.js';
 
@@ -18,7 +19,8 @@ export const laneArchive: Migration = {
   up: (s) => [
     laneArchiveTableSql(s),
     `ALTER TABLE ${s}.outbox_lanes ADD COLUMN archive_passed boolean NOT NULL DEFAULT false`,
-    lanePruneArchiveFunctionSql(s),
+    // Replaced by migration 034 (its full-page images compressed): the text 033 created.
+    lanePruneArchiveFunction033(s),
     laneSettleParkedFunctionSql(s),
   ],
 };

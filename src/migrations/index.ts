@@ -31,6 +31,7 @@ import { laneSqlEnqueueAndSkip } from './030-lane-sql-enqueue-and-skip.js';
 import { laneReadSnapshot } from './031-lane-read-snapshot.js';
 import { laneMessageIdIndex } from './032-lane-message-id-index.js';
 import { laneArchive } from './033-lane-archive.js';
+import { lanePruneWalCompression } from './034-lane-prune-wal-compression.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -68,6 +69,7 @@ export const MIGRATIONS: readonly Migration[] = [
   laneReadSnapshot,
   laneMessageIdIndex,
   laneArchive,
+  lanePruneWalCompression,
 ];
 
 /** The schema version this build of agent-outbox expects. */

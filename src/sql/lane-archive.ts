@@ -51,6 +51,46 @@ ON CONFLICT (lane, id) DO NOTHING
 RETURNING 1`;
 
 /**
+ * The first change to a page after a checkpoint logs the whole page (a full-page image), and
+ * retention changes pages written long before, after many checkpoints: each page of consumed
+ * messages it deletes costs a page of WAL. Measured (bench/cases/pgq.ts, `details.pgq.wal
+ * .withRetention`, 2026-12-06): 301 bytes of WAL a message for retention, 216 of them images
+ * (about 40 messages a page) — what kept `wal_per_message_ratio` at 0.461 on the lanes engine
+ * against a target of 0.35; with `wal_compression = lz4` the images were 55 bytes a message.
+ *
+ * So the prune asks for `wal_compression` for its own statement when the server has it off:
+ * `lz4`, else `pglz` (a server built without lz4), else `on` (before PostgreSQL 15, when the
+ * setting was a boolean). The function's `SET jit` clause makes PostgreSQL restore every setting
+ * the function changed when it returns (set_config's `is_local` change ends with the function),
+ * so nothing else of the caller's session or transaction is compressed. Changing the setting
+ * needs superuser or, from PostgreSQL 15, `GRANT SET ON PARAMETER wal_compression`: without it
+ * the prune runs as before, uncompressed, and says nothing (a retention job must not fail over
+ * it). An operator who set `wal_compression` keeps their choice; `agent_outbox
+ * .prune_wal_compression = off` (a role's or database's setting) turns this off.
+ *
+ * Rejected: rotating the table and TRUNCATEing it as PgQ does (its retention writes next to
+ * nothing): parked messages would have to leave the partitions first and the primary key and
+ * the `message_id` index change shape on a table writers insert into; not done yet.
+ */
+const pruneWalCompression = `  IF current_setting('wal_compression') IN ('off', 'false')
+     AND coalesce(current_setting('agent_outbox.prune_wal_compression', true), '')
+         NOT IN ('off', 'false', '0') THEN
+    BEGIN
+      BEGIN
+        PERFORM set_config('wal_compression', 'lz4', true);
+      EXCEPTION WHEN invalid_parameter_value THEN
+        BEGIN
+          PERFORM set_config('wal_compression', 'pglz', true);
+        EXCEPTION WHEN invalid_parameter_value THEN
+          PERFORM set_config('wal_compression', 'on', true);
+        END;
+      END;
+    EXCEPTION WHEN insufficient_privilege OR invalid_parameter_value THEN
+      NULL;
+    END;
+  END IF;`;
+
+/**
  * Retention of the lanes engine with a choice (migration 033): `outbox_lane_prune` of migration
  * 024 (`p_archive` false) or the same walk moving what it deletes to `outbox_lane_archive`.
  * A new overload: the two-argument function stays as 024 made it, for retention jobs of earlier
@@ -61,9 +101,12 @@ RETURNING 1`;
  * before; what retention passed while it was parked goes when it is published
  * (`outbox_lane_settle_parked`), into the archive when the prune that passed it archived: each
  * lane remembers it (`outbox_lanes.archive_passed`, the last prune's choice).
+ *
+ * Since migration 034 it compresses the full-page images its DELETEs write
+ * ({@link pruneWalCompression}).
  */
 export const lanePruneArchiveFunctionSql = (s: string) => `
-CREATE FUNCTION ${s}.outbox_lane_prune(p_older_than_ms float8, p_limit integer,
+CREATE OR REPLACE FUNCTION ${s}.outbox_lane_prune(p_older_than_ms float8, p_limit integer,
   p_archive boolean) RETURNS bigint
 LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
@@ -72,6 +115,7 @@ DECLARE
   v_n bigint;
   v_total bigint := 0;
 BEGIN
+${pruneWalCompression}
   FOR v_lane IN
     SELECT l.lane AS no, l.cursor, l.pruned_to FROM ${s}.outbox_lanes l
     WHERE l.cursor > l.pruned_to ORDER BY l.lane
