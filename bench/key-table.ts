@@ -83,7 +83,7 @@ export function printTable(
       'tracing_overhead',
       r.tracing_overhead,
       'ratio' in d.tracing.broker
-        ? `NATS JetStream publisher; median of pairs; ${d.tracing.broker.rowsPerSecond.withSdk} vs ${d.tracing.broker.rowsPerSecond.withoutSdk} rows/s dispatch, OpenTelemetry SDK exporting every span (batch processor, OTLP/HTTP protobuf to a discarding endpoint) vs no SDK; CPU ${d.tracing.broker.cpuMicrosPerMessage.withSdk} vs ${d.tracing.broker.cpuMicrosPerMessage.withoutSdk} µs per message; ${d.tracing.broker.spans.exported} of ${d.tracing.broker.spans.ended} spans exported; with an HTTP publisher ${d.tracing.http.ratio}`
+        ? `NATS JetStream publisher; median of pairs; ${d.tracing.broker.rowsPerSecond.withSdk} vs ${d.tracing.broker.rowsPerSecond.withoutSdk} rows/s dispatch, OpenTelemetry SDK exporting every span (batch processor, OTLP/HTTP protobuf to a discarding endpoint) vs no SDK; CPU ${d.tracing.broker.cpuMicrosPerMessage.withSdk} vs ${d.tracing.broker.cpuMicrosPerMessage.withoutSdk} µs per message; ${d.tracing.broker.spans.exported} of ${d.tracing.broker.spans.ended} spans exported; with an HTTP publisher ${d.tracing.http.ratio}${d.tracing.lanesBroker && 'ratio' in d.tracing.lanesBroker ? `; lanes engine ${d.tracing.lanesBroker.ratio}` : ''}`
         : `not measured: ${d.tracing.broker.skipped}`,
       '>= 0.8',
     ),
@@ -123,7 +123,7 @@ export function printTable(
         lat(p),
         mode === 'graphile_worker'
           ? '1,000 jobs/s steady, COMMIT sent → task start (tuned)'
-          : !p && (mode === 'cdc' || mode === 'cdc_sync_claim' || mode === 'raw_cdc')
+          : !p && (mode.endsWith('cdc') || mode === 'cdc_sync_claim')
             ? 'not measured: needs wal_level=logical on this server'
             : '1,000 msg/s steady, COMMIT sent → publish',
         mode === 'notify'
@@ -134,7 +134,9 @@ export function printTable(
               ? `floor of ${mode.slice(4)}`
               : mode === 'raw_claim'
                 ? 'floor of a claim-based design (issue 43)'
-                : 'context',
+                : mode === 'lanes' || mode === 'lanes_cdc'
+                  ? `the lanes engine (issue 43: ${mode === 'lanes' ? 'notify' : 'cdc'}'s target on it)`
+                  : 'context',
       ),
     ),
     line(

@@ -144,6 +144,10 @@ export async function destinationLimitsCases(
     !names || names.has('rate_limit_window_max_ratio') || names.has('rate_limit_utilisation')
       ? await fresh('ratewin', (d) => rateLimitWindows(d, quick ? 750 : 1_500))
       : null;
+  // The same trial on the lanes engine (issue 43: one engine), in details only.
+  const windowsLanes = windows
+    ? await fresh('ratewin_lanes', (d) => rateLimitWindows(d, quick ? 750 : 1_500, 'lanes'))
+    : null;
   const outage =
     !names || names.has('outage_dead_letters')
       ? await fresh('outage', (d) => outageDeadLetters(d))
@@ -167,7 +171,7 @@ export async function destinationLimitsCases(
     },
     details: {
       rateLimit: rate,
-      rateLimitWindows: windows,
+      rateLimitWindows: windows && { ...windows, lanes: windowsLanes },
       outage,
       fairShare: fair,
       lanesFairShare: lanesFair,
@@ -179,7 +183,11 @@ export async function destinationLimitsCases(
 export function destinationLimitsRows(r: Record<string, unknown>): string[] {
   const d = r.details as {
     rateLimit: Awaited<ReturnType<typeof rateLimitAccuracy>> | null;
-    rateLimitWindows: Awaited<ReturnType<typeof rateLimitWindows>> | null;
+    rateLimitWindows:
+      | (Awaited<ReturnType<typeof rateLimitWindows>> & {
+          lanes: Awaited<ReturnType<typeof rateLimitWindows>> | null;
+        })
+      | null;
     outage: Awaited<ReturnType<typeof outageDeadLetters>> | null;
   };
   const w = d.rateLimitWindows;
@@ -196,14 +204,14 @@ export function destinationLimitsRows(r: Record<string, unknown>): string[] {
     row(
       'rate_limit_window_max_ratio',
       w
-        ? `busiest 5 s after the first burst, ${w.delivered} delivered by ${w.dispatchers} under ${w.perSecond}/s (burst ${w.burst}); with the start ${w.windowMaxRatioWithStart}, busiest second ${w.busiestSecond}`
+        ? `busiest 5 s after the first burst, ${w.delivered} delivered by ${w.dispatchers} under ${w.perSecond}/s (burst ${w.burst}); with the start ${w.windowMaxRatioWithStart}, busiest second ${w.busiestSecond}${w.lanes ? `; lanes engine ${w.lanes.windowMaxRatio}` : ''}`
         : 'not run',
       '≤ 1.1',
     ),
     row(
       'rate_limit_utilisation',
       w
-        ? `${w.delivered} in ${w.seconds} s; rows written per message: outbox ${w.outboxRowsWrittenPerMessage}, bucket ${w.bucketRowsWrittenPerMessage}`
+        ? `${w.delivered} in ${w.seconds} s; rows written per message: outbox ${w.outboxRowsWrittenPerMessage}, bucket ${w.bucketRowsWrittenPerMessage}${w.lanes ? `; lanes engine ${w.lanes.utilisation} (${w.lanes.seconds} s; rows a message: lanes tables ${w.lanes.outboxRowsWrittenPerMessage}, bucket ${w.lanes.bucketRowsWrittenPerMessage})` : ''}`
         : 'not run',
       '≥ 0.9',
     ),

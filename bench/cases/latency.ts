@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { randomUUID } from 'node:crypto';
-import { createCdcDispatcher } from '../../src/cdc/index.js';
+import { createCdcDispatcher, createLaneCdcWakeSource } from '../../src/cdc/index.js';
 import { ensureSlot } from '../../src/cdc/slot.js';
 import { openWalStream, type WalStream } from '../../src/cdc/wal-stream.js';
 import { createListenNotifyWakeSource } from '../../src/dispatcher/wake/listen-notify.js';
@@ -159,7 +159,8 @@ export type LatencyMode =
   | 'cdc_sync_claim'
   | 'raw_notify'
   | 'raw_cdc'
-  | 'lanes';
+  | 'lanes'
+  | 'lanes_cdc';
 
 /** commit → publish percentiles for one mode at a steady rate. */
 export async function latency(
@@ -176,7 +177,7 @@ export async function latency(
   const receivedAt = new Map<string, number>();
   const enqueue = async (client: pg.Client) => {
     // A lone message per send, committing by itself, as the peers' producers send theirs.
-    const [m] = await (mode === 'lanes' ? laneOutbox : outbox).enqueue(
+    const [m] = await (mode === 'lanes' || mode === 'lanes_cdc' ? laneOutbox : outbox).enqueue(
       fromPg(client),
       [{ topic: 'payment.charge', aggregateId: randomUUID(), payload: { at: Date.now() } }],
       { allowAutocommit: true },
@@ -248,20 +249,29 @@ export async function latency(
       times,
     );
     stop = () => stream.close();
-  } else if (mode === 'lanes') {
+  } else if (mode === 'lanes' || mode === 'lanes_cdc') {
     // The lanes engine: LISTEN wake-ups as `notify`, one call a batch (no claim, no settle per
     // message), its cursor-only commits not waiting for the flush as notify's claims and settles.
-    // Timed statement by statement for its breakdown (latency-lanes.ts).
+    // Timed statement by statement for its breakdown (latency-lanes.ts). `lanes_cdc`: the same
+    // dispatcher woken from the WAL instead (createLaneCdcWakeSource: the producer writes no
+    // NOTIFY, the commit's WAL names the messages), as `cdc` is to `notify`.
     const timeline = instrumentLanes(db, variant?.label ?? mode);
     const dispatcher = (variant?.create ?? createLaneDispatcher)({
       executor: timeline.executor,
       publisher: timingPublisher(receivedAt),
       asyncCommit: true, // as notify's asyncClaim and asyncSettle
       pollIntervalMs: 5_000, // the fallback only
-      wakeSource: createListenNotifyWakeSource({ connect: timeline.connect }),
+      wakeSource:
+        mode === 'lanes_cdc'
+          ? createLaneCdcWakeSource({
+              executor,
+              replicationConnection: { connectionString: db.url },
+              slotName: `${db.name}_lanes_cdc`.slice(0, 63),
+            })
+          : createListenNotifyWakeSource({ connect: timeline.connect }),
     });
     dispatcher.start();
-    await sleep(300);
+    await sleep(mode === 'lanes_cdc' ? 1_000 : 300);
     await steadyLoad(db, perSecond, seconds, enqueue, times);
     stop = async () => {
       await dispatcher.stop();

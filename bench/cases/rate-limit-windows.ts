@@ -37,11 +37,31 @@ async function rowsWritten(db: BenchDatabase, table: string): Promise<number> {
  * - what the gate costs the database: rows written to `outbox` and to `outbox_rate_limits` per
  *   delivered message (a claim and each give-back are one row write each; 2 is the floor: the
  *   claim and the settle).
+ *
+ * `engine: 'lanes'` runs the same trial on the lanes engine (`outbox dispatch --engine lanes`,
+ * the messages written through `outbox_lane_inbox`): what the keys would read if the lanes
+ * engine were the one engine (issue 43), in `details`. Its database cost is the rows written to
+ * the lanes' own tables (`outbox_lanes`: a cursor move per batch and lane; `outbox_lane_parked`:
+ * a message the limit held back and its settle) and to the buckets, per delivered message.
  */
-export async function rateLimitWindows(db: BenchDatabase, messages: number) {
+export async function rateLimitWindows(
+  db: BenchDatabase,
+  messages: number,
+  engine: 'claims' | 'lanes' = 'claims',
+) {
   const perSecond = 50;
   const burst = perSecond;
-  await seedPending(db.pool, messages, { topic: 'payment.charge', aggregates: 500 });
+  const lanes = engine === 'lanes';
+  if (lanes) {
+    await db.pool.query(
+      `INSERT INTO outbox_lane_inbox (topic, aggregate_id, payload)
+       SELECT 'payment.charge', 'agg-' || (g % 500), jsonb_build_object('n', g)
+       FROM generate_series(1, $1) g ORDER BY g`,
+      [messages],
+    );
+    await db.pool.query('VACUUM ANALYZE outbox_lane_messages');
+  } else await seedPending(db.pool, messages, { topic: 'payment.charge', aggregates: 500 });
+  const engineTables = lanes ? ['outbox_lanes', 'outbox_lane_parked'] : ['outbox'];
   const arrivals: number[] = [];
   const server: Server = createServer((request, response) => {
     request.resume();
@@ -52,7 +72,12 @@ export async function rateLimitWindows(db: BenchDatabase, messages: number) {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-  const outboxBefore = await rowsWritten(db, 'outbox');
+  const engineRows = async () => {
+    let n = 0;
+    for (const table of engineTables) n += await rowsWritten(db, table);
+    return n;
+  };
+  const outboxBefore = await engineRows();
   const children: ChildProcess[] = [0, 1, 2].map(() =>
     spawn(
       process.execPath,
@@ -67,6 +92,7 @@ export async function rateLimitWindows(db: BenchDatabase, messages: number) {
         url,
         '--rate-limit',
         `payment.*=${perSecond}/s`,
+        ...(lanes ? ['--engine', 'lanes'] : []),
       ],
       { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] },
     ),
@@ -88,7 +114,7 @@ export async function rateLimitWindows(db: BenchDatabase, messages: number) {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   if (arrivals.length < messages)
     throw new Error(`rate limit case: ${arrivals.length} of ${messages} delivered\n${errors}`);
-  const outboxRows = (await rowsWritten(db, 'outbox')) - outboxBefore;
+  const outboxRows = (await engineRows()) - outboxBefore;
   const bucketRows = await rowsWritten(db, 'outbox_rate_limits');
   arrivals.sort((a, b) => a - b);
   const first = arrivals[0]!;
@@ -102,7 +128,7 @@ export async function rateLimitWindows(db: BenchDatabase, messages: number) {
   const oneSecond = busiestWindow(arrivals, 1_000, first);
   const round = (x: number, d = 1000) => Math.round(x * d) / d;
   log(
-    `rate limit windows: ${arrivals.length} in ${seconds.toFixed(1)} s under ${perSecond}/s, 3 processes: utilisation ${utilisation.toFixed(3)}, busiest 5 s ${steady}`,
+    `rate limit windows (${engine}): ${arrivals.length} in ${seconds.toFixed(1)} s under ${perSecond}/s, 3 processes: utilisation ${utilisation.toFixed(3)}, busiest 5 s ${steady}`,
   );
   return {
     utilisation: round(utilisation),
@@ -116,9 +142,11 @@ export async function rateLimitWindows(db: BenchDatabase, messages: number) {
     busiestSecond: oneSecond,
     perSecond,
     burst,
-    dispatchers: '3 outbox dispatch processes (CLI defaults)',
+    engine,
+    dispatchers: `3 outbox dispatch${lanes ? ' --engine lanes' : ''} processes (CLI defaults)`,
     delivered: arrivals.length,
     seconds: round(seconds, 10),
+    /** Rows written to `outbox` (lanes: `outbox_lanes` and `outbox_lane_parked`) a message. */
     outboxRowsWrittenPerMessage: round(outboxRows / arrivals.length, 100),
     bucketRowsWrittenPerMessage: round(bucketRows / arrivals.length, 100),
   };

@@ -9,7 +9,7 @@ import {
   type ReadableSpan,
   type SpanExporter,
 } from '@opentelemetry/sdk-trace-node';
-import { createDispatcher, fromPg } from '../../src/index.js';
+import { createDispatcher, createLaneDispatcher, fromPg } from '../../src/index.js';
 import { startBatchTrace } from '../../src/dispatcher/dispatch-spans.js';
 import { HttpPublisher } from '../../src/publishers/http/index.js';
 import { NatsJetStreamPublisher } from '../../src/publishers/nats/index.js';
@@ -48,14 +48,20 @@ const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
  * both; the figure is the median of the pairs' ratios. Best-of-N for each side apart, as the
  * other dispatch cases do, moved from 0.36 to 0.88 between runs here: on a shared two-core
  * machine one side would get the quiet minute. A pair's two drains share their minute.
+ *
+ * `lanesBroker`: the key's comparison (NATS JetStream) on the lanes engine
+ * (`createLaneDispatcher`, same batch size, rows written through `outbox_lane_inbox` with the
+ * same headers): what the key would read if the lanes engine were the one engine (issue 43).
  */
 export async function tracingOverhead(db: BenchDatabase, count: number, pairs: number) {
   const sink = await startDiscardingSink();
   let broker: Comparison | { skipped: string };
+  let lanesBroker: Comparison | { skipped: string };
   let noop: Comparison;
   let http: Comparison;
   try {
     broker = await natsComparison(db, sink.url, Math.ceil(count / 2.5), pairs);
+    lanesBroker = await natsComparison(db, sink.url, Math.ceil(count / 2.5), pairs, 'lanes');
     noop = await compare(db, sink.url, noopPublisher, count, pairs);
     // Context: the same with a publisher that does I/O, the shape of a real deployment.
     const webhook = new HttpPublisher({ url: `${sink.url}/hook` });
@@ -68,9 +74,10 @@ export async function tracingOverhead(db: BenchDatabase, count: number, pairs: n
     `tracing: NATS JetStream ${'ratio' in broker ? `${broker.ratio} (median of ${pairs} pairs: ${broker.ratios.join(', ')}; CPU per message ${broker.cpuMicrosPerMessage.withSdk} vs ${broker.cpuMicrosPerMessage.withoutSdk} µs)` : broker.skipped}; ` +
       `no-op publisher ${noop.ratio} (${noop.ratios.join(', ')}; CPU per message ${noop.cpuMicrosPerMessage.withSdk} vs ${noop.cpuMicrosPerMessage.withoutSdk} µs; ` +
       `${noop.spans.exported} of ${noop.spans.ended} spans exported); HTTP publisher ${http.ratio}; ` +
-      `no-SDK batch path ${noSdk.nsPerBatch} ns per batch of 200`,
+      `no-SDK batch path ${noSdk.nsPerBatch} ns per batch of 200; ` +
+      `lanes engine, NATS JetStream ${'ratio' in lanesBroker ? `${lanesBroker.ratio} (${lanesBroker.ratios.join(', ')}; CPU per message ${lanesBroker.cpuMicrosPerMessage.withSdk} vs ${lanesBroker.cpuMicrosPerMessage.withoutSdk} µs)` : lanesBroker.skipped}`,
   );
-  return { broker, noop, http, noSdk };
+  return { broker, noop, http, noSdk, lanesBroker };
 }
 
 /**
@@ -82,6 +89,7 @@ async function natsComparison(
   sinkUrl: string,
   count: number,
   pairs: number,
+  engine: Engine = 'claims',
 ): Promise<Comparison | { skipped: string }> {
   const { connect } = await import('nats');
   let nc: Awaited<ReturnType<typeof connect>>;
@@ -99,7 +107,7 @@ async function natsComparison(
     stream: { name, subjects: [`aobench${process.pid}.>`] },
   });
   try {
-    return await compare(db, sinkUrl, publisher, count, pairs);
+    return await compare(db, sinkUrl, publisher, count, pairs, engine);
   } finally {
     await publisher.close();
     await (await nc.jetstreamManager()).streams.delete(name).catch(() => undefined);
@@ -108,6 +116,7 @@ async function natsComparison(
 }
 
 type Comparison = Awaited<ReturnType<typeof compare>>;
+type Engine = 'claims' | 'lanes';
 
 /**
  * `pairs` back-to-back drains of `count` rows through `publisher`, with and without the SDK,
@@ -119,8 +128,11 @@ async function compare(
   publisher: Publisher,
   count: number,
   pairs: number,
+  engine: Engine = 'claims',
 ) {
   const spans = { ended: 0, exported: 0 };
+  const rate = (d: BenchDatabase, rows: number, p: Publisher) =>
+    engine === 'lanes' ? laneRate(d, rows, p) : claimRate(d, rows, p);
   const withSdk = async (rows: number) => {
     const sdk = registerSdk(sinkUrl);
     try {
@@ -180,7 +192,7 @@ interface Drain {
 }
 
 /** Drains `count` fresh unordered rows through `publisher`. */
-async function rate(db: BenchDatabase, count: number, publisher: Publisher): Promise<Drain> {
+async function claimRate(db: BenchDatabase, count: number, publisher: Publisher): Promise<Drain> {
   await resetOutbox(db.pool);
   await db.pool.query(
     `INSERT INTO outbox (aggregate_id, topic, payload, headers)
@@ -205,6 +217,37 @@ async function rate(db: BenchDatabase, count: number, publisher: Publisher): Pro
   });
   const used = process.cpuUsage(cpu);
   if (published !== count) throw new Error(`dispatched ${published} of ${count}`);
+  return {
+    rowsPerSecond: (count / ms) * 1000,
+    cpuMicrosPerMessage: (used.user + used.system) / count,
+  };
+}
+
+/** {@link claimRate} on the lanes engine: the same rows, written through `outbox_lane_inbox`. */
+async function laneRate(db: BenchDatabase, count: number, publisher: Publisher): Promise<Drain> {
+  await db.pool.query('TRUNCATE outbox_lane_messages, outbox_lane_parked');
+  await db.pool.query(
+    `INSERT INTO outbox_lane_inbox (topic, aggregate_id, payload, headers, ordered)
+     SELECT 'mail.send', 'agg-' || g, jsonb_build_object('n', g),
+            jsonb_build_object('traceparent',
+              '00-' || md5(g::text) || '-' || substr(md5('s' || g), 1, 16) || '-01'),
+            false
+     FROM generate_series(1, $1) g ORDER BY g`,
+    [count],
+  );
+  await db.pool.query('VACUUM ANALYZE outbox_lane_messages');
+  let published = 0;
+  const cpu = process.cpuUsage();
+  const ms = await timed(async () => {
+    const dispatcher = createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher,
+      batchSize: 200,
+    });
+    published = (await dispatcher.drain()).published;
+  });
+  const used = process.cpuUsage(cpu);
+  if (published !== count) throw new Error(`lanes dispatched ${published} of ${count}`);
   return {
     rowsPerSecond: (count / ms) * 1000,
     cpuMicrosPerMessage: (used.user + used.system) / count,

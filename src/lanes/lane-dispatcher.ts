@@ -732,6 +732,16 @@ class LaneDispatcher implements Dispatcher {
             : Date.now() + Math.min(1_000, this.#options.pollIntervalMs);
       }
       if (parkedDue < this.#parkedAt) this.#parkedAt = parkedDue;
+      // A message this dispatcher parked for want of a rate-limit token is due at its token's
+      // slot (destination-limits.ts places them a slot apart): the parked path is looked at then.
+      // The idle loop already wakes for it (#run: nextTokenInMs), but only read its lanes, and
+      // the parked path waited for its next look, up to a second: a token the bucket could not
+      // keep (burst 1) was lost, one message a second went out at 10/s (lane-destination-limits
+      // .test.ts). Three `outbox dispatch --engine lanes` processes at 50/s: 0.75 -> 0.80 of the
+      // limit (bench details.rateLimitWindows.lanes; what still stops them: docs/lanes.md).
+      const tokenInMs = draining ? undefined : this.#routes.nextTokenInMs();
+      if (tokenInMs !== undefined)
+        this.#parkedAt = Math.min(this.#parkedAt, Date.now() + tokenInMs);
       const busy = messages.length > 0 || moved || parked > 0;
       // Going idle: what is pending is written rather than left to the next sync, so status and
       // retention see the cursors where they are (a busy dispatcher writes them every second).
