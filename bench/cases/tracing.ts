@@ -204,23 +204,14 @@ async function claimRate(db: BenchDatabase, count: number, publisher: Publisher)
     [count],
   );
   await db.pool.query('VACUUM ANALYZE outbox');
-  let published = 0;
-  const cpu = process.cpuUsage();
-  const ms = await timed(async () => {
-    const dispatcher = createDispatcher({
+  return timedDrain(count, () =>
+    createDispatcher({
       executor: fromPg(db.pool),
       publisher,
       batchSize: 200,
       unorderedTopics: ['mail.*'],
-    });
-    published = (await dispatcher.drain()).published;
-  });
-  const used = process.cpuUsage(cpu);
-  if (published !== count) throw new Error(`dispatched ${published} of ${count}`);
-  return {
-    rowsPerSecond: (count / ms) * 1000,
-    cpuMicrosPerMessage: (used.user + used.system) / count,
-  };
+    }),
+  );
 }
 
 /** {@link claimRate} on the lanes engine: the same rows, written through `outbox_lane_inbox`. */
@@ -236,18 +227,23 @@ async function laneRate(db: BenchDatabase, count: number, publisher: Publisher):
     [count],
   );
   await db.pool.query('VACUUM ANALYZE outbox_lane_messages');
+  return timedDrain(count, () =>
+    createLaneDispatcher({ executor: fromPg(db.pool), publisher, batchSize: 200 }),
+  );
+}
+
+/** One drain by a dispatcher made inside the timing (as before), its rate and CPU a message. */
+async function timedDrain(
+  count: number,
+  create: () => { drain(): Promise<{ published: number }> },
+): Promise<Drain> {
   let published = 0;
   const cpu = process.cpuUsage();
   const ms = await timed(async () => {
-    const dispatcher = createLaneDispatcher({
-      executor: fromPg(db.pool),
-      publisher,
-      batchSize: 200,
-    });
-    published = (await dispatcher.drain()).published;
+    published = (await create().drain()).published;
   });
   const used = process.cpuUsage(cpu);
-  if (published !== count) throw new Error(`lanes dispatched ${published} of ${count}`);
+  if (published !== count) throw new Error(`dispatched ${published} of ${count}`);
   return {
     rowsPerSecond: (count / ms) * 1000,
     cpuMicrosPerMessage: (used.user + used.system) / count,
