@@ -519,11 +519,17 @@ class LaneDispatcher implements Dispatcher {
           // And no later than the next balance, which renews this dispatcher's leases and takes
           // the lanes whose owner stopped renewing (killed): with a long poll interval, an idle
           // dispatcher left them for that long (a minute's poll: a minute).
+          // With rate limits, no later than the parked path's next look (at most a second after
+          // the last): messages parked for a token by another dispatcher, whose lanes this one
+          // took over, come due with nothing to tell this one when (its own deferrals are in
+          // nextTokenInMs). Three `outbox dispatch --engine lanes` processes stalled for the
+          // poll interval (5 s) after lanes changed hands (bench details.rateLimitWindows.lanes).
           await this.#wakeUps.sleep(
             Math.min(
               wait,
               this.#routes.nextTokenInMs() ?? wait,
               Math.max(1, this.#balanceAt - Date.now()),
+              this.#options.rateLimits.length > 0 ? Math.max(1, this.#parkedAt - Date.now()) : wait,
             ),
           );
         } finally {

@@ -5,7 +5,7 @@ import { HttpPublisher } from '../../../src/publishers/http/index.js';
 import { InMemoryPublisher } from '../../../src/publishers/memory/in-memory-publisher.js';
 import { fromPg } from '../../../src/store/from-pg.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
-import { enqueueLanes } from '../../helpers/lanes.js';
+import { enqueueLanes, listenWakeSource } from '../../helpers/lanes.js';
 import { checkHistory, eventsInOrder, expectedOf } from '../../helpers/history.js';
 import { manyMessages } from '../../helpers/outbox-fixtures.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
@@ -176,5 +176,46 @@ describe('lanes engine: rate limits', () => {
     expect(seconds).toBeGreaterThan(1.2);
     expect(seconds).toBeLessThan(8);
     expect(dispatcher.stats().retried).toBe(0);
+  });
+
+  it('messages another dispatcher parked for tokens go out at the rate once their lanes change hands', async () => {
+    // A, at 1/s with a burst of 1, publishes one message and parks the other four a token apart
+    // (due in 1, 2, 3 and 4 s), then stops (its lanes given back). B takes the lanes over with
+    // nothing telling it when those come due, and none is due at its first look. Before, an
+    // idle B slept its poll interval (10 s here; `outbox dispatch` with LISTEN: 5 s) before it
+    // looked again: three dispatchers stalled so after lanes changed hands (bench
+    // details.rateLimitWindows.lanes: 0.80 of the limit).
+    await write(
+      Array.from({ length: 5 }, (_, i) => ({
+        topic: 'payment.charge',
+        aggregateId: `handover-${i}`,
+        payload: { i },
+      })),
+    );
+    const publisher = new InMemoryPublisher();
+    const make = () =>
+      createLaneDispatcher({
+        executor: fromPg(db.pool),
+        publisher,
+        batchSize: 20,
+        pollIntervalMs: 10_000,
+        wakeSource: listenWakeSource(db.url),
+        rateLimits: [{ pattern: 'payment.*', perSecond: 1, burst: 1 }],
+      });
+    const a = make();
+    const started = Date.now();
+    a.start();
+    await expect.poll(() => publisher.published.length, { timeout: 10_000 }).toBe(1);
+    await a.stop();
+    expect(await count('SELECT count(*)::int AS n FROM outbox_lane_parked')).toBe(4);
+    const b = make();
+    b.start();
+    await expect.poll(() => publisher.published.length, { timeout: 60_000, interval: 50 }).toBe(5);
+    const seconds = (Date.now() - started) / 1000;
+    await b.stop();
+    // About 4 s at 1/s; B's first look after its poll interval: 10 s and more.
+    expect(seconds).toBeGreaterThan(3);
+    expect(seconds).toBeLessThan(8);
+    expect(new Set(publisher.published.map((m) => m.id)).size).toBe(5);
   });
 });
