@@ -22,6 +22,7 @@ import {
   laneByIdsSql,
   laneByIdsUnpreparedSql,
   laneDueSql,
+  laneNextParkedDueSql,
   laneLeaveSql,
   laneNextCallSql,
   lanePreArmWritersSql,
@@ -245,6 +246,7 @@ class LaneDispatcher implements Dispatcher {
     next: string;
     balance: string;
     due: string;
+    nextParkedDue: string;
     settleParked: string;
     leave: string;
     byIds: string;
@@ -274,7 +276,15 @@ class LaneDispatcher implements Dispatcher {
   /** When the last balance (which renews every owned lease to leaseMs) was sent. */
   #renewedAt = 0;
   #balanceAt = 0;
+  /** When the parked path is looked at next (epoch ms; 0: at the next cycle). */
   #parkedAt = 0;
+  /**
+   * When the first parked head of the owned lanes comes due, as the database said after a look
+   * that found none due (epoch ms; Infinity: none parked). An idle dispatcher wakes for it.
+   */
+  #parkedKnownDue = Infinity;
+  /** The wait after the database said a parked head is due that the look did not find. */
+  #overdueWaitMs = 0;
   /** When the held messages' expiry sweep is next due (see {@link #expireApprovals}). */
   #expiryAt = 0;
   /**
@@ -394,6 +404,7 @@ class LaneDispatcher implements Dispatcher {
       next: laneNextCallSql(s),
       balance: `SELECT lane, cursor::text AS cursor FROM ${s}.outbox_lane_balance($1, $2, $3)`,
       due: laneDueSql(s),
+      nextParkedDue: laneNextParkedDueSql(s),
       settleParked: `SELECT ${s}.outbox_lane_settle_parked($1, $2, $3, $4, $5, $6, $7)`,
       leave: laneLeaveSql(s),
       // Prepared where the executor prepares (sql/lanes.ts says why; #publishNamed falls back).
@@ -530,6 +541,8 @@ class LaneDispatcher implements Dispatcher {
               this.#routes.nextTokenInMs() ?? wait,
               Math.max(1, this.#balanceAt - Date.now()),
               this.#options.rateLimits.length > 0 ? Math.max(1, this.#parkedAt - Date.now()) : wait,
+              // When the database last said the first parked head of its lanes comes due.
+              Math.max(1, this.#parkedKnownDue - Date.now()),
             ),
           );
         } finally {
@@ -728,14 +741,20 @@ class LaneDispatcher implements Dispatcher {
         if (Date.now() >= this.#balanceAt) await this.#balance();
         if (Date.now() >= this.#expiryAt) await this.#expireApprovals();
         parked = await this.#publishParked();
-        // Found some: look again next cycle (more may be due). Else at the poll cadence (an idle
-        // dispatcher looks at every poll, as before) and at least every second; what this
-        // dispatcher parks itself sets the time it is due (#parkedDue).
+        // Found some: look again next cycle (more may be due). Else when the first parked head
+        // of the owned lanes is due (laneNextParkedDueSql: the lanes taken over hold messages
+        // parked by another dispatcher), at the poll cadence (an idle dispatcher looks at every
+        // poll, as before) and at least every second; what this dispatcher parks itself sets
+        // the time it is due (#parkedDue).
+        if (!draining && parked === 0) await this.#learnParkedDue();
         this.#parkedAt = draining
           ? Date.now() + 1_000
           : parked > 0
             ? 0
-            : Date.now() + Math.min(1_000, this.#options.pollIntervalMs);
+            : Math.min(
+                Date.now() + Math.min(1_000, this.#options.pollIntervalMs),
+                this.#parkedKnownDue,
+              );
       }
       if (parkedDue < this.#parkedAt) this.#parkedAt = parkedDue;
       // A message this dispatcher parked for want of a rate-limit token is due at its token's
@@ -785,6 +804,25 @@ class LaneDispatcher implements Dispatcher {
       due = Math.min(due, kind === 'dead' ? now : now + (o.parkDelays[i] ?? 0));
     });
     return due;
+  }
+
+  /** {@link #parkedKnownDue} from the database (a failed read leaves it as it was). */
+  async #learnParkedDue(): Promise<void> {
+    const { rows } = await this.#executor.query<{ inMs: number | null }>(this.#sql.nextParkedDue, [
+      this.id,
+    ]);
+    const inMs = rows[0]?.inMs;
+    // Due already, though the look just found none due: as a rule it came due between the two
+    // statements (at 50/s a slot is 20 ms): looked at again at once. Should the look keep
+    // finding none (a row it cannot read), the waits double up to its own cadence: no spin.
+    const overdue = inMs !== null && inMs !== undefined && inMs <= 0;
+    this.#overdueWaitMs = overdue
+      ? Math.min(Math.min(1_000, this.#options.pollIntervalMs), this.#overdueWaitMs * 2 || 1)
+      : 0;
+    this.#parkedKnownDue =
+      inMs === null || inMs === undefined
+        ? Infinity
+        : Date.now() + (overdue ? this.#overdueWaitMs : inMs);
   }
 
   /** Takes this dispatcher's share of the lanes (with nothing pending: see sql/lanes.ts). */

@@ -652,6 +652,28 @@ BEGIN
 END $$`;
 
 /**
+ * When the first parked head of `$1`'s lanes comes due, in ms from now (negative: due already;
+ * NULL: none is parked; Infinity: held at infinity), through `outbox_lane_parked_due_idx`, one
+ * row a lane, of the lanes whose lease holds (as the parked path's read). Asked when the
+ * parked path found nothing due. Why: a dispatcher knows when what it parked itself comes due,
+ * but not what the lanes it took over hold. Three `outbox dispatch --engine lanes` processes
+ * under one rate limit: the first parked the backlog at its token slots, gave two thirds of its
+ * lanes to the others, and from then on woke at slots whose messages were no longer its own,
+ * while the new owners looked once a second and spent a second's tokens at once (busiest 5 s at
+ * 1.2 of the limit, bench `details.rateLimitWindows.lanes`).
+ */
+export const laneNextParkedDueSql = (s: string) => `
+SELECT ((extract(epoch FROM min(q.available_at)) - extract(epoch FROM now())) * 1000)::float8
+       AS "inMs"
+FROM ${s}.outbox_lanes l
+CROSS JOIN LATERAL (
+  SELECT q.available_at FROM ${s}.outbox_lane_parked q
+  WHERE q.lane = l.lane AND q.head AND q.dead_at IS NULL
+  ORDER BY q.available_at LIMIT 1
+) q
+WHERE l.owner = $1 AND l.lease_expires_at > now()`;
+
+/**
  * The parked path's read: due heads of the caller's lanes, oldest due first, each ordered head
  * with the run of its aggregate's parked messages behind it, in id order, up to `$2` rows in all
  * (the dispatcher publishes a run in order and stops it at its first failure, as a batch does).

@@ -218,4 +218,45 @@ describe('lanes engine: rate limits', () => {
     expect(seconds).toBeLessThan(8);
     expect(new Set(publisher.published.map((m) => m.id)).size).toBe(5);
   });
+
+  it('a dispatcher without limits of its own wakes when the parked messages of lanes it took over come due', async () => {
+    // As above, but B declares no limit (the limit is A's, in outbox_rate_limits, and B's
+    // gate applies it all the same): nothing in B's memory says when A's parked messages come
+    // due. B asks the database after a look that finds none due (sql/lanes.ts
+    // laneNextParkedDueSql) and sleeps until then. Before, its sleep was bounded by the
+    // parked path's next look only with limits of its own: it slept its poll interval (10 s).
+    // Three dispatchers at 50/s spent a second's tokens at once so (busiest 5 s at 1.2).
+    await write(
+      Array.from({ length: 5 }, (_, i) => ({
+        topic: 'payment.charge',
+        aggregateId: `takeover-${i}`,
+        payload: { i },
+      })),
+    );
+    const publisher = new InMemoryPublisher();
+    const make = (limited: boolean) =>
+      createLaneDispatcher({
+        executor: fromPg(db.pool),
+        publisher,
+        batchSize: 20,
+        pollIntervalMs: 10_000,
+        wakeSource: listenWakeSource(db.url),
+        ...(limited && { rateLimits: [{ pattern: 'payment.*', perSecond: 1, burst: 1 }] }),
+      });
+    const a = make(true);
+    const started = Date.now();
+    a.start();
+    await expect.poll(() => publisher.published.length, { timeout: 10_000 }).toBe(1);
+    await a.stop();
+    expect(await count('SELECT count(*)::int AS n FROM outbox_lane_parked')).toBe(4);
+    const b = make(false);
+    b.start();
+    await expect.poll(() => publisher.published.length, { timeout: 60_000, interval: 50 }).toBe(5);
+    const seconds = (Date.now() - started) / 1000;
+    await b.stop();
+    // About 4 s at 1/s; B's next look after its poll interval: 10 s and more.
+    expect(seconds).toBeGreaterThan(3);
+    expect(seconds).toBeLessThan(8);
+    expect(new Set(publisher.published.map((m) => m.id)).size).toBe(5);
+  });
 });
