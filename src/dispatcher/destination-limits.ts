@@ -86,8 +86,6 @@ export class DestinationLimits {
    * ones dropped at each look. Each deferred message is one its deferrer wakes for.
    */
   #tokenDue: number[] = [];
-  /** Per limit pattern: when (epoch ms) the last message this dispatcher deferred for it is due. */
-  readonly #queueTail = new Map<string, number>();
 
   constructor(options: {
     executor: SqlExecutor;
@@ -381,25 +379,22 @@ export class DestinationLimits {
     const { rows } = await this.#executor.query<{
       pattern: string;
       granted: number;
-      left: number;
       perSecond: number;
+      firstInMs: number | null;
     }>(takeTokensSql(this.#schema), [patterns, patterns.map((p) => wanting.get(p)!.length)]);
-    const now = Date.now();
     for (const row of rows) {
       const waiting = wanting.get(row.pattern)!.slice(Number(row.granted));
       if (waiting.length === 0) continue;
-      // The k-th message without a token goes k slots after the bucket's next token, and after
-      // what this dispatcher deferred before it: placed from the next token each time, a
-      // message refused again landed among the ones it had just been refused with, and each
-      // claim took back and deferred again most of the backlog (77 row writes per delivered
-      // message with three dispatchers, bench `rate_limit_utilisation`).
+      // The k-th message without a token goes k slots after the first slot the bucket handed
+      // out for this call: after every slot handed out before, by any dispatcher (sql/rate-
+      // limits.ts `takeTokensSql`). Placed from the next token each time, a message refused
+      // again landed among the ones it had just been refused with, and each claim took back and
+      // deferred again most of the backlog (77 row writes per delivered message with three
+      // dispatchers, bench `rate_limit_utilisation`); placed after a tail of its own dispatcher,
+      // three dispatchers used the same slots and left others idle.
       const slotMs = 1000 / Number(row.perSecond);
-      const first = Math.max(
-        now + Math.max(0, 1 - Number(row.left)) * slotMs,
-        this.#queueTail.get(row.pattern) ?? 0,
-      );
-      waiting.forEach((m, k) => defer(m, first + k * slotMs - now, `${RATE_LIMIT} ${row.pattern}`));
-      this.#queueTail.set(row.pattern, first + waiting.length * slotMs);
+      const first = Math.max(0, Number(row.firstInMs ?? 0));
+      waiting.forEach((m, k) => defer(m, first + k * slotMs, `${RATE_LIMIT} ${row.pattern}`));
     }
   }
 }

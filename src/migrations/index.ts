@@ -32,6 +32,7 @@ import { laneReadSnapshot } from './031-lane-read-snapshot.js';
 import { laneMessageIdIndex } from './032-lane-message-id-index.js';
 import { laneArchive } from './033-lane-archive.js';
 import { lanePruneWalCompression } from './034-lane-prune-wal-compression.js';
+import { rateLimitQueue } from './035-rate-limit-queue.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -70,6 +71,7 @@ export const MIGRATIONS: readonly Migration[] = [
   laneMessageIdIndex,
   laneArchive,
   lanePruneWalCompression,
+  rateLimitQueue,
 ];
 
 /** The schema version this build of agent-outbox expects. */

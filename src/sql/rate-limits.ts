@@ -23,7 +23,9 @@ FROM unnest($1::text[], $2::float8[], $3::float8[]) AS d(pattern, per_second, bu
 ON CONFLICT (pattern) DO UPDATE
   SET per_second = excluded.per_second,
       burst = excluded.burst,
-      tokens = least(r.tokens, excluded.burst)
+      tokens = least(r.tokens, excluded.burst),
+      queued_until = CASE WHEN r.per_second = excluded.per_second THEN r.queued_until
+                          ELSE '-infinity' END
 RETURNING pattern`;
 
 /** $1 globs (text[]). */
@@ -47,10 +49,24 @@ FROM ${s}.outbox_rate_limits r
 ORDER BY r.pattern`;
 
 /**
- * Takes up to `wanted` whole tokens from each bucket named. Returns what each got and the tokens
- * left (below 1 when some were refused), so the caller can tell the k-th refused message when a
- * token will be there for it: (k + 1 - left) / per_second. The rate window rolls every ten
- * seconds. $1 globs (text[]), $2 wanted (int[], same order).
+ * Takes up to `wanted` whole tokens from each bucket named. Returns what each got, the tokens
+ * left (below 1 when some were refused) and, when some were, `firstInMs`: when (ms after the
+ * statement's `now()`) the first refused message may come back, the k-th refused one k slots
+ * (1 / per_second) later. The rate window rolls every ten seconds. $1 globs (text[]), $2 wanted
+ * (int[], same order).
+ *
+ * `queued_until` (migration 035) is the end of the slots handed out to refused messages, shared
+ * by every dispatcher: the refused ones of this call are placed after it (and not before the
+ * bucket's next token), and it moves past them. Why: each dispatcher kept that tail in its own
+ * memory, so several dispatchers placed their refused messages on the same slots; at each slot
+ * all but one were refused again and went to the end of their own queue, a claim and a deferral
+ * more each time (bench `rate_limit_utilisation`'s `outboxRowsWrittenPerMessage`). A slot handed
+ * out and then not used (its message published otherwise, its dispatcher killed) costs a token's
+ * wait, never more than the limit: a message that comes back still takes its token. And a take
+ * that finds the bucket full forgets the slots handed out: had their messages come, each would
+ * have taken the token of its slot and the bucket would not have filled (messages replayed,
+ * skipped or deleted while they waited; a backlog gone). A limit declared at another rate
+ * forgets them too ({@link declareRateLimitsSql}): they were spaced for the old one.
  */
 export const takeTokensSql = (s: string) => `
 UPDATE ${s}.outbox_rate_limits r
@@ -64,7 +80,23 @@ SET granted = least(w.wanted, floor(${refilled}))::int,
     window_taken = CASE WHEN now() - r.window_at >= interval '10 seconds' THEN 0
                         ELSE r.window_taken END + least(w.wanted, floor(${refilled}))::int,
     window_at = CASE WHEN now() - r.window_at >= interval '10 seconds' THEN now()
-                     ELSE r.window_at END
+                     ELSE r.window_at END,
+    queued_until = CASE WHEN w.wanted > floor(${refilled})
+      THEN greatest(CASE WHEN ${refilled} >= r.burst THEN '-infinity' ELSE r.queued_until END,
+                    now() + (1 - (${refilled} - floor(${refilled}))) / r.per_second
+                            * interval '1 second')
+           + (w.wanted - floor(${refilled})) / r.per_second * interval '1 second'
+      WHEN ${refilled} >= r.burst THEN '-infinity'
+      ELSE r.queued_until END
 FROM unnest($1::text[], $2::int[]) AS w(pattern, wanted)
 WHERE r.pattern = w.pattern
-RETURNING r.pattern, r.granted, r.tokens AS "left", r.per_second AS "perSecond"`;
+RETURNING r.pattern, r.granted, r.tokens AS "left", r.per_second AS "perSecond",
+  CASE WHEN w.wanted > r.granted
+       THEN extract(epoch FROM r.queued_until - now()) * 1000
+            - (w.wanted - r.granted) * 1000 / r.per_second
+  END::float8 AS "firstInMs"`;
+
+/** Migration 035: where the slots handed out to refused messages end (see {@link takeTokensSql}). */
+export const rateLimitQueueSql = (s: string) => `
+ALTER TABLE ${s}.outbox_rate_limits
+  ADD COLUMN queued_until timestamptz NOT NULL DEFAULT '-infinity'`;

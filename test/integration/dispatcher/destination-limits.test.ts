@@ -1,6 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createDispatcher, fromPg, InMemoryPublisher, type Publisher } from '../../../src/index.js';
+import { DestinationLimits } from '../../../src/dispatcher/destination-limits.js';
+import type { OutgoingMessage } from '../../../src/publishers/publisher.js';
 import { HttpPublisher } from '../../../src/publishers/http/index.js';
 import { busiestWindow } from '../../helpers/busiest-window.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
@@ -187,6 +189,89 @@ describe('rate limits (issue 27)', () => {
     expect(await count('SELECT max(attempts)::int AS n FROM outbox_messages')).toBe(1);
     const { rows } = await db.pool.query('SELECT pattern, taken::int FROM outbox_rate_limits');
     expect(rows).toEqual([{ pattern: 'payment.*', taken: 60 }]);
+  });
+
+  it('dispatchers refused tokens by one limit are given slots after one another, not the same ones (migration 035)', async () => {
+    // 10/s with a burst of 1: a slot is 100 ms. A takes the one token and is refused four, B is
+    // refused five. Each dispatcher used to place what it was refused from the bucket's next
+    // token after its own earlier refusals only: A's and B's landed on the same slots, and at
+    // each slot one of them was refused again (a claim and a deferral more, and slots left idle
+    // while the other waited for its own). The bucket's `queued_until` places them in turn.
+    await db.pool.query(
+      `INSERT INTO outbox_rate_limits (pattern, per_second, burst, tokens) VALUES ('payment.*', 10, 1, 1)`,
+    );
+    const gate = () =>
+      new DestinationLimits({
+        executor: fromPg(db.pool),
+        schema: 'public',
+        routeOf: (topic) => topic,
+        pause: {},
+        leaseMs: 30_000,
+      });
+    const messages = (who: string): OutgoingMessage[] =>
+      Array.from({ length: 5 }, (_, i) => ({
+        id: `${who}-${i}`,
+        rowId: `${who}${i}`,
+        topic: 'payment.charge',
+        aggregateId: `${who}-${i}`,
+        sequence: 1,
+        payload: {},
+        headers: {},
+        createdAt: new Date(),
+        attempts: 0,
+      }));
+    const a = await gate().gate('a', messages('a'));
+    const b = await gate().gate('b', messages('b'));
+    expect(a.send).toHaveLength(1);
+    expect(b.send).toHaveLength(0);
+    const delays = [...a.held, ...b.held]
+      .map((s) => (s.kind === 'defer' ? s.delayMs : Number.NaN))
+      .sort((x, y) => x - y);
+    expect(delays).toHaveLength(9);
+    // Nine slots in a row, about 100 ms apart (the two calls a few ms apart on the clock).
+    delays.slice(1).forEach((delay, i) => expect(delay - delays[i]!).toBeGreaterThan(80));
+    expect(delays[0]).toBeGreaterThan(0);
+    expect(delays[8]).toBeGreaterThan(800);
+    expect(delays[8]).toBeLessThan(1_000);
+    const { rows } = await db.pool.query<{ aheadMs: number }>(
+      `SELECT (extract(epoch FROM queued_until - now()) * 1000)::float8 AS "aheadMs" FROM outbox_rate_limits`,
+    );
+    expect(rows[0]!.aheadMs).toBeGreaterThan(800);
+  });
+
+  it('a take that finds the bucket full forgets slots handed out whose messages never came back', async () => {
+    // Slots handed out an hour ahead (a backlog since skipped, say), and the bucket full: had
+    // those messages come, they would have taken its tokens. Refused messages now wait for the
+    // next tokens, not behind the hour.
+    await db.pool.query(
+      `INSERT INTO outbox_rate_limits (pattern, per_second, burst, tokens, queued_until)
+       VALUES ('payment.*', 10, 1, 1, now() + interval '1 hour')`,
+    );
+    const gate = new DestinationLimits({
+      executor: fromPg(db.pool),
+      schema: 'public',
+      routeOf: (topic) => topic,
+      pause: {},
+      leaseMs: 30_000,
+    });
+    const { send, held } = await gate.gate(
+      'a',
+      [0, 1, 2].map((i) => ({
+        id: `m-${i}`,
+        rowId: `${i}`,
+        topic: 'payment.charge',
+        aggregateId: `m-${i}`,
+        sequence: 1,
+        payload: {},
+        headers: {},
+        createdAt: new Date(),
+        attempts: 0,
+      })),
+    );
+    expect(send).toHaveLength(1);
+    const delays = held.map((s) => (s.kind === 'defer' ? s.delayMs : Number.NaN));
+    expect(delays).toHaveLength(2);
+    for (const delay of delays) expect(delay).toBeLessThan(1_000);
   });
 
   it('three dispatchers on their own pools deliver the limit while a backlog waits, and no window exceeds it (issue 43)', async () => {
