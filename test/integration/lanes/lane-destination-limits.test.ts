@@ -178,58 +178,18 @@ describe('lanes engine: rate limits', () => {
     expect(dispatcher.stats().retried).toBe(0);
   });
 
-  it('messages another dispatcher parked for tokens go out at the rate once their lanes change hands', async () => {
-    // A, at 1/s with a burst of 1, publishes one message and parks the other four a token apart
-    // (due in 1, 2, 3 and 4 s), then stops (its lanes given back). B takes the lanes over with
-    // nothing telling it when those come due, and none is due at its first look. Before, an
-    // idle B slept its poll interval (10 s here; `outbox dispatch` with LISTEN: 5 s) before it
-    // looked again: three dispatchers stalled so after lanes changed hands (bench
-    // details.rateLimitWindows.lanes: 0.80 of the limit).
+  /**
+   * A, at 1/s with a burst of 1, publishes one of five messages and parks the other four a token
+   * apart (due in 1, 2, 3 and 4 s), then stops (its lanes given back). B (with A's limit of its
+   * own when `bLimited`, else with none: the limit is A's, in outbox_rate_limits, and B's gate
+   * applies it all the same) takes the lanes over, none due at its first look. Seconds from A's
+   * start to the fifth message, checked for no duplicate.
+   */
+  async function handOver(prefix: string, bLimited: boolean): Promise<number> {
     await write(
       Array.from({ length: 5 }, (_, i) => ({
         topic: 'payment.charge',
-        aggregateId: `handover-${i}`,
-        payload: { i },
-      })),
-    );
-    const publisher = new InMemoryPublisher();
-    const make = () =>
-      createLaneDispatcher({
-        executor: fromPg(db.pool),
-        publisher,
-        batchSize: 20,
-        pollIntervalMs: 10_000,
-        wakeSource: listenWakeSource(db.url),
-        rateLimits: [{ pattern: 'payment.*', perSecond: 1, burst: 1 }],
-      });
-    const a = make();
-    const started = Date.now();
-    a.start();
-    await expect.poll(() => publisher.published.length, { timeout: 10_000 }).toBe(1);
-    await a.stop();
-    expect(await count('SELECT count(*)::int AS n FROM outbox_lane_parked')).toBe(4);
-    const b = make();
-    b.start();
-    await expect.poll(() => publisher.published.length, { timeout: 60_000, interval: 50 }).toBe(5);
-    const seconds = (Date.now() - started) / 1000;
-    await b.stop();
-    // About 4 s at 1/s; B's first look after its poll interval: 10 s and more.
-    expect(seconds).toBeGreaterThan(3);
-    expect(seconds).toBeLessThan(8);
-    expect(new Set(publisher.published.map((m) => m.id)).size).toBe(5);
-  });
-
-  it('a dispatcher without limits of its own wakes when the parked messages of lanes it took over come due', async () => {
-    // As above, but B declares no limit (the limit is A's, in outbox_rate_limits, and B's
-    // gate applies it all the same): nothing in B's memory says when A's parked messages come
-    // due. B asks the database after a look that finds none due (sql/lanes.ts
-    // laneNextParkedDueSql) and sleeps until then. Before, its sleep was bounded by the
-    // parked path's next look only with limits of its own: it slept its poll interval (10 s).
-    // Three dispatchers at 50/s spent a second's tokens at once so (busiest 5 s at 1.2).
-    await write(
-      Array.from({ length: 5 }, (_, i) => ({
-        topic: 'payment.charge',
-        aggregateId: `takeover-${i}`,
+        aggregateId: `${prefix}-${i}`,
         payload: { i },
       })),
     );
@@ -249,14 +209,33 @@ describe('lanes engine: rate limits', () => {
     await expect.poll(() => publisher.published.length, { timeout: 10_000 }).toBe(1);
     await a.stop();
     expect(await count('SELECT count(*)::int AS n FROM outbox_lane_parked')).toBe(4);
-    const b = make(false);
+    const b = make(bLimited);
     b.start();
     await expect.poll(() => publisher.published.length, { timeout: 60_000, interval: 50 }).toBe(5);
     const seconds = (Date.now() - started) / 1000;
     await b.stop();
-    // About 4 s at 1/s; B's next look after its poll interval: 10 s and more.
+    expect(new Set(publisher.published.map((m) => m.id)).size).toBe(5);
+    return seconds;
+  }
+
+  it('messages another dispatcher parked for tokens go out at the rate once their lanes change hands', async () => {
+    // Nothing tells B when A's parked messages come due. Before, an idle B slept its poll
+    // interval (10 s here; `outbox dispatch` with LISTEN: 5 s) before it looked again: three
+    // dispatchers stalled so after lanes changed hands (bench details.rateLimitWindows.lanes:
+    // 0.80 of the limit).
+    const seconds = await handOver('handover', true);
+    // About 4 s at 1/s; B's first look after its poll interval: 10 s and more.
     expect(seconds).toBeGreaterThan(3);
     expect(seconds).toBeLessThan(8);
-    expect(new Set(publisher.published.map((m) => m.id)).size).toBe(5);
+  });
+
+  it('a dispatcher without limits of its own wakes when the parked messages of lanes it took over come due', async () => {
+    // B asks the database after a look that finds none due (sql/lanes.ts
+    // laneNextParkedDueSql) and sleeps until then. Before, its sleep was bounded by the parked
+    // path's next look only with limits of its own: it slept its poll interval (10 s). Three
+    // dispatchers at 50/s spent a second's tokens at once so (busiest 5 s at 1.2).
+    const seconds = await handOver('takeover', false);
+    expect(seconds).toBeGreaterThan(3);
+    expect(seconds).toBeLessThan(8);
   });
 });
