@@ -834,6 +834,10 @@ class LaneDispatcher implements Dispatcher {
       [this.id, this.#options.leaseMs, this.#maxLanes],
     );
     this.#renewedAt = renewing;
+    // What the database said of the lanes owned before: the next look (#cycle sets it due after
+    // a balance) asks again. Kept, it outlived lanes given back: with none left no look runs,
+    // and an idle loop bounded by a time gone by slept 1 ms at a time until the next balance.
+    this.#parkedKnownDue = Infinity;
     this.#cursors = new Map(rows.map((r) => [r.lane, r.cursor]));
     this.#positions = new Map(this.#cursors);
     // A lane given back or taken over: what was remembered above its cursor no longer holds.
