@@ -148,6 +148,12 @@ export {
   type ShadowComparison,
 } from './admin/status.js';
 export {
+  readDatabaseEngine,
+  setDatabaseEngine,
+  type EngineChange,
+} from './admin/database-engine.js';
+export type { Engine } from './core/engine.js';
+export {
   listDeadLetters,
   replayDeadLetters,
   type DeadLetter,

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { resolveEngine } from '../core/engine.js';
+import { engineOnce } from './database-engine.js';
 import { OutboxValidationError } from '../core/errors.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { ApprovalTokenError, checkSecret, verifyApprovalToken } from '../core/approval-links.js';
@@ -29,7 +29,8 @@ export interface ApprovalHandlerOptions {
   /** The current time in ms, for tests. Default `Date.now`. */
   now?: () => number;
   /**
-   * Which engine's held messages the links are for (default `'claims'`): `'lanes'` for a
+   * Which engine's held messages the links are for (default: the schema's, read at the first
+   * request and kept): `'lanes'` for a
    * `createOutbox({ engine: 'lanes', approvalRequests: { links } })` writer. Paused tool calls'
    * links (issue 42) are the same on both.
    */
@@ -95,7 +96,7 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
   const secrets = options.secrets.map((s, i) => checkSecret(`secrets[${i}]`, s));
   const now = options.now ?? Date.now;
   const schema = options.schema;
-  const engine = { engine: resolveEngine(options.engine) } as const;
+  const engineOf = engineOnce(options.engine, options.schema);
 
   /** The page of a paused tool call (issue 42): its tool and input, and the two buttons. */
   async function showCall(token: string, approvalId: string): Promise<Response> {
@@ -126,7 +127,7 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
     const { effects } = await readEffectStatus(options.executor, {
       messageIds: [claim.messageId],
       ...(schema !== undefined && { schema }),
-      ...engine,
+      engine: await engineOf(options.executor),
     });
     const effect = effects[0];
     if (!effect || effect.state === 'not found')
@@ -173,7 +174,7 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
           by,
           ...(reason ? { note: reason } : {}),
           ...(schema !== undefined && { schema }),
-          ...engine,
+          engine: await engineOf(options.executor),
         });
         return page(200, 'Approved', '<p>It will be sent now.</p>');
       }
@@ -183,7 +184,7 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
           reason: reason || 'rejected from an approval link',
           ...(options.deadLetterPolicy && { deadLetterPolicy: options.deadLetterPolicy }),
           ...(schema !== undefined && { schema }),
-          ...engine,
+          engine: await engineOf(options.executor),
         });
         return page(200, 'Rejected', '<p>It will never be sent.</p>');
       }

@@ -1,5 +1,5 @@
 import { OutboxValidationError } from '../core/errors.js';
-import { resolveEngine } from '../core/engine.js';
+import { engineFor } from './database-engine.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import type { DeadLetterPolicy } from '../dispatcher/options.js';
 import { approveSql, expireSql, rejectSql, wakeAfterApprovalSql } from '../sql/approvals.js';
@@ -26,14 +26,18 @@ export {
 export type { AwaitingApproval } from './awaiting-approval.js';
 
 /**
- * Which engine's held messages a decision, list or sweep is about: `'claims'` (default, the
+ * Which engine's held messages a decision, list or sweep is about (default: the schema's,
+ * `readDatabaseEngine`): `'claims'` (the
  * `outbox` table) or `'lanes'` (migration 027: `createOutbox({ engine: 'lanes' })`'s messages,
  * ids as the lanes writer returns them, or message ids). Same semantics on both.
  */
 export type ApprovalEngine = 'claims' | 'lanes';
 
-function lanesEngine(engine: unknown): boolean {
-  return resolveEngine(engine) === 'lanes';
+async function lanesEngine(
+  executor: SqlExecutor,
+  options: { engine?: unknown; schema?: string | undefined },
+): Promise<boolean> {
+  return (await engineFor(executor, options.engine, options.schema)) === 'lanes';
 }
 
 /**
@@ -51,7 +55,7 @@ export async function listAwaitingApproval(
     engine?: ApprovalEngine;
   } = {},
 ): Promise<AwaitingApproval[]> {
-  return lanesEngine(options.engine)
+  return (await lanesEngine(executor, options))
     ? listLaneAwaitingApproval(executor, options)
     : listClaimAwaiting(executor, options);
 }
@@ -63,7 +67,7 @@ export interface ApproveOptions {
   /** Why, optionally: kept with the message. */
   note?: string;
   schema?: string;
-  /** Which engine's messages (default `'claims'`): see {@link ApprovalEngine}. */
+  /** Which engine's messages (default: the schema's): see {@link ApprovalEngine}. */
   engine?: ApprovalEngine;
 }
 
@@ -80,7 +84,7 @@ export interface RejectOptions {
    */
   deadLetterPolicy?: DeadLetterPolicy;
   schema?: string;
-  /** Which engine's messages (default `'claims'`): see {@link ApprovalEngine}. */
+  /** Which engine's messages (default: the schema's): see {@link ApprovalEngine}. */
   engine?: ApprovalEngine;
 }
 
@@ -101,7 +105,7 @@ export async function approveMessages(
   ids: readonly string[],
   options: ApproveOptions,
 ): Promise<DecidedMessage[]> {
-  if (lanesEngine(options.engine)) return approveLaneMessages(executor, ids, options);
+  if (await lanesEngine(executor, options)) return approveLaneMessages(executor, ids, options);
   const schemaName = options.schema ?? DEFAULT_SCHEMA;
   const schema = quoteIdentifier(schemaName);
   const by = requiredText('by', options.by);
@@ -136,7 +140,7 @@ export async function rejectMessages(
   ids: readonly string[],
   options: RejectOptions,
 ): Promise<DecidedMessage[]> {
-  if (lanesEngine(options.engine)) return rejectLaneMessages(executor, ids, options);
+  if (await lanesEngine(executor, options)) return rejectLaneMessages(executor, ids, options);
   const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
   const by = requiredText('by', options.by);
   const reason = requiredText('reason', options.reason);
@@ -166,7 +170,7 @@ export async function expireApprovals(
     engine?: ApprovalEngine;
   } = {},
 ): Promise<{ id: string; messageId: string; topic: string; state: 'expired' | 'approved' }[]> {
-  const lanes = lanesEngine(options.engine);
+  const lanes = await lanesEngine(executor, options);
   const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
   const policy = checkPolicy(options.deadLetterPolicy);
   const batchSize = options.batchSize ?? 100;

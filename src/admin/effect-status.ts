@@ -1,5 +1,5 @@
 import { OutboxValidationError } from '../core/errors.js';
-import { resolveEngine } from '../core/engine.js';
+import { engineFor } from './database-engine.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import { redactSecrets } from '../core/redact.js';
 import { laneMessagesStatusSql, messagesStatusSql, performedSql } from '../sql/effect-status.js';
@@ -67,7 +67,8 @@ export interface EffectStatusQuery {
   /** Most messages reported per call. Default 50. */
   limit?: number;
   /**
-   * Which engine's messages (default `'claims'`, the `outbox` table): `'lanes'` reads the lanes
+   * Which engine's messages (default: the schema's, `readDatabaseEngine`; `'claims'` is the
+   * `outbox` table): `'lanes'` reads the lanes
    * engine's (`createOutbox({ engine: 'lanes' })`), where `messageIds` may also be the row ids
    * the lanes writer returns (`id`, digits): a lookup by row id is a primary-key probe per lane,
    * one by message id a probe of the `message_id` index (migration 032; docs/lanes.md).
@@ -118,7 +119,7 @@ export async function readEffectStatus(
 ): Promise<{ effects: EffectStatus[]; truncated: number }> {
   const schema = quoteIdentifier(query.schema ?? DEFAULT_SCHEMA);
   const limit = query.limit ?? 50;
-  const lanes = resolveEngine(query.engine) === 'lanes';
+  const lanes = (await engineFor(executor, query.engine, query.schema)) === 'lanes';
   const ids: string[] = [];
   for (const id of query.messageIds ?? []) {
     if (typeof id !== 'string' || !(UUID.test(id) || (lanes && ROW_ID.test(id))))

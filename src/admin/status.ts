@@ -1,5 +1,5 @@
 import { listRoutePausesSql } from '../sql/route-pauses.js';
-import { resolveEngine } from '../core/engine.js';
+import { engineFor } from './database-engine.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import {
   attemptsDistributionSql,
@@ -128,13 +128,13 @@ export async function readShadowComparison(
     schema?: string;
     sinceSeconds?: number;
     /**
-     * Which engine's messages (default `'claims'`): `'lanes'` compares `createOutbox({ engine:
+     * Which engine's messages (default: the schema's, `readDatabaseEngine`): `'lanes'` compares `createOutbox({ engine:
      * 'lanes' })`'s, dispatched meaning published by the lanes engine (past its lane's cursor).
      */
     engine?: 'claims' | 'lanes';
   } = {},
 ): Promise<ShadowComparison[]> {
-  const engine = resolveEngine(options.engine);
+  const engine = await engineFor(executor, options.engine, options.schema);
   const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
   const sql = engine === 'lanes' ? laneShadowComparisonSql(schema) : shadowComparisonSql(schema);
   const { rows } = await executor.query<ShadowComparison>(sql, [options.sinceSeconds ?? 86_400]);

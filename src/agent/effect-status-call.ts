@@ -53,8 +53,8 @@ export interface EffectStatusToolOptions<Trx> {
    */
   tenantId?: TenantOf;
   /**
-   * Which engine's messages (default `'claims'`): `'lanes'` for `createOutbox({ engine: 'lanes' })`
-   * (see `readEffectStatus`).
+   * Which engine's messages (default: the one the schema records, `readDatabaseEngine`, read at
+   * each call): `'lanes'` for `createOutbox({ engine: 'lanes' })` (see `readEffectStatus`).
    */
   engine?: 'claims' | 'lanes';
 }

@@ -4,6 +4,7 @@ import { approvalsCommand, approveCommand, rejectCommand } from './commands/appr
 import { backfillCommand } from './commands/backfill.js';
 import { deadCommand, replayCommand } from './commands/dead.js';
 import { dispatchCommand } from './commands/dispatch.js';
+import { engineCommand } from './commands/engine.js';
 import { limitsCommand } from './commands/limits.js';
 import { migrateCommand } from './commands/migrate.js';
 import { pruneCommand } from './commands/prune.js';
@@ -22,6 +23,7 @@ Commands:
   migrate     create or upgrade the outbox tables
   dispatch    publish committed messages to a broker (--once to drain and exit)
   status      backlog, oldest age, in flight, dead letters, last errors (--json)
+  engine      the engine the schema records (claims or lanes), or record another
   limits      rate limits with their current rates, and paused routes (--json)
   dead list   list dead-lettered messages
   replay      make dead letters pending again (<id...> or --all-dead)
@@ -50,6 +52,7 @@ const commands: Record<string, Command> = {
   migrate: migrateCommand,
   dispatch: dispatchCommand,
   status: statusCommand,
+  engine: engineCommand,
   limits: limitsCommand,
   dead: deadCommand,
   replay: replayCommand,

@@ -7,7 +7,8 @@ import { OutboxValidationError } from './errors.js';
 export type Engine = 'claims' | 'lanes';
 
 /**
- * An `engine` option checked: undefined is the default, `'claims'`; anything else than the two
+ * An `engine` option checked: undefined is `'claims'` here (API calls read the schema's record
+ * first, admin/database-engine.ts `engineFor`); anything else than the two
  * names is refused with the error every API gives for it (nothing is read or written).
  */
 export function resolveEngine(engine: unknown): Engine {

@@ -1,3 +1,4 @@
+import { engineFor } from '../admin/database-engine.js';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { approveMessages, OutboxApprovalError, rejectMessages } from '../admin/approvals.js';
@@ -22,7 +23,8 @@ export interface DashboardOptions {
   /** Schema of the outbox tables. Default `public`. */
   schema?: string;
   /**
-   * Which engine's messages to show: `claims` (default: `createOutbox()`, `createDispatcher`) or
+   * Which engine's messages to show (default: the one the schema records, `readDatabaseEngine`,
+   * read at the start): `claims` (`createOutbox({ engine: 'claims' })`, `createDispatcher`) or
    * `lanes` (`createOutbox({ engine: 'lanes' })`, `createLaneDispatcher`). On lanes the published
    * rate and the latency come from the lane cursors (the latency is an upper bound), replay takes
    * message ids, and a dead letter that holds its aggregate can be skipped (`POST /api/skip`,
@@ -91,12 +93,12 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       'token',
       `is required to serve the dashboard on ${host}, which other machines can reach: its replay button changes data (set a token, or bind to 127.0.0.1)`,
     );
-  const lanes = options.engine === 'lanes';
-  if (options.engine !== undefined && !lanes && options.engine !== 'claims')
+  if (options.engine !== undefined && options.engine !== 'lanes' && options.engine !== 'claims')
     throw new OutboxValidationError(
       'engine',
       `must be claims or lanes, got "${String(options.engine)}"`,
     );
+  const lanes = (await engineFor(options.executor, options.engine, schema)) === 'lanes';
   const sampling = {
     executor: options.executor,
     schema,

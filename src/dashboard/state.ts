@@ -55,7 +55,7 @@ export async function readDashboardState(
   const [status, deadLetters, approvals, callApprovals, histogram, errors] = await Promise.all([
     readStatus(executor, { schema, lastErrors: 0 }),
     listDeadLetters(executor, { schema, limit: 50 }),
-    listAwaitingApproval(executor, { schema, limit: 50 }),
+    listAwaitingApproval(executor, { schema, limit: 50, engine: 'claims' }),
     listCallApprovals(executor, { schema, limit: 50 }),
     executor.query<{ bucket: number; n: number }>(latencyHistogramSql(quoteIdentifier(schema)), [
       LATENCY_SAMPLE_ROWS,

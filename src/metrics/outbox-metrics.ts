@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { resolveEngine } from '../core/engine.js';
+import { engineOnce } from '../admin/database-engine.js';
 import { readStatus, type OutboxStatus } from '../admin/status.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import { OutboxValidationError } from '../core/errors.js';
@@ -25,7 +25,8 @@ export interface OutboxMetricsOptions {
    * Which engine's tables the database gauges read with `executor`: `'claims'` (the `outbox`
    * table, `readStatus`) or `'lanes'` (`outbox_lane_*`, {@link readLaneEngineStatus}: bounded,
    * estimated past 1,000 messages a lane). The counters and `/healthz` are fed by the dispatcher
-   * given to `attach()` either way. Default `'claims'`.
+   * given to `attach()` either way. Default: the schema's (`readDatabaseEngine`, migration
+   * 036), read at the first refresh and kept.
    */
   engine?: 'claims' | 'lanes';
   /**
@@ -140,7 +141,7 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
     if (!Number.isInteger(v) || v < 1)
       throw new OutboxValidationError(name, `must be a positive integer, got ${v}`);
   }
-  const engine = resolveEngine(options.engine);
+  const engineOf = engineOnce(options.engine, schema);
   if (!options.executor && typeof options.readStatus !== 'function')
     throw new OutboxValidationError('executor', 'give an executor (fromPg(pool)) or readStatus');
   const now = options.now ?? Date.now;
@@ -251,7 +252,7 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
     try {
       status = options.readStatus
         ? await options.readStatus()
-        : engine === 'lanes'
+        : (await engineOf(options.executor!)) === 'lanes'
           ? await readLaneEngineStatus(options.executor!, { schema, lastErrors: 1 })
           : await readStatus(options.executor!, { schema, lastErrors: 1 });
       statusError = undefined;

@@ -33,6 +33,7 @@ import { laneMessageIdIndex } from './032-lane-message-id-index.js';
 import { laneArchive } from './033-lane-archive.js';
 import { lanePruneWalCompression } from './034-lane-prune-wal-compression.js';
 import { rateLimitQueue } from './035-rate-limit-queue.js';
+import { engineRecord } from './036-engine-record.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -72,6 +73,7 @@ export const MIGRATIONS: readonly Migration[] = [
   laneArchive,
   lanePruneWalCompression,
   rateLimitQueue,
+  engineRecord,
 ];
 
 /** The schema version this build of agent-outbox expects. */

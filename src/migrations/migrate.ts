@@ -1,4 +1,5 @@
-import { OutboxSchemaError } from '../core/errors.js';
+import { resolveEngine, type Engine } from '../core/engine.js';
+import { OutboxSchemaError, OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import {
   appliedVersionsSql,
@@ -9,9 +10,13 @@ import {
   migrationsTableExistsSql,
   recordVersionSql,
 } from '../sql/migrations.js';
+import { readEngineSql, setEngineSql } from '../sql/engine.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { LATEST_VERSION, MIGRATIONS } from './index.js';
 import type { Migration } from './migration.js';
+
+/** The migration that creates `outbox_engine`. */
+const ENGINE_RECORD_VERSION = 36;
 
 /** Options of {@link migrate}. */
 export interface MigrateOptions {
@@ -25,6 +30,13 @@ export interface MigrateOptions {
   inTransaction?: boolean;
   /** Called before each migration is applied, e.g. to print progress. */
   onMigration?: (migration: { version: number; name: string }) => void;
+  /**
+   * The engine the schema's defaults follow (`outbox_engine`, migration 036), recorded when this
+   * call creates the record: `'lanes'` for a new schema meant for the lanes engine. Default: the
+   * claim engine. A schema that records another engine already is refused before anything is
+   * applied: `setDatabaseEngine` (`outbox engine`) changes a record.
+   */
+  engine?: Engine;
   /** Migrations to apply; defaults to all of this release's. Exposed for tests. */
   migrations?: readonly Migration[];
 }
@@ -57,6 +69,7 @@ export async function migrate(
   const schemaName = options.schema ?? DEFAULT_SCHEMA;
   const schema = quoteIdentifier(schemaName);
   const migrations = options.migrations ?? MIGRATIONS;
+  const engine = options.engine === undefined ? undefined : resolveEngine(options.engine);
   const ownTransaction = !options.inTransaction;
   if (ownTransaction) await executor.query('BEGIN');
   try {
@@ -65,6 +78,15 @@ export async function migrate(
     await executor.query(createMigrationsTableSql(schema));
     const { rows } = await executor.query<{ version: number }>(appliedVersionsSql(schema));
     const done = new Set(rows.map((row) => Number(row.version)));
+    if (engine !== undefined && done.has(ENGINE_RECORD_VERSION)) {
+      const recorded = await executor.query<{ engine: string }>(readEngineSql(schema));
+      const current = recorded.rows[0]?.engine;
+      if (current !== engine)
+        throw new OutboxValidationError(
+          'engine',
+          `schema "${schemaName}" records the ${String(current)} engine already: \`outbox engine ${engine} --schema ${schemaName}\` (setDatabaseEngine) changes it`,
+        );
+    }
     const applied: { version: number; name: string }[] = [];
     for (const migration of migrations) {
       if (done.has(migration.version)) continue;
@@ -73,6 +95,8 @@ export async function migrate(
       await executor.query(recordVersionSql(schema), [migration.version, migration.name]);
       applied.push({ version: migration.version, name: migration.name });
     }
+    if (engine !== undefined && applied.some((m) => m.version === ENGINE_RECORD_VERSION))
+      await executor.query(setEngineSql(schema), [engine]);
     if (ownTransaction) await executor.query('COMMIT');
     const version = Math.max(0, ...done, ...applied.map((m) => m.version));
     return { schema: schemaName, applied, version };

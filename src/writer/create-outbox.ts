@@ -1,5 +1,5 @@
 import { context, SpanKind, trace, type Context } from '@opentelemetry/api';
-import { resolveEngine } from '../core/engine.js';
+import { engineOnce } from '../admin/database-engine.js';
 import { OutboxAutocommitError, OutboxValidationError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import { HEADER, type EnqueuedMessage, type OutboxMessage } from '../core/message.js';
@@ -73,7 +73,9 @@ export interface OutboxOptions {
    */
   dedupeWindowMs?: number;
   /**
-   * Which engine's tables to write (issue 43): `'claims'` (default) writes `outbox`, published by
+   * Which engine's tables to write (issue 43). Default: the engine the schema records (migration
+   * 036: `outbox engine`, `setDatabaseEngine`; the claim engine unless changed), read at the
+   * first enqueue and kept by this writer. `'claims'` writes `outbox`, published by
    * `createDispatcher`; `'lanes'` writes `outbox_lane_messages` (migration 024), published by
    * `createLaneDispatcher`: nothing is written per message when it is published. The lanes
    * engine takes `delayMs`, `availableAt`, `dedupeKey` (and `onDuplicate`), `shadow`,
@@ -150,7 +152,7 @@ export interface OutboxWriter {
  */
 export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
   const schemaName = options.schema ?? DEFAULT_SCHEMA;
-  const engine = resolveEngine(options.engine);
+  const engineOf = engineOnce(options.engine, schemaName);
   const sql = preparable(insertMessagesSql(quoteIdentifier(schemaName)));
   const limits: ValidationLimits = resolveLimits({
     maxPayloadBytes: options.maxPayloadBytes,
@@ -223,6 +225,7 @@ export function createOutbox(options: OutboxOptions = {}): OutboxWriter {
     reject: boolean,
   ): Promise<EnqueuedMessage[]> {
     const valid = validateMessages(messages, limits);
+    const engine = await engineOf(executor);
     const headersOf = (index: number) =>
       headersJson(
         valid[index]!,

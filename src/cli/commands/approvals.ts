@@ -29,7 +29,8 @@ CALLS paused for a decision (adapters with approval: 'call'): call-<n>, tool, ca
 Decide with \`outbox approve\` or \`outbox reject\`.
 
 Options:
-  --engine E          claims (default) or lanes: whose held messages (the paused calls are
+  --engine E          claims or lanes (default: the one the schema records, outbox
+                      engine): whose held messages (the paused calls are
                       the same on both)
   --topic GLOB        only these topics (payment.*)
   --limit N           at most N messages (default 100)
@@ -64,11 +65,12 @@ Options:
   --dead-letter-policy P  what a rejected ORDERED message does to the later messages of its
                           aggregate — use the value your dispatchers run with:
                           hold (default): they keep waiting behind it; skip: they go
-  --engine E              claims (default) or lanes: whose held messages
+  --engine E              claims or lanes (default: the schema's, outbox engine): whose
+                          held messages
 `;
 
 const common = { ...COMMON_OPTIONS, topic: { type: 'string' } } as const;
-const engineOption = { engine: { type: 'string', default: 'claims' } } as const;
+const engineOption = { engine: { type: 'string' } } as const;
 
 function printAwaiting(list: readonly AwaitingApproval[]): void {
   if (list.length === 0) {

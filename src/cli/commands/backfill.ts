@@ -34,7 +34,8 @@ Options:
   --limit N             refuse, writing nothing, if the query yields more than N rows (default 10000)
   --batch-size N        messages per transaction (default 500, at most 10000)
   --shadow              write shadow messages: dispatched without publishing (compare first)
-  --engine claims|lanes which engine's tables to write (default claims); lanes for an outbox
+  --engine claims|lanes which engine's tables to write (default: the one the schema
+                        records, outbox engine); lanes for an outbox
                         published by outbox dispatch --engine lanes
   --preview N           rows to show (default 5)
   --database-url URL    Postgres connection string (default: $DATABASE_URL)
@@ -57,7 +58,7 @@ export async function backfillCommand(argv: string[]): Promise<number> {
       limit: { type: 'string' },
       'batch-size': { type: 'string' },
       shadow: { type: 'boolean', default: false },
-      engine: { type: 'string', default: 'claims' },
+      engine: { type: 'string' },
       preview: { type: 'string' },
       ...COMMON_OPTIONS,
     },

@@ -1,7 +1,7 @@
 import { parseFlags } from '../parse-flags.js';
 import { listDeadLetters, replayDeadLetters } from '../../admin/dead-letters.js';
 import { listLaneDeadLetters, replayLaneDeadLetters } from '../../lanes/lane-admin.js';
-import { parseEngineFlag } from '../dispatch/lanes.js';
+import { engineOfCommand, parseEngineFlag } from '../dispatch/lanes.js';
 import { connect, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { EXIT, UsageError } from '../usage-error.js';
@@ -25,7 +25,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const common = {
   ...COMMON_OPTIONS,
   topic: { type: 'string' },
-  engine: { type: 'string', default: 'claims' },
+  engine: { type: 'string' },
 } as const;
 
 export async function deadCommand(argv: string[]): Promise<number> {
@@ -46,10 +46,12 @@ export async function deadCommand(argv: string[]): Promise<number> {
     return EXIT.ok;
   }
   validateSchemaFlag(values.schema);
-  const list = parseEngineFlag(values.engine) === 'lanes' ? listLaneDeadLetters : listDeadLetters;
+  const flag = parseEngineFlag(values.engine);
   const limit = positiveInt('limit', values.limit, 100);
   const db = await connect(resolveDatabaseUrl(values['database-url']));
   try {
+    const engine = await engineOfCommand(db.executor, flag, values.schema);
+    const list = engine === 'lanes' ? listLaneDeadLetters : listDeadLetters;
     const dead = await list(db.executor, { schema: values.schema, topic: values.topic, limit });
     if (values.json) {
       process.stdout.write(`${JSON.stringify(dead)}\n`);
@@ -84,12 +86,17 @@ export async function replayCommand(argv: string[]): Promise<number> {
     throw new UsageError('give ids or --all-dead, not both');
   if (!values['all-dead'] && positionals.length === 0)
     throw new UsageError('give the ids to replay, or --all-dead');
-  const lanes = parseEngineFlag(values.engine) === 'lanes';
+  const flag = parseEngineFlag(values.engine);
   const notUuid = positionals.find((id) => !UUID.test(id));
-  if (lanes && notUuid !== undefined)
+  if (flag === 'lanes' && notUuid !== undefined)
     throw new UsageError(`with --engine lanes give message ids (UUID), got "${notUuid}"`);
   const db = await connect(resolveDatabaseUrl(values['database-url']));
   try {
+    const lanes = (await engineOfCommand(db.executor, flag, values.schema)) === 'lanes';
+    if (lanes && notUuid !== undefined)
+      throw new UsageError(
+        `schema "${values.schema}" records the lanes engine (outbox engine): give message ids (UUID), got "${notUuid}"`,
+      );
     const selection = values['all-dead']
       ? { allDead: true as const, topic: values.topic }
       : { ids: positionals, topic: values.topic };

@@ -3,6 +3,7 @@ import { waitForSignal } from '../dispatch/wait-for-signal.js';
 import { createDispatcher, type Dispatcher } from '../../dispatcher/dispatcher.js';
 import { DEFAULT_STATEMENT_TIMEOUT_MS, type ClaimShapeOption } from '../../dispatcher/options.js';
 import { parseRateLimitFlag } from '../../dispatcher/rate-limits.js';
+import { readDatabaseEngine } from '../../admin/database-engine.js';
 import { assertSchemaCurrent } from '../../migrations/migrate.js';
 import { createPublisherFromUrl } from '../../publishers/from-url.js';
 import { importPeer } from '../../publishers/optional-peer.js';
@@ -58,6 +59,7 @@ import {
   parseEngineFlag,
   refuseLaneFlags,
   warnClaimEngineWaiting,
+  warnOtherEngine,
 } from '../dispatch/lanes.js';
 import { checkGlob } from '../../fleet/glob.js';
 import { createLogger, LOG_FORMAT_ENV, resolveLogFormat } from '../log.js';
@@ -72,7 +74,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     args: argv,
     options: {
       ...COMMON_OPTIONS,
-      engine: { type: 'string', default: 'claims' },
+      engine: { type: 'string' },
       // Repeatable in fleet mode: one URL per server.
       'database-url': { type: 'string', multiple: true },
       databases: { type: 'string' },
@@ -129,8 +131,8 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     return EXIT.ok;
   }
   validateSchemaFlag(values.schema);
-  const engine = parseEngineFlag(values.engine);
-  if (engine === 'lanes') refuseLaneFlags(tokens);
+  const flag = parseEngineFlag(values.engine);
+  if (flag === 'lanes') refuseLaneFlags(tokens);
   const log = createLogger(
     resolveLogFormat(values['log-format'], values.json, process.env[LOG_FORMAT_ENV]),
   );
@@ -238,7 +240,8 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
           : [resolveDatabaseUrl(undefined)],
       schema: values.schema,
       connectTimeoutMs: connection.connectionTimeoutMillis,
-      engine,
+      // A fleet runs one engine: the claim engine unless told (docs/fleet.md).
+      engine: flag ?? 'claims',
       options,
       publisher: values.config
         ? await publisherFromConfig(values.config, webhookSecrets)
@@ -298,6 +301,11 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
   const cleanups: (() => Promise<void>)[] = [];
   try {
     await assertSchemaCurrent(fromPg(pool), values.schema);
+    const recorded = await readDatabaseEngine(fromPg(pool), { schema: values.schema });
+    const engine = flag ?? recorded;
+    // Flags the lanes engine does not take, refused now that the record chose it (exit 2).
+    if (flag === undefined && engine === 'lanes') refuseLaneFlags(tokens);
+    if (engine !== recorded) warnOtherEngine(log, values.schema, engine, recorded);
     if (engine === 'lanes') await warnClaimEngineWaiting(fromPg(pool), values.schema, log);
     // Through a transaction pooler LISTEN succeeds and then hears nothing: check, and say so.
     let listen = useListen;

@@ -5,9 +5,11 @@ import { migrate } from '../../migrations/migrate.js';
 import { connect, redactUrl, resolveDatabaseUrl } from '../database.js';
 import { EXIT, UsageError } from '../usage-error.js';
 import { fleetGlobs, listFleetTargets } from '../fleet-targets.js';
+import { parseEngineFlag } from '../dispatch/lanes.js';
+import type { Engine } from '../../core/engine.js';
 
-export const migrateHelp = `Usage: outbox migrate [--database-url URL] [--schema NAME]
-       outbox migrate --database-url URL (--databases GLOB | --schemas GLOB)
+export const migrateHelp = `Usage: outbox migrate [--engine claims|lanes] [--database-url URL] [--schema NAME]
+       outbox migrate --database-url URL (--databases GLOB | --schemas GLOB) [--engine claims|lanes]
 
 Creates or upgrades the outbox tables. Safe to run again and from several processes at once
 (an advisory lock serialises them; each version is applied once).
@@ -16,6 +18,10 @@ Options:
   --database-url URL  Postgres connection string (default: $DATABASE_URL); with --databases,
                       any database of the server (repeat it for several servers)
   --schema NAME       schema for the outbox tables, created if missing (default: ${DEFAULT_SCHEMA})
+  --engine E          the engine a new schema records (migration 36): what writers without an
+                      engine option write and commands without --engine read (default
+                      claims). A schema that records the other one already is refused
+                      (exit 1): \`outbox engine\` changes a record
   --databases GLOB    migrate every database of the server whose name matches, e.g. 'tenant_*'
                       ('*' any run, '?' one character; templates are skipped), one after the
                       other with a line each; goes on past a failed database and exits 1
@@ -34,6 +40,7 @@ export async function migrateCommand(argv: string[]): Promise<number> {
       'database-url': { type: 'string', multiple: true },
       databases: { type: 'string' },
       schemas: { type: 'string' },
+      engine: { type: 'string' },
     },
     strict: true,
   });
@@ -42,9 +49,11 @@ export async function migrateCommand(argv: string[]): Promise<number> {
     return EXIT.ok;
   }
   validateSchemaFlag(values.schema);
+  const engine = parseEngineFlag(values.engine);
   const fleet = fleetGlobs(values);
   const urls = values['database-url'] ?? [];
-  if (fleet) return migrateFleet({ ...fleet, urls, schema: values.schema, json: values.json });
+  if (fleet)
+    return migrateFleet({ ...fleet, urls, schema: values.schema, json: values.json, engine });
   if (urls.length > 1)
     throw new UsageError(
       '--database-url is given more than once: several servers are migrated with --databases GLOB or --schemas GLOB only',
@@ -56,6 +65,7 @@ export async function migrateCommand(argv: string[]): Promise<number> {
       process.stdout.write(`Migrating schema "${values.schema}" on ${redactUrl(url)}\n`);
     const result = await migrate(db.executor, {
       schema: values.schema,
+      ...(engine && { engine }),
       onMigration: values.json
         ? undefined
         : (m) =>
@@ -86,6 +96,7 @@ async function migrateFleet(args: {
   urls: string[];
   schema: string;
   json: boolean;
+  engine: Engine | undefined;
 }): Promise<number> {
   const targets = await listFleetTargets({ ...args, anySchema: true });
   const out = (line: string) => {
@@ -105,7 +116,10 @@ async function migrateFleet(args: {
     try {
       const db = await connect(target.url);
       try {
-        const result = await migrate(db.executor, { schema: target.schema });
+        const result = await migrate(db.executor, {
+          schema: target.schema,
+          ...(args.engine && { engine: args.engine }),
+        });
         results.push({
           database: target.name,
           ok: true,

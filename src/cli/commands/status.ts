@@ -2,7 +2,7 @@ import { parseFlags } from '../parse-flags.js';
 import { readShadowComparison, readStatus } from '../../admin/status.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
 import { LANE_STATUS_ID_WINDOW, readLaneEngineStatus } from '../../lanes/lane-engine-status.js';
-import { parseEngineFlag } from '../dispatch/lanes.js';
+import { engineOfCommand, parseEngineFlag } from '../dispatch/lanes.js';
 import { connect, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
 import { parseDuration } from '../format/duration.js';
@@ -19,8 +19,9 @@ letters, the attempts distribution and the latest errors. Numbers turn yellow or
 terminal) where the alert rules in ops/prometheus/alerts.yml would fire.
 
 Options:
-  --engine claims|lanes  which engine's messages (default claims). With lanes: what is after
-                      the lane cursors and parked behind failures, counted within
+  --engine claims|lanes  which engine's messages (default: the one the schema
+                      records, outbox engine; with --databases, each one's). With
+                      lanes: what is after the lane cursors and parked behind failures, counted within
                       ${LANE_STATUS_ID_WINDOW} ids of each lane's first and estimated past them
                       (--json: "backlogEstimated": true); nothing is in flight or held
                       there
@@ -58,7 +59,7 @@ export async function statusCommand(argv: string[]): Promise<number> {
       errors: { type: 'string' },
       shadow: { type: 'boolean', default: false },
       since: { type: 'string' },
-      engine: { type: 'string', default: 'claims' },
+      engine: { type: 'string' },
     },
     strict: true,
   });
@@ -67,8 +68,13 @@ export async function statusCommand(argv: string[]): Promise<number> {
     return EXIT.ok;
   }
   validateSchemaFlag(values.schema);
-  const engine = parseEngineFlag(values.engine);
-  const read = engine === 'lanes' ? readLaneEngineStatus : readStatus;
+  const flag = parseEngineFlag(values.engine);
+  // Each database's (or schema's) own record when --engine is not given: a fleet may be moving.
+  const read: typeof readStatus = async (executor, options) => {
+    const schema = options?.schema ?? values.schema;
+    const engine = await engineOfCommand(executor, flag, schema);
+    return (engine === 'lanes' ? readLaneEngineStatus : readStatus)(executor, options);
+  };
   if (values.since !== undefined && !values.shadow)
     throw new UsageError('--since only applies to --shadow');
   const sinceMs = values.since === undefined ? 86_400_000 : parseDuration('since', values.since);
@@ -86,7 +92,11 @@ export async function statusCommand(argv: string[]): Promise<number> {
     );
   const db = await connect(resolveDatabaseUrl(urls[0]));
   try {
-    const status = await read(db.executor, { schema: values.schema, lastErrors });
+    const engine = await engineOfCommand(db.executor, flag, values.schema);
+    const status = await (engine === 'lanes' ? readLaneEngineStatus : readStatus)(db.executor, {
+      schema: values.schema,
+      lastErrors,
+    });
     const shadow = values.shadow
       ? await readShadowComparison(db.executor, {
           schema: values.schema,
@@ -103,7 +113,7 @@ export async function statusCommand(argv: string[]): Promise<number> {
         shadow,
         shadowWindow: values.since ?? '24h',
         width: process.stdout.isTTY ? process.stdout.columns : undefined,
-        engine: read === readLaneEngineStatus ? 'lanes' : 'claims',
+        engine,
       }),
     );
     return EXIT.ok;

@@ -12,7 +12,7 @@ import { isLoopbackHost } from '../../dashboard/access.js';
 import { createLogger, LOG_FORMAT_ENV, resolveLogFormat } from '../log.js';
 import { startTracing } from '../telemetry.js';
 import { packageVersion } from '../version.js';
-import { parseEngineFlag } from '../dispatch/lanes.js';
+import { engineOfCommand, parseEngineFlag } from '../dispatch/lanes.js';
 
 /** `outbox ui --help`. */
 export const uiHelp = `Usage: outbox ui [--port 8080] [--host 127.0.0.1] [--token T] [--engine claims|lanes] [options]
@@ -23,7 +23,8 @@ letters with their last error and a Replay button, and the latest errors.
 One self-contained page (no CDN); open the printed URL.
 
 Options:
-  --engine claims|lanes  which engine's messages (default claims). With lanes: the published
+  --engine claims|lanes  which engine's messages (default: the one the schema records,
+                        outbox engine). With lanes: the published
                         rate and the latency come from the lane cursors (the latency is an
                         upper bound, by up to a sample interval); Replay takes message ids; no
                         approvals panel yet
@@ -51,7 +52,7 @@ export async function uiCommand(argv: string[]): Promise<number> {
   const { values } = parseFlags({
     args: argv,
     options: {
-      engine: { type: 'string', default: 'claims' },
+      engine: { type: 'string' },
       port: { type: 'string' },
       host: { type: 'string', default: '127.0.0.1' },
       token: { type: 'string' },
@@ -69,7 +70,7 @@ export async function uiCommand(argv: string[]): Promise<number> {
     return EXIT.ok;
   }
   validateSchemaFlag(values.schema);
-  const engine = parseEngineFlag(values.engine);
+  const flag = parseEngineFlag(values.engine);
   const logFormat = resolveLogFormat(values['log-format'], false, process.env[LOG_FORMAT_ENV]);
   const port = portFlag('port', values.port, { allowZero: true }) ?? 8080;
   const token = values.token ?? (process.env.OUTBOX_UI_TOKEN || undefined);
@@ -93,6 +94,7 @@ export async function uiCommand(argv: string[]): Promise<number> {
   pool.on('error', () => undefined);
   try {
     await assertSchemaCurrent(fromPg(pool), values.schema);
+    const engine = await engineOfCommand(fromPg(pool), flag, values.schema);
     const dashboard = await startDashboard({
       executor: fromPg(pool),
       schema: values.schema,

@@ -9,7 +9,8 @@ Publishes committed outbox messages at least once: claims due messages under a l
 holds the lease. Run as many as you like, on as many hosts: they share the work.
 
 Options:
-  --engine claims|lanes      which engine's messages to publish (default claims): claims
+  --engine claims|lanes      which engine's messages to publish (default: the one the
+                             schema records, outbox engine; claims unless changed): claims
                              publishes the outbox table (createOutbox()); lanes publishes the
                              lanes engine's (createOutbox({ engine: 'lanes' })), reading each
                              lane after its cursor under a lane lease (--lease-ms), writing

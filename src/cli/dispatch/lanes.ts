@@ -8,6 +8,7 @@ import type { WakeSource } from '../../dispatcher/wake-source.js';
 import type { Publisher } from '../../publishers/publisher.js';
 import type { QueryOptions, SqlExecutor } from '../../store/sql-executor.js';
 import { quoteIdentifier } from '../../core/identifier.js';
+import { readDatabaseEngine } from '../../admin/database-engine.js';
 import { claimEngineUnpublishedSql } from '../../sql/status.js';
 import type { Log } from '../log.js';
 import { UsageError } from '../usage-error.js';
@@ -16,11 +17,24 @@ import { pollRunner, type DispatchRunner } from './runners.js';
 /** The engines `outbox dispatch --engine` runs. */
 export type Engine = 'claims' | 'lanes';
 
-/** Checks `--engine`. */
-export function parseEngineFlag(value: string): Engine {
+/** Checks `--engine`; undefined when not given (the schema's record decides, {@link engineOfCommand}). */
+export function parseEngineFlag(value: string | undefined): Engine | undefined {
+  if (value === undefined) return undefined;
   if (value !== 'claims' && value !== 'lanes')
     throw new UsageError(`--engine must be claims or lanes, got "${value}"`);
   return value;
+}
+
+/**
+ * The engine a command works on: `--engine` when given, else the one the schema records
+ * (migration 036, `outbox engine`).
+ */
+export async function engineOfCommand(
+  executor: SqlExecutor,
+  flag: Engine | undefined,
+  schema: string,
+): Promise<Engine> {
+  return flag ?? readDatabaseEngine(executor, { schema });
 }
 
 const SWEEP =
@@ -154,5 +168,18 @@ export async function warnClaimEngineWaiting(
     'warn',
     `the claim engine still holds ${n > WAITING_COUNT_CAP ? `more than ${WAITING_COUNT_CAP}` : n} unpublished message(s) (the outbox table): lanes messages of their aggregates wait until they are published (looked at again every 5 s). Keep a claim-engine dispatcher running until outbox status shows none (docs/lanes.md, "Moving from the claim engine")`,
     { claimEngineUnpublished: n > WAITING_COUNT_CAP ? `>${WAITING_COUNT_CAP}` : n },
+  );
+}
+
+/**
+ * `outbox dispatch --engine X` on a schema that records the other engine: writers that follow
+ * the record (`createOutbox()` without `engine`) write tables this dispatcher does not read.
+ * A warning, not a refusal: running both engines' dispatchers is how a schema moves over.
+ */
+export function warnOtherEngine(log: Log, schema: string, engine: Engine, recorded: Engine): void {
+  log(
+    'warn',
+    `schema "${schema}" records the ${recorded} engine (outbox engine): writers without an engine option write its tables, which this ${engine} dispatcher does not read. Run a ${recorded} dispatcher too, or \`outbox engine ${engine} --schema ${schema}\``,
+    { engine, recordedEngine: recorded },
   );
 }

@@ -40,7 +40,7 @@ const message: OutboxMessage = { topic: 'mail.send', aggregateId: 'order:1', pay
 describe('bindOutbox', () => {
   it('writes the call trace context without an SDK or context manager, but a header the message sets wins', async () => {
     const { executor, batches } = recordingExecutor();
-    const outbox = bindOutbox(createOutbox(), executor, callContext('v=1'));
+    const outbox = bindOutbox(createOutbox({ engine: 'claims' }), executor, callContext('v=1'));
     await outbox.enqueue([message, { ...message, headers: { traceparent: 'mine' } }]);
     expect(batches[0]![0]!.h).toMatchObject({ traceparent, tracestate: 'v=1' });
     expect(batches[0]![1]!.h.traceparent).toBe('mine');
@@ -49,7 +49,7 @@ describe('bindOutbox', () => {
 
   it('refuses to write after the call ended', async () => {
     const { executor, batches } = recordingExecutor();
-    const outbox = bindOutbox(createOutbox(), executor, callContext());
+    const outbox = bindOutbox(createOutbox({ engine: 'claims' }), executor, callContext());
     await outbox.enqueue(message);
     outbox.close();
     await expect(outbox.enqueue(message)).rejects.toThrow(/after the tool call ended/);
@@ -58,7 +58,7 @@ describe('bindOutbox', () => {
 
   it('leaves invalid messages to the writer validation', async () => {
     const { executor } = recordingExecutor();
-    const outbox = bindOutbox(createOutbox(), executor, callContext());
+    const outbox = bindOutbox(createOutbox({ engine: 'claims' }), executor, callContext());
     await expect(outbox.enqueue('nope' as unknown as OutboxMessage)).rejects.toThrow();
   });
 });

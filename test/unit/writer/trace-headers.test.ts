@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOutbox, type SqlExecutor } from '../../../src/index.js';
 
 // Captures the batch the writer sends instead of running it, and answers like the database would.
+// The writers name their engine: one without would first read the schema's record (migration 036).
 function capturingExecutor(): {
   executor: SqlExecutor;
   batches: { h: Record<string, string> }[][];
@@ -43,7 +44,7 @@ afterAll(() => {
 describe('writer trace context', () => {
   it('writes the active span as a W3C traceparent header, even with no global propagator', async () => {
     const { executor, batches } = capturingExecutor();
-    const outbox = createOutbox();
+    const outbox = createOutbox({ engine: 'claims' });
     const span = tracer.startSpan('tool call');
     await context.with(trace.setSpan(context.active(), span), () =>
       outbox.enqueue(executor, { topic: 't', aggregateId: 'a', payload: {} }),
@@ -58,7 +59,7 @@ describe('writer trace context', () => {
 
   it('adds no traceparent without an active span, and an explicit header wins over the span', async () => {
     const { executor, batches } = capturingExecutor();
-    const outbox = createOutbox();
+    const outbox = createOutbox({ engine: 'claims' });
     await outbox.enqueue(executor, { topic: 't', aggregateId: 'a', payload: {} });
     expect(batches[0]![0]!.h).not.toHaveProperty('traceparent');
 
@@ -80,7 +81,7 @@ describe('writer trace context', () => {
     const { executor, batches } = capturingExecutor();
     const span = tracer.startSpan('x');
     await context.with(trace.setSpan(context.active(), span), () =>
-      createOutbox({ captureTraceContext: false }).enqueue(executor, {
+      createOutbox({ captureTraceContext: false, engine: 'claims' }).enqueue(executor, {
         topic: 't',
         aggregateId: 'a',
         payload: {},
