@@ -29,6 +29,15 @@ export interface FleetEventMap {
   ];
   /** Serving a tenant failed (unreachable, not migrated, …); it is tried again after `retryInMs`. */
   'fleet:target:failure': [{ target: FleetTargetInfo; error: Error; retryInMs: number }];
+  /**
+   * A tenant's schema records the other engine (migration 036, `outbox engine`) than the one this
+   * fleet dispatches: its writers without an `engine` option write tables this fleet does not
+   * read. Once per tenant, when its schema is first checked. A fleet of each engine may run on
+   * the same tenants while they move (docs/fleet.md).
+   */
+  'fleet:target:other-engine': [
+    { target: FleetTargetInfo; engine: 'claims' | 'lanes'; recordedEngine: 'claims' | 'lanes' },
+  ];
   /** The latest status of a tenant (read at most every status interval, while it is served). */
   'fleet:target:status': [{ target: FleetTargetInfo; status: OutboxStatus }];
   /** The server's control connection (discovery, activity, ownership) failed. */

@@ -1,3 +1,4 @@
+import { readDatabaseEngine } from '../admin/database-engine.js';
 import type pg from 'pg';
 import { quoteIdentifier } from '../core/identifier.js';
 import type { Dispatcher } from '../dispatcher/dispatcher.js';
@@ -220,6 +221,13 @@ export class FleetTarget {
       if (!this.#schemaChecked) {
         await assertSchemaCurrent(this.#executor(), this.info.schema);
         await this.#engine.prepare(this.#executor());
+        const recorded = await readDatabaseEngine(this.#executor(), { schema: this.info.schema });
+        if (recorded !== this.#settings.engine)
+          this.#host.events.emit('fleet:target:other-engine', {
+            target: this.info,
+            engine: this.#settings.engine,
+            recordedEngine: recorded,
+          });
         this.#schemaChecked = true;
       }
     } catch (error) {

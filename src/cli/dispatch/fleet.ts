@@ -122,6 +122,13 @@ function logFleetEvents(fleet: FleetDispatcher, log: Log): void {
   fleet.on('fleet:members', ({ server, members, owned, targets, changed }) => {
     if (changed) log('info', 'fleet', { server, members, owned, databases: targets });
   });
+  fleet.on('fleet:target:other-engine', ({ target, engine, recordedEngine }) =>
+    log(
+      'warn',
+      `database records the ${recordedEngine} engine (outbox engine): its writers without an engine option write tables this ${engine} fleet does not read; run a ${recordedEngine} fleet on it too (--engine ${recordedEngine})`,
+      { database: target.name, engine, recordedEngine },
+    ),
+  );
   fleet.on('fleet:target:failure', ({ target, error, retryInMs }) =>
     log('error', 'database failed; retrying', {
       database: target.name,

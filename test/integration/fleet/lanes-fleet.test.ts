@@ -9,6 +9,7 @@ import {
   type PublishOutcome,
   type Publisher,
 } from '../../../src/index.js';
+import { setDatabaseEngine } from '../../../src/admin/database-engine.js';
 import { createFleetDispatcher, type FleetDispatcher } from '../../../src/fleet/index.js';
 import { commitWithSequences, tenantFamily } from '../../helpers/tenant-databases.js';
 
@@ -172,5 +173,39 @@ describe('fleet dispatcher on the lanes engine (one process)', () => {
       .poll(() => publisher.published.has(written.messageId), { timeout: 15_000 })
       .toBe(true);
     expect(publisher.published.get(written.messageId)! - committedAt).toBeGreaterThanOrEqual(1_000);
+  }, 30_000);
+  it('tells once per tenant whose schema records the other engine (migration 036)', async () => {
+    await fleet?.stop();
+    const tenant1 = new pg.Client({ connectionString: family.url(family.name(1)) });
+    await tenant1.connect();
+    try {
+      await setDatabaseEngine(fromPg(tenant1), 'lanes');
+    } finally {
+      await tenant1.end();
+    }
+    const publisher = recordingPublisher({ callMs: 0 });
+    fleet = lanesFleet(publisher, {});
+    const told: { database: string; engine: string; recordedEngine: string }[] = [];
+    fleet.on('fleet:target:other-engine', ({ target, engine, recordedEngine }) =>
+      told.push({ database: target.name, engine, recordedEngine }),
+    );
+    await fleet.start();
+    for (let round = 0; round < 2; round++) {
+      const written = await Promise.all(
+        [0, 1].map(async (n) => {
+          const [m] = await commitWithSequences(
+            family.url(family.name(n)),
+            [{ topic: 'order.placed', aggregateId: `o${round}`, payload: {} }],
+            { engine: 'lanes' },
+          );
+          return m!.messageId;
+        }),
+      );
+      await expect
+        .poll(() => written.every((id) => publisher.published.has(id)), { timeout: 15_000 })
+        .toBe(true);
+    }
+    // Tenant 0 records claims (the template's), tenant 1 lanes: only tenant 0, and once.
+    expect(told).toEqual([{ database: family.name(0), engine: 'lanes', recordedEngine: 'claims' }]);
   }, 30_000);
 });
