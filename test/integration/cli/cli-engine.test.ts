@@ -23,6 +23,8 @@ afterAll(async () => {
 const enqueue = (writer: ReturnType<typeof createOutbox>, message: OutboxMessage) =>
   inTransaction(db.pool, (c) => writer.enqueue(fromPg(c), message));
 const engine = (...args: string[]) => runCli(['engine', '--database-url', db.url, ...args]);
+const dispatchOnce = (...args: string[]) =>
+  runCli(['dispatch', '--database-url', db.url, '--publisher', receiver.url, '--once', ...args]);
 
 describe('outbox engine', () => {
   it('explains itself and refuses a name it does not know (exit 2)', async () => {
@@ -69,25 +71,10 @@ describe('outbox engine', () => {
     expect(lanesStatus).toMatchObject({ backlog: 1, backlogEstimated: false });
 
     // `dispatch` without --engine runs the lanes dispatcher, refusing its flags as --engine lanes does.
-    const refused = await runCli([
-      'dispatch',
-      '--database-url',
-      db.url,
-      '--publisher',
-      receiver.url,
-      '--async-settle',
-      '--once',
-    ]);
+    const refused = await dispatchOnce('--async-settle');
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/no separate claim or settle commit/);
-    const lanesRun = await runCli([
-      'dispatch',
-      '--database-url',
-      db.url,
-      '--publisher',
-      receiver.url,
-      '--once',
-    ]);
+    const lanesRun = await dispatchOnce();
     expect(lanesRun.code, lanesRun.stderr).toBe(0);
     expect(`${lanesRun.stdout}${lanesRun.stderr}`).toContain(
       'the claim engine still holds 1 unpublished message(s)',
@@ -95,16 +82,7 @@ describe('outbox engine', () => {
     expect(receiver.events.map((e) => e.messageId)).toEqual([laned.messageId]);
 
     // The claim engine's dispatcher, asked for by name, warns that the record says otherwise.
-    const claimsRun = await runCli([
-      'dispatch',
-      '--engine',
-      'claims',
-      '--database-url',
-      db.url,
-      '--publisher',
-      receiver.url,
-      '--once',
-    ]);
+    const claimsRun = await dispatchOnce('--engine', 'claims');
     expect(claimsRun.code, claimsRun.stderr).toBe(0);
     expect(`${claimsRun.stdout}${claimsRun.stderr}`).toContain(
       'records the lanes engine (outbox engine): writers without an engine option write its tables',
@@ -135,26 +113,12 @@ describe('outbox engine', () => {
   });
 
   it('outbox migrate --engine records a new schema engine, and refuses another on a schema that has one', async () => {
-    const fresh = await runCli([
-      'migrate',
-      '--database-url',
-      db.url,
-      '--schema',
-      'fresh_lanes',
-      '--engine',
-      'lanes',
-    ]);
+    const migrateFresh = (name: string) =>
+      runCli(['migrate', '--database-url', db.url, '--schema', 'fresh_lanes', '--engine', name]);
+    const fresh = await migrateFresh('lanes');
     expect(fresh.code, fresh.stderr).toBe(0);
     expect((await engine('--schema', 'fresh_lanes')).stdout).toBe('lanes\n');
-    const again = await runCli([
-      'migrate',
-      '--database-url',
-      db.url,
-      '--schema',
-      'fresh_lanes',
-      '--engine',
-      'claims',
-    ]);
+    const again = await migrateFresh('claims');
     expect(again.code).toBe(1);
     expect(again.stderr).toContain('records the lanes engine already');
   });
