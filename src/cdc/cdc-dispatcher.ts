@@ -103,13 +103,16 @@ class PgCdcDispatcher implements CdcDispatcher {
     const { sweepIntervalMs, executor, ...shared } = options;
     // The worker is never started: each WAL-driven cycle calls its drain(), which runs the polling
     // dispatcher's claim → publish → settle code on the candidate store.
+    // The claim engine's: the WAL it follows is the `outbox` table's.
     this.#worker = createDispatcher({
       ...shared,
+      engine: 'claims',
       store: this.#store,
       id: `${options.id ?? 'cdc'}`,
     });
     this.#sweeper = createDispatcher({
       ...shared,
+      engine: 'claims',
       executor,
       pollIntervalMs: sweepIntervalMs ?? 30_000,
       ...(options.id !== undefined && { id: `${options.id}-sweeper` }),

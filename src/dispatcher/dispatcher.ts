@@ -1,3 +1,4 @@
+import { EngineDispatcher } from './engine-dispatcher.js';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { OutboxValidationError } from '../core/errors.js';
@@ -218,7 +219,10 @@ class PollingDispatcher implements Dispatcher {
 }
 
 /**
- * Creates a polling dispatcher.
+ * Creates the dispatcher of the schema's engine (`engine`, default: the one the schema records,
+ * migration 036, read at `start()` or `drain()`): the claim engine's polling dispatcher, or the
+ * lanes engine's (`createLaneDispatcher`) with the same options. With a `store`, the claim
+ * engine's.
  *
  * @example
  * ```ts
@@ -233,5 +237,15 @@ class PollingDispatcher implements Dispatcher {
  * ```
  */
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
-  return new PollingDispatcher(options);
+  const engine = options?.engine;
+  if (engine === 'lanes') return new EngineDispatcher(options, undefined);
+  if (engine !== undefined && engine !== 'claims')
+    throw new OutboxValidationError(
+      'engine',
+      `must be 'claims' or 'lanes', got ${JSON.stringify(engine)}`,
+    );
+  const claims = new PollingDispatcher(options);
+  // A store is the claim engine's interface; without an executor there is no record to read.
+  if (engine === 'claims' || options.store || !options.executor) return claims;
+  return new EngineDispatcher(options, claims);
 }

@@ -24,6 +24,15 @@ export type ClaimShapeOption = 'auto' | 'heads-first' | 'runs-first';
 /** Options of {@link createDispatcher}. Every duration is in milliseconds. */
 export interface DispatcherOptions {
   /**
+   * Which engine to run (issue 43): `'claims'` (the `outbox` table, leased and settled per
+   * message) or `'lanes'` (the lanes engine, docs/lanes.md: the same options, its own defaults
+   * where they differ, batch 500 and poll 200 ms; `store`, `asyncSettle`, `asyncClaim` and a
+   * `claimShape` other than `auto` are refused). Default: the engine the schema records
+   * (migration 036, `outbox engine`), read at `start()` or `drain()` — the claim engine with a
+   * `store`, or on a schema from before migration 036.
+   */
+  engine?: 'claims' | 'lanes';
+  /**
    * Where to run SQL: `fromPg(pool)` (a pool is fine: every statement stands alone). Give either
    * this or `store`.
    */

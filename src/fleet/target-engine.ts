@@ -1,3 +1,4 @@
+import { withStatementTimeout } from '../store/statement-timeout.js';
 import { readStatus, type OutboxStatus } from '../admin/status.js';
 import { quoteIdentifier } from '../core/identifier.js';
 import { createDispatcher, type Dispatcher } from '../dispatcher/dispatcher.js';
@@ -8,7 +9,7 @@ import { addUnorderedTopics } from '../dispatcher/unordered-topics.js';
 import { createLaneDispatcher } from '../lanes/lane-dispatcher.js';
 import { readLaneEngineStatus } from '../lanes/lane-engine-status.js';
 import { laneNextDueSql, nextDueSql } from '../sql/fleet.js';
-import type { QueryOptions, SqlExecutor } from '../store/sql-executor.js';
+import type { SqlExecutor } from '../store/sql-executor.js';
 import { TurnStore } from './turn-store.js';
 
 /** Which engine's tables a fleet dispatches: the claim engine's `outbox`, or the lanes'. */
@@ -92,24 +93,11 @@ export function createTargetEngine(args: {
     turnOver,
   );
   return {
-    dispatcher: createDispatcher({ ...options, schema, executor, store, id }),
+    dispatcher: createDispatcher({ ...options, engine: 'claims', schema, executor, store, id }),
     prepare: () => Promise.resolve(),
     nextDueSql: nextDueSql(quoted),
     readStatus: (e) => readStatus(e, { schema }),
     writesEveryTurn: false,
-  };
-}
-
-/**
- * Every statement bounded by `timeoutMs` (as `outbox dispatch --engine lanes` does): the lanes
- * dispatcher passes no timeout of its own, and a statement on a connection a partition froze
- * would otherwise hold the tenant's turn, and its room in the budget, for good.
- */
-function withStatementTimeout(executor: SqlExecutor, timeoutMs: number): SqlExecutor {
-  if (!timeoutMs) return executor;
-  return {
-    query: <Row>(text: string, values?: readonly unknown[], options?: QueryOptions) =>
-      executor.query<Row>(text, values, { timeoutMs, ...options }),
   };
 }
 

@@ -374,6 +374,7 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
             })
           : pollRunner(
               createDispatcher({
+                engine: 'claims',
                 executor: fromPg(pool),
                 publisher,
                 ...options,

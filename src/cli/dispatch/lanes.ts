@@ -6,8 +6,9 @@ import type { RateLimit } from '../../dispatcher/rate-limits.js';
 import { createLaneDispatcher } from '../../lanes/lane-dispatcher.js';
 import type { WakeSource } from '../../dispatcher/wake-source.js';
 import type { Publisher } from '../../publishers/publisher.js';
-import type { QueryOptions, SqlExecutor } from '../../store/sql-executor.js';
+import type { SqlExecutor } from '../../store/sql-executor.js';
 import { quoteIdentifier } from '../../core/identifier.js';
+import { withStatementTimeout } from '../../store/statement-timeout.js';
 import { readDatabaseEngine } from '../../admin/database-engine.js';
 import { claimEngineUnpublishedSql } from '../../sql/status.js';
 import type { Log } from '../log.js';
@@ -101,22 +102,6 @@ export interface LaneRunOptions {
   statementTimeoutMs: number;
   /** `--concurrency`: lane dispatchers in the process, on disjoint lanes (default 1). */
   concurrency?: number;
-}
-
-/**
- * `executor` with every statement bounded by `timeoutMs` ({@link QueryOptions.timeoutMs}: the
- * statement is rejected and its connection dropped), unless the caller gives its own. The lanes
- * dispatcher passes no timeout of its own: without this a statement on a connection a network
- * partition froze (nothing closed) waits for good, and so does the process, SIGTERM included
- * (test/chaos/lanes-partition.test.ts). A timed-out call is a failed one: the dispatcher takes
- * its lanes again from their committed cursors (what it published since goes out again, same id).
- */
-export function withStatementTimeout(executor: SqlExecutor, timeoutMs: number): SqlExecutor {
-  if (!timeoutMs) return executor;
-  return {
-    query: <Row>(text: string, values?: readonly unknown[], options?: QueryOptions) =>
-      executor.query<Row>(text, values, { timeoutMs, ...options }),
-  };
 }
 
 /**
