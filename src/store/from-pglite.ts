@@ -2,8 +2,19 @@ import type { SqlExecutor } from './sql-executor.js';
 
 /** The subset of PGlite (or its `Transaction`) we call. */
 export interface PgliteQueryable {
-  query<T>(text: string, params?: unknown[]): Promise<{ rows: T[] }>;
+  query<T>(
+    text: string,
+    params?: unknown[],
+    options?: { parsers?: Record<number, (value: string) => unknown> },
+  ): Promise<{ rows: T[] }>;
 }
+
+/**
+ * `bigint` (OID 20) as its text, as node-postgres returns it: PGlite parses it into a number by
+ * default, and the lanes engine compares and echoes its ids and cursors as the text Postgres gave
+ * (a number there made its drain read the same batch again and again). Also past 2^53.
+ */
+const PARSERS = { parsers: { 20: (value: string) => value } };
 
 const PGLITE_REASON =
   "fromPglite() was given a PGlite database that is not inside a transaction: the insert would commit by itself. Enqueue inside db.transaction(async (tx) => { ... }) on fromPglite(tx), or run db.query('BEGIN') first.";
@@ -35,7 +46,7 @@ export function fromPglite(db: PgliteQueryable): SqlExecutor {
   return {
     outsideTransaction: () => pgliteOutsideTransaction(db),
     async query<Row>(text: string, values?: readonly unknown[]) {
-      const result = await db.query<Row>(text, values ? [...values] : undefined);
+      const result = await db.query<Row>(text, values ? [...values] : undefined, PARSERS);
       return { rows: result.rows };
     },
   };
