@@ -38,7 +38,7 @@ export default async function setup(project: TestProject) {
   await admin.query(`CREATE DATABASE ${template}`);
   const templateClient = new pg.Client({ connectionString: withDatabase(server.url, template) });
   await templateClient.connect();
-  await migrate(fromPg(templateClient));
+  await migrate(fromPg(templateClient), { engine: 'claims' });
   await templateClient.end();
 
   project.provide('adminDatabaseUrl', server.url);

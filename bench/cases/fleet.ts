@@ -143,7 +143,7 @@ export async function fleetCases(size: FleetSize) {
     await admin.query(`CREATE DATABASE "${template}"`);
     const t = new pg.Client({ connectionString: urlOf(adminUrl, template) });
     await t.connect();
-    await migrate(fromPg(t));
+    await migrate(fromPg(t), { engine: 'claims' });
     await t.end();
     await admin.query(`ALTER DATABASE "${template}" IS_TEMPLATE true`);
     const made = Date.now();

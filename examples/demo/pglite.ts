@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { connectInMemory, type QueuedEffect } from '../../src/agent/index.js';
 import { approveMessages, listAwaitingApproval } from '../../src/index.js';
+import { readMessageFacts } from './message-facts.js';
 import { createDemoPipeline, failFirstCreateOrderOf } from './pipeline.js';
 import { buildReport, emptyTally, formatReport, tallyToolAnswer } from './report.js';
 
@@ -90,12 +91,13 @@ await call(
 );
 
 const ordersBefore = await count('SELECT count(*)::int AS n FROM orders');
-const messagesBefore = await count('SELECT count(*)::int AS n FROM outbox_messages');
+const messageCount = async () => (await readMessageFacts(pipeline.executor)).length;
+const messagesBefore = await messageCount();
 await call('create_order', order('carol', 4800, 'JPY', 'req-1003'), '(fails midway)');
 const leftOver =
   (await count('SELECT count(*)::int AS n FROM orders')) -
   ordersBefore +
-  ((await count('SELECT count(*)::int AS n FROM outbox_messages')) - messagesBefore);
+  ((await messageCount()) - messagesBefore);
 log(
   `[check] after the failed call: ${leftOver === 0 ? 'no order and no outbox row left behind (G1)' : `${leftOver} rows LEFT BEHIND`}`,
 );

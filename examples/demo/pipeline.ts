@@ -29,6 +29,7 @@ import {
   type OrdersExample,
 } from '../orders/index.js';
 import { createDemoConsumers, type DemoConsumers } from './consumers.js';
+import { dispatchableCount, readMessageFacts } from './message-facts.js';
 
 /** Options of {@link createDemoPipeline}. */
 export interface DemoPipelineOptions {
@@ -90,7 +91,8 @@ export interface DemoPipeline {
  * 4th fails its first two ("timeout"). Deterministic, transient, always retryable.
  */
 export const transientBrokerFailures: FailureInjector = (message) => {
-  const row = Number(message.rowId);
+  // A row id is `lane:id` on the lanes engine, the id alone on the claim engine.
+  const row = Number(message.rowId.split(':').pop());
   if (row % 4 === 0 && message.attempts <= 2)
     return { status: 'retryable', error: 'injected: broker timed out' };
   if (row % 3 === 0 && message.attempts === 1)
@@ -214,20 +216,7 @@ export async function createDemoPipeline(options: DemoPipelineOptions): Promise<
     bindInMemory(publisher, c.consumer, { topics: c.topics, maxRetryDelayMs: 500 }),
   );
 
-  // What the dispatcher can still get to: not messages held for approval, nor the ordered ones
-  // waiting behind them (they go once a person decides).
-  const pendingCount = async () => {
-    const { rows } = await executor.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM outbox o
-       WHERE o.dispatched_at IS NULL AND o.dead_lettered_at IS NULL
-         AND o.approval_state IS DISTINCT FROM 'awaiting'
-         AND NOT (o.ordered AND EXISTS (
-           SELECT 1 FROM outbox h
-           WHERE h.aggregate_id = o.aggregate_id AND h.sequence < o.sequence
-             AND h.dispatched_at IS NULL AND h.approval_state = 'awaiting'))`,
-    );
-    return rows[0]?.n ?? 0;
-  };
+  const pendingCount = async () => dispatchableCount(await readMessageFacts(executor));
 
   return {
     example,

@@ -4,6 +4,7 @@
  * demo's own counters, so a bug anywhere on the path shows up as a failed check.
  */
 import { TOPIC, type FakePaymentProvider, type Mailbox } from '../orders/index.js';
+import { readMessageFacts } from './message-facts.js';
 import type { DemoPipeline, PipelineCounters } from './pipeline.js';
 
 /** What the agent's tool calls came to, as the tools answered them. */
@@ -150,27 +151,23 @@ export async function buildReport(
       'SELECT id, status FROM orders ORDER BY id',
     )
   ).rows.map((o) => ({ id: Number(o.id), status: o.status }));
-  const messages = (
-    await executor.query<MessageFact>(
-      `SELECT message_id::text AS id, topic, aggregate_id, headers->>'traceparent' AS traceparent,
-              dispatched_at IS NOT NULL AS dispatched, dead_lettered_at IS NOT NULL AS dead
-         FROM outbox_messages ORDER BY id`,
-    )
-  ).rows;
+  const facts = await readMessageFacts(executor);
+  const messages: MessageFact[] = facts.map(({ status: _, ...m }) => m);
   const keys = (
     await executor.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox_tool_calls')
   ).rows[0]?.n;
-  const approvals = (
-    await executor.query<DemoReport['approvals']>(
-      `SELECT count(*) FILTER (WHERE approval_state IS NOT NULL)::int AS held,
-              count(*) FILTER (WHERE approval_state = 'approved')::int AS approved,
-              count(*) FILTER (WHERE approval_state IN ('rejected', 'expired'))::int AS rejected,
-              count(*) FILTER (WHERE approval_state = 'awaiting')::int AS waiting,
-              coalesce(string_agg(DISTINCT approval_decided_by, ', ')
-                         FILTER (WHERE approval_state = 'approved'), '') AS approvers
-         FROM outbox_messages`,
-    )
-  ).rows[0]!;
+  // A decision made shows as the status's `decidedBy`; rejected and expired are states of their own.
+  const decided = facts.filter((m) => m.status.decidedBy !== undefined);
+  const refused = facts.filter((m) => ['rejected', 'expired'].includes(m.status.state));
+  const approved = decided.filter((m) => !refused.includes(m));
+  const waiting = facts.filter((m) => m.status.state === 'awaiting approval').length;
+  const approvals: DemoReport['approvals'] = {
+    held: approved.length + refused.length + waiting,
+    approved: approved.length,
+    rejected: refused.length,
+    waiting,
+    approvers: [...new Set(approved.map((m) => m.status.decidedBy!))].sort().join(', '),
+  };
   return assembleReport(
     {
       orders,

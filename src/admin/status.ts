@@ -1,5 +1,6 @@
 import { listRoutePausesSql } from '../sql/route-pauses.js';
 import { engineFor } from './database-engine.js';
+import { readLaneEngineStatus } from '../lanes/lane-engine-status.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import {
   attemptsDistributionSql,
@@ -63,11 +64,27 @@ export interface OutboxStatus {
   }[];
 }
 
-/** Reads {@link OutboxStatus}. Cost follows the backlog (partial indexes), not the table size. */
+/**
+ * Reads {@link OutboxStatus} of the schema's engine (`readDatabaseEngine`, or `engine` when
+ * given): on the claim engine its cost follows the backlog (partial indexes), not the table size;
+ * on the lanes engine it is {@link readLaneEngineStatus} (bounded by a window of ids per lane,
+ * `backlogEstimated` says when a part was estimated).
+ *
+ * @example
+ * ```ts
+ * const status = await readStatus(fromPg(pool));
+ * if (status.deadLetters > 0) console.warn(`${status.deadLetters} dead letters`);
+ * ```
+ */
 export async function readStatus(
   executor: SqlExecutor,
-  options: { schema?: string; lastErrors?: number } = {},
+  options: { schema?: string; lastErrors?: number; engine?: 'claims' | 'lanes' } = {},
 ): Promise<OutboxStatus> {
+  if ((await engineFor(executor, options.engine, options.schema)) === 'lanes')
+    return readLaneEngineStatus(executor, {
+      ...(options.schema !== undefined && { schema: options.schema }),
+      ...(options.lastErrors !== undefined && { lastErrors: options.lastErrors }),
+    });
   const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
   // Sequential, not Promise.all: the executor may be one client, which runs one query at a time.
   const summary = await executor.query<Omit<OutboxStatus, 'attempts' | 'lastErrors'>>(

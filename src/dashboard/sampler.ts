@@ -134,7 +134,7 @@ export class DashboardSampler implements DashboardSeries {
       }
     try {
       const [status, dispatched] = await Promise.all([
-        readStatus(this.#executor, { schema: this.#schemaName, lastErrors: 1 }),
+        readStatus(this.#executor, { schema: this.#schemaName, lastErrors: 1, engine: 'claims' }),
         this.#executor.query<{ at: Date | string; cursor: string; n: number }>(
           dispatchedSinceSql(this.#schema),
           [this.#lastAt],

@@ -53,7 +53,7 @@ export async function readDashboardState(
   sampleError?: string,
 ): Promise<DashboardState> {
   const [status, deadLetters, approvals, callApprovals, histogram, errors] = await Promise.all([
-    readStatus(executor, { schema, lastErrors: 0 }),
+    readStatus(executor, { schema, lastErrors: 0, engine: 'claims' }),
     listDeadLetters(executor, { schema, limit: 50 }),
     listAwaitingApproval(executor, { schema, limit: 50, engine: 'claims' }),
     listCallApprovals(executor, { schema, limit: 50 }),

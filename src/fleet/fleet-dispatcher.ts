@@ -60,10 +60,13 @@ export interface FleetDispatcherOptions extends Omit<
   /** Identifies this process among the fleet's members. Default `host:pid:random`. */
   member?: string;
   /**
-   * Which engine's messages are dispatched: `claims` (default: `createOutbox()`'s `outbox`
-   * table) or `lanes` (`createOutbox({ engine: 'lanes' })`, docs/lanes.md), each tenant by a
-   * lane dispatcher. A fleet of each engine may run on the same tenants; they do not share
-   * ownership. With `lanes`, `concurrency` stays 1 and claim-only options are refused.
+   * Which engine's messages are dispatched. Default: each tenant's own, as its schema records it
+   * (`outbox_engine`, migration 036; read when the tenant is first served): a lane dispatcher
+   * for a tenant on lanes, a claim dispatcher for one on claims. `claims` or `lanes`: that
+   * engine's tables in every tenant (`fleet:target:other-engine` tells of a tenant that records
+   * the other). Fleets of different engines may run on the same tenants; they do not share
+   * ownership. With `lanes`, `concurrency` stays 1 and claim-only options are refused; following
+   * the records, they fail the tenants on lanes only (`fleet:target:failure`).
    */
   engine?: FleetEngine;
 }
@@ -125,8 +128,8 @@ export function createFleetDispatcher(options: FleetDispatcherOptions): FleetDis
       throw new OutboxValidationError(name, `must be an integer >= ${min}, got ${String(v)}`);
     return v;
   };
-  const engine = options.engine ?? 'claims';
-  if (engine !== 'claims' && engine !== 'lanes')
+  const engine = options.engine;
+  if (engine !== undefined && engine !== 'claims' && engine !== 'lanes')
     throw new OutboxValidationError('engine', `must be claims or lanes, got ${String(engine)}`);
   const refused = engine === 'lanes' ? laneFleetRefusal(options as DispatcherOptions) : undefined;
   if (refused !== undefined)

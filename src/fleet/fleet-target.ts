@@ -1,7 +1,10 @@
 import { readDatabaseEngine } from '../admin/database-engine.js';
 import type pg from 'pg';
 import { quoteIdentifier } from '../core/identifier.js';
+import { OutboxValidationError } from '../core/errors.js';
 import type { Dispatcher } from '../dispatcher/dispatcher.js';
+import { emptyStats, type DispatcherStats } from '../dispatcher/dispatcher-stats.js';
+import type { DispatcherOptions } from '../dispatcher/options.js';
 import type { TypedEmitter } from '../dispatcher/events.js';
 import { assertSchemaCurrent } from '../migrations/migrate.js';
 import { createRetentionJob, poolSessions } from '../retention/retention-job.js';
@@ -13,6 +16,7 @@ import { endPoolBounded, trackPoolConnections } from '../cli/dispatch/pool-shutd
 import type { FleetEventMap, FleetTargetInfo } from './events.js';
 import {
   createTargetEngine,
+  laneFleetRefusal,
   type FleetEngine,
   type TargetEngine,
   type TenantDispatcherOptions,
@@ -58,8 +62,11 @@ export interface TargetHost {
 /** Timings and per-tenant settings shared by every tenant of a fleet. */
 export interface FleetTargetSettings {
   dispatcher: TenantDispatcherOptions;
-  /** Which engine's tables are dispatched (target-engine.ts). */
-  engine: FleetEngine;
+  /**
+   * Which engine's tables are dispatched (target-engine.ts); undefined: each tenant's record
+   * (`outbox_engine`), read when its schema is checked.
+   */
+  engine: FleetEngine | undefined;
   /** Connections one tenant holds while served (its pool's max). */
   connectionsPerTarget: number;
   pollIntervalMs: number;
@@ -86,8 +93,9 @@ export class FleetTarget {
   readonly #url: string;
   readonly #host: TargetHost;
   readonly #settings: FleetTargetSettings;
-  readonly #engine: TargetEngine;
-  readonly #dispatcher: Dispatcher;
+  /** Made at once for a fleet of one engine, at the schema check when it follows the record. */
+  #engine: TargetEngine | undefined;
+  readonly #makeEngine: (engine: FleetEngine) => TargetEngine;
   #state: FleetTargetState = 'idle';
   #pool: pg.Pool | undefined;
   #open: ReadonlySet<pg.PoolClient> = new Set();
@@ -126,16 +134,19 @@ export class FleetTarget {
         return fromPg(this.#pool).query(text, values, options);
       },
     };
-    this.#engine = createTargetEngine({
-      engine: args.settings.engine,
-      options: args.settings.dispatcher,
-      schema: args.info.schema,
-      executor,
-      id: args.id,
-      turnOver: () => this.#turnOver,
-    });
-    this.#dispatcher = this.#engine.dispatcher;
-    this.#forwardEvents();
+    this.#makeEngine = (engine) => {
+      const made = createTargetEngine({
+        engine,
+        options: args.settings.dispatcher,
+        schema: args.info.schema,
+        executor,
+        id: args.id,
+        turnOver: () => this.#turnOver,
+      });
+      this.#forwardEvents(made.dispatcher);
+      return made;
+    };
+    if (args.settings.engine !== undefined) this.#engine = this.#makeEngine(args.settings.engine);
   }
 
   get state(): FleetTargetState {
@@ -152,8 +163,8 @@ export class FleetTarget {
     return this.#turnStartedAt;
   }
 
-  stats() {
-    return this.#dispatcher.stats();
+  stats(): DispatcherStats {
+    return this.#engine?.dispatcher.stats() ?? emptyStats();
   }
 
   /** Something may be due: serve the tenant soon. */
@@ -220,14 +231,28 @@ export class FleetTarget {
       }
       if (!this.#schemaChecked) {
         await assertSchemaCurrent(this.#executor(), this.info.schema);
-        await this.#engine.prepare(this.#executor());
         const recorded = await readDatabaseEngine(this.#executor(), { schema: this.info.schema });
-        if (recorded !== this.#settings.engine)
+        const engine = this.#settings.engine;
+        if (engine === undefined) {
+          // Following the record: the options the lanes engine does not take fail this tenant
+          // (an error event, retried with backoff), not the fleet's other tenants.
+          const refused =
+            recorded === 'lanes'
+              ? laneFleetRefusal(this.#settings.dispatcher as DispatcherOptions)
+              : undefined;
+          if (refused !== undefined)
+            throw new OutboxValidationError(
+              refused.slice(0, refused.indexOf(':')),
+              `schema "${this.info.schema}" records the lanes engine, which does not take ${refused}`,
+            );
+          this.#engine ??= this.#makeEngine(recorded);
+        } else if (recorded !== engine)
           this.#host.events.emit('fleet:target:other-engine', {
             target: this.info,
-            engine: this.#settings.engine,
+            engine,
             recordedEngine: recorded,
           });
+        await this.#engine!.prepare(this.#executor());
         this.#schemaChecked = true;
       }
     } catch (error) {
@@ -246,14 +271,14 @@ export class FleetTarget {
       do {
         this.#wakePending = false;
         const started = Date.now();
-        const result = await this.#dispatcher.drain();
+        const result = await this.#engine!.dispatcher.drain();
         published += result.published;
         // Claim once more after a new baseline: whatever was committed before it is seen now.
         // A turn of the lanes engine writes even when it found nothing (its lanes taken and
         // given back): rebaselined too, else those writes wake the tenant again and again; the
         // read of the next due time, after the baseline, sees what that drain could not.
         if (
-          (result.claimed > 0 || this.#engine.writesEveryTurn) &&
+          (result.claimed > 0 || this.#engine!.writesEveryTurn) &&
           !this.#wakePending &&
           !this.#turnOver &&
           (await this.#rebaseline()) &&
@@ -329,7 +354,7 @@ export class FleetTarget {
     const { statusIntervalMs, retention } = this.#settings;
     if (statusIntervalMs > 0 && now - this.#lastStatusAt >= statusIntervalMs) {
       this.#lastStatusAt = now;
-      const status = await this.#engine.readStatus(this.#executor());
+      const status = await this.#engine!.readStatus(this.#executor());
       this.#host.events.emit('fleet:target:status', { target: this.info, status });
     }
     // Every turn counts, the idle poll's too: rows become old enough long after their turn.
@@ -368,7 +393,7 @@ export class FleetTarget {
     this.#state = 'closing';
     let nextInMs: number | null = retryInMs ?? null;
     const pool = this.#pool;
-    if (pool && retryInMs === undefined && !this.#stopping) {
+    if (pool && retryInMs === undefined && !this.#stopping && this.#engine) {
       try {
         const { rows } = await this.#executor().query<{ inMs: number | null }>(
           this.#engine.nextDueSql,
@@ -427,25 +452,25 @@ export class FleetTarget {
     this.#timer = undefined;
   }
 
-  #forwardEvents(): void {
+  #forwardEvents(dispatcher: Dispatcher): void {
     const { events } = this.#host;
     const target = this.info;
-    this.#dispatcher.on('dispatcher:publish:outcome', (e) =>
+    dispatcher.on('dispatcher:publish:outcome', (e) =>
       events.emit('fleet:publish:outcome', { target, ...e }),
     );
-    this.#dispatcher.on('dispatcher:dead-letter', (e) =>
+    dispatcher.on('dispatcher:dead-letter', (e) =>
       events.emit('fleet:dead-letter', { target, ...e }),
     );
-    this.#dispatcher.on('dispatcher:claim:failure', ({ error }) =>
+    dispatcher.on('dispatcher:claim:failure', ({ error }) =>
       events.emit('fleet:claim:failure', { target, error }),
     );
-    this.#dispatcher.on('dispatcher:settle:failure', ({ error, messages }) =>
+    dispatcher.on('dispatcher:settle:failure', ({ error, messages }) =>
       events.emit('fleet:settle:failure', { target, error, messages }),
     );
-    this.#dispatcher.on('dispatcher:route:paused', ({ route }) =>
+    dispatcher.on('dispatcher:route:paused', ({ route }) =>
       events.emit('fleet:route:paused', { target, route }),
     );
-    this.#dispatcher.on('dispatcher:route:resumed', ({ route }) =>
+    dispatcher.on('dispatcher:route:resumed', ({ route }) =>
       events.emit('fleet:route:resumed', { target, route }),
     );
   }

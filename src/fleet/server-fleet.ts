@@ -11,6 +11,8 @@ import {
   discoverSchemasSql,
   laneSchemaActivitySql,
   laneSchemaCounterSql,
+  recordedSchemaActivitySql,
+  recordedSchemaCounterSql,
   schemaActivitySql,
 } from '../sql/fleet.js';
 import { fromPg } from '../store/from-pg.js';
@@ -97,29 +99,34 @@ export class ServerFleet implements TargetHost {
     this.#controlOpen = trackPoolConnections(this.#control);
     this.#executor = fromPg(this.#control, { preparedStatements: false });
     const scope = options.scope;
-    const lanes = options.target.engine === 'lanes';
+    const engine = options.target.engine;
     this.#sql = {
       activity:
         scope.kind === 'databases'
           ? databaseActivitySql
-          : lanes
+          : engine === 'lanes'
             ? laneSchemaActivitySql
-            : schemaActivitySql,
+            : engine === 'claims'
+              ? schemaActivitySql
+              : recordedSchemaActivitySql,
       counter:
         scope.kind === 'databases'
           ? databaseCounterSql
-          : lanes
+          : engine === 'lanes'
             ? laneSchemaCounterSql
-            : schemaCounterSql,
+            : engine === 'claims'
+              ? schemaCounterSql
+              : recordedSchemaCounterSql,
     };
     this.#membership = new FleetMembership({
       control: this.#executor,
       member: options.member,
-      // A fleet of each engine may serve the same tenants (while they move from one engine to
-      // the other): they must not take each other's tenants. The claim engine's scope as before.
+      // A fleet of one engine serves every tenant's tables of that engine, and one that follows
+      // the records every tenant by its own: while tenants move, fleets of different kinds may
+      // serve the same tenants and must not take each other's. The claim engine's scope as before.
       scope:
         (scope.kind === 'databases' ? `db:${scope.glob}:${scope.schema}` : `schema:${scope.glob}`) +
-        (lanes ? ':lanes' : ''),
+        (engine === 'lanes' ? ':lanes' : engine === undefined ? ':recorded' : ''),
       leaseMs: options.leaseMs,
     });
   }

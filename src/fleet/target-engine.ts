@@ -96,7 +96,7 @@ export function createTargetEngine(args: {
     dispatcher: createDispatcher({ ...options, engine: 'claims', schema, executor, store, id }),
     prepare: () => Promise.resolve(),
     nextDueSql: nextDueSql(quoted),
-    readStatus: (e) => readStatus(e, { schema }),
+    readStatus: (e) => readStatus(e, { schema, engine: 'claims' }),
     writesEveryTurn: false,
   };
 }

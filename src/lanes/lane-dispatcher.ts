@@ -1238,12 +1238,13 @@ class LaneDispatcher implements Dispatcher {
    * Publishes `rows` as far as the route gate lets them (a paused or probing route, a rate limit
    * without a token: held, uncharged, G9), and returns each row's plan, in the order of `rows`,
    * counted in the stats. After the publish the gate pauses a route found down and turns its
-   * failures into deferrals (destination-limits.ts). `attempts`: of fresh rows (0); parked ones
-   * carry theirs.
+   * failures into deferrals (destination-limits.ts). `attempts`: the failures so far of fresh
+   * rows (0); parked ones carry theirs. The message a publisher gets counts this attempt too
+   * (`OutgoingMessage.attempts`, as on the claim engine, whose claim counts it).
    */
   async #publishGated(rows: readonly LaneRow[], attempts?: number): Promise<Plan[]> {
     const started = Date.now();
-    const outgoing = rows.map((r) => toOutgoing(r, attempts ?? r.attempts ?? 0));
+    const outgoing = rows.map((r) => toOutgoing(r, (attempts ?? r.attempts ?? 0) + 1));
     // The claim engine's tracing (dispatch-spans.ts): a `dispatch batch` span linked to the
     // messages' traces, a `send` span per message in its producer's trace. Undefined without an
     // OpenTelemetry SDK: then no span work at all. The lanes engine has no settle of its own to
@@ -1317,9 +1318,9 @@ class LaneDispatcher implements Dispatcher {
     if (fate.kind === 'shadow') return { rowId, kind: 'shadow' };
     if (fate.kind === 'unsent') return { rowId, kind: 'release' };
     if (fate.kind === 'exhausted')
-      return { rowId, kind: 'dead', error: `gave up after ${message.attempts} attempts` };
+      return { rowId, kind: 'dead', error: `gave up after ${message.attempts - 1} attempts` };
     if (fate.outcome.status === 'published') return { rowId, kind: 'published' };
-    const attempts = message.attempts + 1;
+    const attempts = message.attempts;
     const error = fate.outcome.error;
     if (fate.outcome.status === 'retryable' && attempts < this.#options.maxAttempts)
       return {

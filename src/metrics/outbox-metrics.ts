@@ -4,7 +4,6 @@ import { readStatus, type OutboxStatus } from '../admin/status.js';
 import { DEFAULT_SCHEMA, quoteIdentifier } from '../core/identifier.js';
 import { OutboxValidationError } from '../core/errors.js';
 import type { Dispatcher } from '../dispatcher/dispatcher.js';
-import { readLaneEngineStatus } from '../lanes/lane-engine-status.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { TopicLabels } from './topic-labels.js';
 
@@ -23,7 +22,7 @@ export interface OutboxMetricsOptions {
   schema?: string;
   /**
    * Which engine's tables the database gauges read with `executor`: `'claims'` (the `outbox`
-   * table, `readStatus`) or `'lanes'` (`outbox_lane_*`, {@link readLaneEngineStatus}: bounded,
+   * table, `readStatus`) or `'lanes'` (`outbox_lane_*`, `readLaneEngineStatus`: bounded,
    * estimated past 1,000 messages a lane). The counters and `/healthz` are fed by the dispatcher
    * given to `attach()` either way. Default: the schema's (`readDatabaseEngine`, migration
    * 036), read at the first refresh and kept.
@@ -252,9 +251,11 @@ export function createOutboxMetrics(options: OutboxMetricsOptions): OutboxMetric
     try {
       status = options.readStatus
         ? await options.readStatus()
-        : (await engineOf(options.executor!)) === 'lanes'
-          ? await readLaneEngineStatus(options.executor!, { schema, lastErrors: 1 })
-          : await readStatus(options.executor!, { schema, lastErrors: 1 });
+        : await readStatus(options.executor!, {
+            schema,
+            lastErrors: 1,
+            engine: await engineOf(options.executor!),
+          });
       statusError = undefined;
       pending.set(status.backlog);
       due.set(status.dueNow);

@@ -32,9 +32,10 @@ export interface MigrateOptions {
   onMigration?: (migration: { version: number; name: string }) => void;
   /**
    * The engine the schema's defaults follow (`outbox_engine`, migration 036), recorded when this
-   * call creates the record: `'lanes'` for a new schema meant for the lanes engine. Default: the
-   * claim engine. A schema that records another engine already is refused before anything is
-   * applied: `setDatabaseEngine` (`outbox engine`) changes a record.
+   * call creates the record. Default: `'lanes'` for a new schema (nothing migrated before this
+   * call); a schema upgraded from before 036 records `'claims'`, the engine it used. A schema
+   * that records another engine already is refused before anything is applied:
+   * `setDatabaseEngine` (`outbox engine`) changes a record.
    */
   engine?: Engine;
   /** Migrations to apply; defaults to all of this release's. Exposed for tests. */
@@ -95,8 +96,11 @@ export async function migrate(
       await executor.query(recordVersionSql(schema), [migration.version, migration.name]);
       applied.push({ version: migration.version, name: migration.name });
     }
-    if (engine !== undefined && applied.some((m) => m.version === ENGINE_RECORD_VERSION))
-      await executor.query(setEngineSql(schema), [engine]);
+    // A new schema takes the lanes engine; one upgraded past 036 keeps the claim engine it used
+    // (036 records it), unless this call names one.
+    const recorded = engine ?? (done.size === 0 ? 'lanes' : undefined);
+    if (recorded !== undefined && applied.some((m) => m.version === ENGINE_RECORD_VERSION))
+      await executor.query(setEngineSql(schema), [recorded]);
     if (ownTransaction) await executor.query('COMMIT');
     const version = Math.max(0, ...done, ...applied.map((m) => m.version));
     return { schema: schemaName, applied, version };

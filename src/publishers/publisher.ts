@@ -8,7 +8,10 @@ import type { JsonValue } from '../core/message.js';
 export interface OutgoingMessage {
   /** Message id (UUID), stable across re-publishes. */
   id: string;
-  /** Outbox row id (bigint as a decimal string). */
+  /**
+   * Outbox row id: a bigint as a decimal string on the claim engine, `lane:id` on the lanes
+   * engine. Names the row, not the message (`id` does that): not for deduplication.
+   */
   rowId: string;
   topic: string;
   aggregateId: string;

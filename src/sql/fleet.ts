@@ -245,6 +245,28 @@ FROM pg_stat_all_tables
 WHERE relname IN ('outbox_lane_messages', 'outbox_lane_parked') AND schemaname = $1`;
 
 /**
+ * The activity of schemas for a fleet that follows each schema's record (either engine): the
+ * claim engine's counter and the lanes engine's added up. A counter moved by the engine a schema
+ * does not use stays still, so the sum moves exactly when the one in use does. One read of
+ * `pg_stat_all_tables` as before (three table names instead of one or two).
+ */
+export const recordedSchemaActivitySql = `
+SELECT schemaname AS name,
+       sum(CASE WHEN relname = 'outbox_lane_messages' THEN n_tup_ins
+                WHEN relname = 'outbox_lane_parked' THEN n_tup_upd
+                ELSE n_tup_ins + n_tup_upd END)::text AS changes
+FROM pg_stat_all_tables
+WHERE relname IN ('outbox', 'outbox_lane_messages', 'outbox_lane_parked')
+  AND schemaname LIKE $1 ESCAPE '\\'
+GROUP BY schemaname`;
+export const recordedSchemaCounterSql = `
+SELECT sum(CASE WHEN relname = 'outbox_lane_messages' THEN n_tup_ins
+                WHEN relname = 'outbox_lane_parked' THEN n_tup_upd
+                ELSE n_tup_ins + n_tup_upd END)::text AS changes
+FROM pg_stat_all_tables
+WHERE relname IN ('outbox', 'outbox_lane_messages', 'outbox_lane_parked') AND schemaname = $1`;
+
+/**
  * {@link nextDueSql} for the lanes engine, read when a tenant's turn is over (its lanes given
  * back): in ms from now, NULL when nothing will come due without a write. What becomes due with no
  * write to announce it:

@@ -74,7 +74,8 @@ export interface OutboxOptions {
   dedupeWindowMs?: number;
   /**
    * Which engine's tables to write (issue 43). Default: the engine the schema records (migration
-   * 036: `outbox engine`, `setDatabaseEngine`; the claim engine unless changed), read at the
+   * 036: `outbox engine`, `setDatabaseEngine`; lanes for a new schema, claims for one migrated
+   * before migration 36), read at the
    * first enqueue and kept by this writer. `'claims'` writes `outbox`, published by
    * `createDispatcher`; `'lanes'` writes `outbox_lane_messages` (migration 024), published by
    * `createLaneDispatcher`: nothing is written per message when it is published. The lanes

@@ -33,7 +33,7 @@ describe.runIf(available)('pg_auto_failover: a failover under a running dispatch
     console.log(`[auto-failover] formation formed in ${(cluster.formedInMs / 1000).toFixed(1)} s`);
     const setup = createPgClient(cluster.url);
     await setup.connect();
-    await migrate(fromPg(setup));
+    await migrate(fromPg(setup), { engine: 'claims' });
     await setup.end();
 
     const receiver = await startWebhookReceiver();

@@ -39,7 +39,7 @@ beforeAll(async () => {
   pool.on('error', () => undefined);
   const client = await pool.connect();
   try {
-    await migrate(fromPg(client));
+    await migrate(fromPg(client), { engine: 'claims' });
   } finally {
     client.release();
   }

@@ -25,7 +25,7 @@ beforeAll(async () => {
   url = server.url;
   const client = new pg.Client({ connectionString: url });
   await client.connect();
-  await migrate(fromPg(client));
+  await migrate(fromPg(client), { engine: 'claims' });
   await client.end();
 }, 120_000);
 

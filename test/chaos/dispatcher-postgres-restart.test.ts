@@ -20,7 +20,7 @@ beforeAll(async () => {
   server = await startEmbeddedPostgres({ restartable: true });
   const client = new pg.Client({ connectionString: server.url });
   await client.connect();
-  await migrate(fromPg(client));
+  await migrate(fromPg(client), { engine: 'claims' });
   await client.end();
 }, 120_000);
 afterAll(async () => {

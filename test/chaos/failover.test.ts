@@ -59,7 +59,7 @@ async function failoverRun(
   await admin.end();
   const direct = new pg.Client({ connectionString: cluster.url(cluster.primaryPort, 'outbox') });
   await direct.connect();
-  await migrate(fromPg(direct));
+  await migrate(fromPg(direct), { engine: 'claims' });
   await direct.end();
 
   const proxy: FreezeProxy = await startFreezeProxy(cluster.primaryPort);

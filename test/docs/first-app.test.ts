@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
+import { fromPg, readDatabaseEngine, readEffectStatus } from '../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { packagePaths, root, typeScriptBlocks } from './code-blocks.js';
 
@@ -9,7 +10,8 @@ import { packagePaths, root, typeScriptBlocks } from './code-blocks.js';
  * The README's first app (the ```ts first-app block) runs as a user runs it: its text unchanged
  * except that `agent-outbox` imports point at this checkout's sources, in a child process
  * (`node --import tsx`) against a fresh database, serving its HTTP consumer on a free port. The
- * order, its message (dispatched), the receipt (the effect) and the ledger row must all be there.
+ * order, its message (performed, on the lanes engine a new schema records), the receipt (the
+ * effect) and the ledger row must all be there.
  */
 
 const directory = join(root, '.tmp', 'first-app');
@@ -53,20 +55,27 @@ test("the README's first app runs: order, message dispatched, receipt once, ledg
   });
   expect(stdout).toMatch(/receipt recorded: \{ order_id: 1, email: 'ada@example\.com' \}/);
 
+  // A new schema runs on the lanes engine (migration 036 records it): the message is there.
+  expect(await readDatabaseEngine(fromPg(db.pool))).toBe('lanes');
   const { rows } = await db.pool.query<{
     orders: number;
-    dispatched: number;
+    messageId: string;
     receipts: number;
     ledger: number;
   }>(
     `SELECT (SELECT count(*)::int FROM orders) AS orders,
-            (SELECT count(*)::int FROM outbox_messages
-              WHERE topic = 'receipt.send' AND aggregate_id = 'order:1'
-                AND dispatched_at IS NOT NULL) AS dispatched,
+            (SELECT message_id::text FROM outbox_lane_messages
+              WHERE topic = 'receipt.send' AND aggregate_id = 'order:1') AS "messageId",
             (SELECT count(*)::int FROM receipts WHERE order_id = 1) AS receipts,
-            (SELECT count(*)::int FROM processed_messages p JOIN outbox_messages o
+            (SELECT count(*)::int FROM processed_messages p JOIN outbox_lane_messages o
                  ON o.message_id::text = p.message_id
               WHERE p.consumer = 'receipts' AND p.state = 'done') AS ledger`,
   );
-  expect(rows[0]).toEqual({ orders: 1, dispatched: 1, receipts: 1, ledger: 1 });
+  const { messageId, ...counts } = rows[0]!;
+  expect(counts).toEqual({ orders: 1, receipts: 1, ledger: 1 });
+  const { effects } = await readEffectStatus(fromPg(db.pool), {
+    messageIds: [messageId],
+    consumers: ['receipts'],
+  });
+  expect(effects[0]?.state).toBe('performed');
 }, 120_000);

@@ -41,7 +41,7 @@ export async function createLogicalTestDatabase(
     const migrator = new pg.Client({ connectionString: url });
     await migrator.connect();
     try {
-      await migrate(fromPg(migrator));
+      await migrate(fromPg(migrator), { engine: 'claims' });
     } finally {
       await migrator.end();
     }

@@ -240,8 +240,8 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
           : [resolveDatabaseUrl(undefined)],
       schema: values.schema,
       connectTimeoutMs: connection.connectionTimeoutMillis,
-      // A fleet runs one engine: the claim engine unless told (docs/fleet.md).
-      engine: flag ?? 'claims',
+      // Each tenant by its own record unless told one engine (docs/fleet.md).
+      ...(flag !== undefined && { engine: flag }),
       options,
       publisher: values.config
         ? await publisherFromConfig(values.config, webhookSecrets)

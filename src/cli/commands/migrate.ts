@@ -19,9 +19,10 @@ Options:
                       any database of the server (repeat it for several servers)
   --schema NAME       schema for the outbox tables, created if missing (default: ${DEFAULT_SCHEMA})
   --engine E          the engine a new schema records (migration 36): what writers without an
-                      engine option write and commands without --engine read (default
-                      claims). A schema that records the other one already is refused
-                      (exit 1): \`outbox engine\` changes a record
+                      engine option write and commands without --engine read (default: lanes
+                      for a new schema; a schema upgraded from before 36 records claims, the
+                      engine it used). A schema that records the other one already is
+                      refused (exit 1): \`outbox engine\` changes a record
   --databases GLOB    migrate every database of the server whose name matches, e.g. 'tenant_*'
                       ('*' any run, '?' one character; templates are skipped), one after the
                       other with a line each; goes on past a failed database and exits 1

@@ -1,7 +1,7 @@
 import { parseFlags } from '../parse-flags.js';
 import { readShadowComparison, readStatus } from '../../admin/status.js';
 import { DEFAULT_SCHEMA } from '../../core/identifier.js';
-import { LANE_STATUS_ID_WINDOW, readLaneEngineStatus } from '../../lanes/lane-engine-status.js';
+import { LANE_STATUS_ID_WINDOW } from '../../lanes/lane-engine-status.js';
 import { engineOfCommand, parseEngineFlag } from '../dispatch/lanes.js';
 import { connect, resolveDatabaseUrl } from '../database.js';
 import { positiveInt, validateSchemaFlag, COMMON_OPTIONS } from '../flags.js';
@@ -73,7 +73,7 @@ export async function statusCommand(argv: string[]): Promise<number> {
   const read: typeof readStatus = async (executor, options) => {
     const schema = options?.schema ?? values.schema;
     const engine = await engineOfCommand(executor, flag, schema);
-    return (engine === 'lanes' ? readLaneEngineStatus : readStatus)(executor, options);
+    return readStatus(executor, { ...options, engine });
   };
   if (values.since !== undefined && !values.shadow)
     throw new UsageError('--since only applies to --shadow');
@@ -93,10 +93,7 @@ export async function statusCommand(argv: string[]): Promise<number> {
   const db = await connect(resolveDatabaseUrl(urls[0]));
   try {
     const engine = await engineOfCommand(db.executor, flag, values.schema);
-    const status = await (engine === 'lanes' ? readLaneEngineStatus : readStatus)(db.executor, {
-      schema: values.schema,
-      lastErrors,
-    });
+    const status = await readStatus(db.executor, { schema: values.schema, lastErrors, engine });
     const shadow = values.shadow
       ? await readShadowComparison(db.executor, {
           schema: values.schema,

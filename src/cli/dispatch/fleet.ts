@@ -20,7 +20,8 @@ export interface FleetRun {
   discoverIntervalMs: number;
   idlePollMs: number;
   connectTimeoutMs: number;
-  engine: FleetEngine;
+  /** Undefined: each tenant by its schema's record. */
+  engine?: FleetEngine;
   options: Omit<DispatcherOptions, 'publisher' | 'executor'>;
   publisher: Publisher;
   publisherLabel: string;

@@ -4,13 +4,16 @@ import { PUBLISHER_URL_SCHEMES } from '../../publishers/from-url.js';
 /** `outbox dispatch --help`. */
 export const dispatchHelp = `Usage: outbox dispatch (--publisher URL | --config FILE) [options]
 
-Publishes committed outbox messages at least once: claims due messages under a lease
-(FOR UPDATE SKIP LOCKED), publishes outside any transaction, marks them dispatched if it still
-holds the lease. Run as many as you like, on as many hosts: they share the work.
+Publishes committed outbox messages at least once: leases a part of the outbox (a lane of
+messages on the lanes engine; due messages, FOR UPDATE SKIP LOCKED, on the claim engine),
+publishes outside any transaction, records what it published if it still holds the lease. Run
+as many as you like, on as many hosts: they share the work.
 
 Options:
   --engine claims|lanes      which engine's messages to publish (default: the one the
-                             schema records, outbox engine; claims unless changed): claims
+                             schema records, outbox engine: lanes for a new schema, claims
+                             for one migrated before migration 36; in fleet mode each
+                             tenant's own): claims
                              publishes the outbox table (createOutbox()); lanes publishes the
                              lanes engine's (createOutbox({ engine: 'lanes' })), reading each
                              lane after its cursor under a lane lease (--lease-ms), writing
@@ -143,7 +146,10 @@ Fleet mode (many databases or schemas, one process, a connection budget; docs/fl
                              Run the same command on several hosts: each database is served
                              by one process at a time, spread evenly, taken over within
                              --lease-ms when a process dies. Polls only: no LISTEN, no CDC.
-                             With --engine lanes a tenant's turn drains its lanes
+                             Each tenant by the engine its schema records (read when first
+                             served), unless --engine names one; a tenant on lanes is
+                             served by one lane dispatcher (--concurrency above 1 fails it)
+                             and its turn drains its lanes
 
 Environment:
   OUTBOX_WEBHOOK_SECRET      http(s):// only: whsec_ signing secret(s), space-separated (new

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readDatabaseEngine, setDatabaseEngine } from '../../../src/admin/database-engine.js';
 import { listAwaitingApproval } from '../../../src/admin/approvals.js';
 import { readEffectStatus } from '../../../src/admin/effect-status.js';
+import { readStatus } from '../../../src/admin/status.js';
 import { OutboxValidationError } from '../../../src/core/errors.js';
 import { createOutbox, fromPg, migrate, MIGRATIONS } from '../../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
@@ -38,9 +39,14 @@ const message = (n: number) => ({
 });
 
 describe('the engine a schema records (migration 036)', () => {
-  it('is claims on a schema migrated without a choice, and on one from before migration 036, read inside a transaction that stays usable', async () => {
+  it('is lanes on a new schema migrated without a choice, claims on one from before migration 036 (read inside a transaction that stays usable) and after its upgrade', async () => {
     await migrateSchema('e_default');
-    expect(await readDatabaseEngine(fromPg(db.pool), { schema: 'e_default' })).toBe('claims');
+    expect(await readDatabaseEngine(fromPg(db.pool), { schema: 'e_default' })).toBe('lanes');
+    await inTransaction(db.pool, (c) =>
+      createOutbox({ schema: 'e_default' }).enqueue(fromPg(c), message(0)),
+    );
+    expect(await count('SELECT count(*) FROM e_default.outbox_lane_messages')).toBe(1);
+    expect(await count('SELECT count(*) FROM e_default.outbox')).toBe(0);
 
     await migrateSchema('e_old', { migrations: MIGRATIONS.slice(0, 35) });
     await inTransaction(db.pool, async (client) => {
@@ -50,10 +56,13 @@ describe('the engine a schema records (migration 036)', () => {
     });
     expect(await count('SELECT count(*) FROM e_old.outbox')).toBe(1);
     expect(await count('SELECT count(*) FROM e_old.outbox_lane_messages')).toBe(0);
+    // Upgraded without a choice: it keeps the engine its writers used.
+    await migrateSchema('e_old');
+    expect(await readDatabaseEngine(fromPg(db.pool), { schema: 'e_old' })).toBe('claims');
   });
 
   it('decides where a writer without an engine writes, read at its first enqueue and kept', async () => {
-    await migrateSchema('e_writer');
+    await migrateSchema('e_writer', { engine: 'claims' });
     const early = createOutbox({ schema: 'e_writer' });
     const kept = createOutbox({ schema: 'e_writer' });
     await inTransaction(db.pool, (c) => kept.enqueue(fromPg(c), message(1)));
@@ -89,10 +98,20 @@ describe('the engine a schema records (migration 036)', () => {
       messageIds: [held!.messageId],
     });
     expect(effects[0]?.state).toBe('awaiting approval');
-    // The claim engine's tables do not hold it.
+    await inTransaction(db.pool, (c) =>
+      createOutbox({ schema: 'e_admin' }).enqueue(fromPg(c), message(2)),
+    );
+    const status = await readStatus(executor, { schema: 'e_admin' });
+    // The held one is backlog too until a lane read parks it (readLaneEngineStatus says why).
+    expect(status).toMatchObject({ backlog: 2, awaitingApproval: 1, backlogEstimated: false });
+    // The claim engine's tables do not hold them.
     expect(await listAwaitingApproval(executor, { schema: 'e_admin', engine: 'claims' })).toEqual(
       [],
     );
+    expect(await readStatus(executor, { schema: 'e_admin', engine: 'claims' })).toMatchObject({
+      backlog: 0,
+      awaitingApproval: 0,
+    });
   });
 
   it('refuses a move back to claims while the lanes engine holds unpublished messages, and changes nothing', async () => {
@@ -118,7 +137,7 @@ describe('the engine a schema records (migration 036)', () => {
     // The same choice again: nothing to do.
     expect((await migrateSchema('e_mig', { engine: 'lanes' })).applied).toEqual([]);
 
-    await migrateSchema('e_other', { migrations: MIGRATIONS.slice(0, 36) });
+    await migrateSchema('e_other', { migrations: MIGRATIONS.slice(0, 36), engine: 'claims' });
     const refused = migrateSchema('e_other', { engine: 'lanes' });
     await expect(refused).rejects.toThrow(OutboxValidationError);
     await expect(refused).rejects.toThrow(

@@ -14,7 +14,7 @@ let mcp: InMemoryToolClient;
 
 beforeAll(async () => {
   db = await PGlite.create();
-  await migrate(fromPglite(db));
+  await migrate(fromPglite(db), { engine: 'claims' });
   await db.query(NOTES_TABLE_SQL);
   mcp = await connectInMemory(
     createToolServer({ name: 'notes', tools: [notesTool(pgliteTransactions(db))] }),

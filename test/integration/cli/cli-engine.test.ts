@@ -112,14 +112,17 @@ describe('outbox engine', () => {
     });
   });
 
-  it('outbox migrate --engine records a new schema engine, and refuses another on a schema that has one', async () => {
+  it('outbox migrate records lanes on a new schema, --engine another choice, and refuses a different one on a schema that has one', async () => {
+    const plain = await runCli(['migrate', '--database-url', db.url, '--schema', 'fresh_default']);
+    expect(plain.code, plain.stderr).toBe(0);
+    expect((await engine('--schema', 'fresh_default')).stdout).toBe('lanes\n');
     const migrateFresh = (name: string) =>
-      runCli(['migrate', '--database-url', db.url, '--schema', 'fresh_lanes', '--engine', name]);
-    const fresh = await migrateFresh('lanes');
+      runCli(['migrate', '--database-url', db.url, '--schema', 'fresh_claims', '--engine', name]);
+    const fresh = await migrateFresh('claims');
     expect(fresh.code, fresh.stderr).toBe(0);
-    expect((await engine('--schema', 'fresh_lanes')).stdout).toBe('lanes\n');
-    const again = await migrateFresh('claims');
+    expect((await engine('--schema', 'fresh_claims')).stdout).toBe('claims\n');
+    const again = await migrateFresh('lanes');
     expect(again.code).toBe(1);
-    expect(again.stderr).toContain('records the lanes engine already');
+    expect(again.stderr).toContain('records the claims engine already');
   });
 });

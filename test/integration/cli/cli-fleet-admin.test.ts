@@ -29,6 +29,8 @@ describe('outbox migrate / status --databases', () => {
       inject('adminDatabaseUrl'),
       '--databases',
       family.glob,
+      '--engine',
+      'claims',
     ]);
     expect(result.code, result.stderr).toBe(1);
     expect(result.stdout).toContain(`Migrating 4 databases matching "${family.glob}"`);
@@ -49,6 +51,8 @@ describe('outbox migrate / status --databases', () => {
       inject('adminDatabaseUrl'),
       '--databases',
       family.glob,
+      '--engine',
+      'claims',
       '--json',
     ]);
     expect(again.code).toBe(1);

@@ -103,7 +103,8 @@ describe('fleet dispatcher over schemas (a schema per tenant)', () => {
     const publisher = new InMemoryPublisher();
     let fleet: FleetDispatcher | undefined;
     try {
-      for (const s of ['tnt_a', 'tnt_b']) await migrate(fromPg(db.pool), { schema: s });
+      for (const s of ['tnt_a', 'tnt_b'])
+        await migrate(fromPg(db.pool), { schema: s, engine: 'claims' });
       // A schema that matches but has no outbox is not a tenant (yet).
       await db.pool.query('CREATE SCHEMA tnt_empty');
       const seen: string[] = [];
@@ -133,7 +134,7 @@ describe('fleet dispatcher over schemas (a schema per tenant)', () => {
       const b = await enqueueIn('tnt_b');
       await until(() => [a, b].every((id) => publisher.published.some((m) => m.id === id)));
 
-      await migrate(fromPg(db.pool), { schema: 'tnt_c' });
+      await migrate(fromPg(db.pool), { schema: 'tnt_c', engine: 'claims' });
       const c = await enqueueIn('tnt_c');
       await until(() => publisher.published.some((m) => m.id === c));
       expect(seen).toContain('+tnt_c');

@@ -208,4 +208,94 @@ describe('fleet dispatcher on the lanes engine (one process)', () => {
     // Tenant 0 records claims (the template's), tenant 1 lanes: only tenant 0, and once.
     expect(told).toEqual([{ database: family.name(0), engine: 'lanes', recordedEngine: 'claims' }]);
   }, 30_000);
+
+  it("without an engine, serves each tenant by its schema's record: claims and lanes in one fleet", async () => {
+    await fleet?.stop();
+    const tenant1 = new pg.Client({ connectionString: family.url(family.name(1)) });
+    await tenant1.connect();
+    try {
+      await setDatabaseEngine(fromPg(tenant1), 'lanes', { force: true });
+    } finally {
+      await tenant1.end();
+    }
+    // Written by a writer without an engine, which follows the record too.
+    const write = async (n: number, aggregateId: string) => {
+      const client = new pg.Client({ connectionString: family.url(family.name(n)) });
+      await client.connect();
+      try {
+        await client.query('BEGIN');
+        const [m] = await createOutbox().enqueue(fromPg(client), [
+          { topic: 'order.placed', aggregateId, payload: {} },
+        ]);
+        await client.query('COMMIT');
+        return m!.messageId;
+      } finally {
+        await client.end();
+      }
+    };
+    const tables = async (n: number) => {
+      const client = new pg.Client({ connectionString: family.url(family.name(n)) });
+      await client.connect();
+      try {
+        const { rows } = await client.query<{ claims: number; lanes: number }>(
+          `SELECT (SELECT count(*) FROM outbox_messages WHERE aggregate_id LIKE 'rec%')::int AS claims,
+                  (SELECT count(*) FROM outbox_lane_messages WHERE aggregate_id LIKE 'rec%')::int AS lanes`,
+        );
+        return rows[0]!;
+      } finally {
+        await client.end();
+      }
+    };
+    const publisher = recordingPublisher({ callMs: 0 });
+    fleet = createFleetDispatcher({
+      servers: [inject('adminDatabaseUrl')],
+      databases: family.glob,
+      publisher,
+      leaseMs: 5_000,
+      pollIntervalMs: 50,
+      warmMs: 0,
+      idlePollMs: 60_000,
+      maxConnections: 2, // no engine: each tenant by its record
+    });
+    const told: string[] = [];
+    fleet.on('fleet:target:other-engine', ({ target }) => told.push(target.name));
+    await fleet.start();
+    for (let round = 0; round < 2; round++) {
+      const written = await Promise.all([0, 1].map((n) => write(n, `rec${round}`)));
+      await expect
+        .poll(() => written.every((id) => publisher.published.has(id)), { timeout: 15_000 })
+        .toBe(true);
+    }
+    expect(await tables(0)).toEqual({ claims: 2, lanes: 0 });
+    expect(await tables(1)).toEqual({ claims: 0, lanes: 2 });
+    expect(told).toEqual([]);
+    await fleet.stop();
+
+    // An option the lanes engine does not take fails the tenant on lanes only.
+    const second = recordingPublisher({ callMs: 0 });
+    fleet = createFleetDispatcher({
+      servers: [inject('adminDatabaseUrl')],
+      databases: family.glob,
+      publisher: second,
+      maxConnections: 3,
+      concurrency: 2,
+      leaseMs: 5_000,
+      pollIntervalMs: 50,
+      warmMs: 0,
+      idlePollMs: 60_000,
+    });
+    const failures: { database: string; error: string }[] = [];
+    fleet.on('fleet:target:failure', ({ target, error }) =>
+      failures.push({ database: target.name, error: error.message }),
+    );
+    await fleet.start();
+    const [claims, lanes] = await Promise.all([write(0, 'rec2'), write(1, 'rec2')]);
+    await expect.poll(() => second.published.has(claims), { timeout: 15_000 }).toBe(true);
+    await expect.poll(() => failures.length, { timeout: 15_000 }).toBeGreaterThan(0);
+    expect(failures[0]).toEqual({
+      database: family.name(1),
+      error: expect.stringContaining('records the lanes engine, which does not take concurrency'),
+    });
+    expect(second.published.has(lanes)).toBe(false);
+  }, 60_000);
 });

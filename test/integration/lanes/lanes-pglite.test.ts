@@ -46,7 +46,7 @@ describe('the lanes engine on PGlite', () => {
     expect(lanes.rows[0]!.n).toBe(4);
     const publisher = new InMemoryPublisher({
       inject: (m) =>
-        m.attempts === 0 && (m.payload as { n: number }).n === 2
+        m.attempts === 1 && (m.payload as { n: number }).n === 2
           ? { status: 'retryable', error: 'down' }
           : undefined,
     });
@@ -68,10 +68,11 @@ describe('the lanes engine on PGlite', () => {
       await Promise.race([dispatcher.stop(), new Promise((r) => setTimeout(r, 2_000))]);
     }
     const o1 = publisher.published.filter((m) => m.aggregateId === 'o1');
+    // `attempts` counts the attempt a publisher is given, as on the claim engine.
     expect(o1.map((m) => [m.sequence, m.attempts])).toEqual([
-      [1, 0],
-      [2, 1],
-      [3, 0],
+      [1, 1],
+      [2, 2],
+      [3, 1],
     ]);
     expect(publisher.published.map((m) => m.id).sort()).toEqual(
       written.map((m) => m.messageId).sort(),

@@ -71,7 +71,7 @@ async function waitFor(process: CliProcess, pattern: RegExp): Promise<RegExpMatc
 
 describe.runIf(runs)('operations through PgBouncer in transaction mode (issue 41)', () => {
   it('migrate, approvals, approve, reject, dispatch --once, effect status, status, dead list, prune: all through the pooler', async () => {
-    const migrated = await cli('migrate');
+    const migrated = await cli('migrate', '--engine', 'claims');
     expect(migrated.code, migrated.stderr).toBe(0);
     const [held, after] = await enqueue([
       { topic: 'payment.refund', aggregateId: 'order:1', payload: {}, requiresApproval: true },

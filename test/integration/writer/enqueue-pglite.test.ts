@@ -7,7 +7,7 @@ const outbox = createOutbox({ schema: 'agent' });
 
 beforeAll(async () => {
   db = await PGlite.create();
-  await migrate(fromPglite(db), { schema: 'agent' });
+  await migrate(fromPglite(db), { schema: 'agent', engine: 'claims' });
   await db.query('CREATE TABLE orders (id serial PRIMARY KEY, amount int NOT NULL)');
 });
 afterAll(() => db.close());
@@ -45,7 +45,7 @@ describe('enqueue with PGlite', () => {
   });
 
   it('migrate is idempotent on PGlite too', async () => {
-    const again = await migrate(fromPglite(db), { schema: 'agent' });
+    const again = await migrate(fromPglite(db), { schema: 'agent', engine: 'claims' });
     expect(again.applied).toEqual([]);
   });
 });

@@ -177,7 +177,7 @@ describe('PGlite', () => {
   it('the database outside BEGIN is refused; its transaction, and a BEGIN of its own, write', async () => {
     const lite = await PGlite.create();
     try {
-      await migrate(fromPglite(lite));
+      await migrate(fromPglite(lite), { engine: 'claims' });
       const count = async (aggregateId: string) =>
         (
           await lite.query<{ n: number }>(
