@@ -82,15 +82,15 @@ export function printTable(
     line(
       'tracing_overhead',
       r.tracing_overhead,
-      'ratio' in d.tracing.broker
-        ? `NATS JetStream publisher; median of pairs; ${d.tracing.broker.rowsPerSecond.withSdk} vs ${d.tracing.broker.rowsPerSecond.withoutSdk} rows/s dispatch, OpenTelemetry SDK exporting every span (batch processor, OTLP/HTTP protobuf to a discarding endpoint) vs no SDK; CPU ${d.tracing.broker.cpuMicrosPerMessage.withSdk} vs ${d.tracing.broker.cpuMicrosPerMessage.withoutSdk} µs per message; ${d.tracing.broker.spans.exported} of ${d.tracing.broker.spans.ended} spans exported; with an HTTP publisher ${d.tracing.http.ratio}${d.tracing.lanesBroker && 'ratio' in d.tracing.lanesBroker ? `; lanes engine ${d.tracing.lanesBroker.ratio}` : ''}`
-        : `not measured: ${d.tracing.broker.skipped}`,
+      'ratio' in d.tracing.lanesBroker
+        ? `lanes engine, NATS JetStream publisher; median of pairs; ${d.tracing.lanesBroker.rowsPerSecond.withSdk} vs ${d.tracing.lanesBroker.rowsPerSecond.withoutSdk} rows/s dispatch, OpenTelemetry SDK exporting every span (batch processor, OTLP/HTTP protobuf to a discarding endpoint) vs no SDK; CPU ${d.tracing.lanesBroker.cpuMicrosPerMessage.withSdk} vs ${d.tracing.lanesBroker.cpuMicrosPerMessage.withoutSdk} µs per message; ${d.tracing.lanesBroker.spans.exported} of ${d.tracing.lanesBroker.spans.ended} spans exported${'ratio' in d.tracing.broker ? `; claim engine ${d.tracing.broker.ratio}` : ''}; claim engine with an HTTP publisher ${d.tracing.http.ratio}`
+        : `not measured: ${d.tracing.lanesBroker.skipped}`,
       '>= 0.8',
     ),
     line(
       'tracing_overhead_noop',
       r.tracing_overhead_noop,
-      `no-op publisher (worst case); ${d.tracing.noop.rowsPerSecond.withSdk} vs ${d.tracing.noop.rowsPerSecond.withoutSdk} rows/s; CPU ${d.tracing.noop.cpuMicrosPerMessage.withSdk} vs ${d.tracing.noop.cpuMicrosPerMessage.withoutSdk} µs per message; ${d.tracing.noop.spans.exported} of ${d.tracing.noop.spans.ended} spans exported; no-SDK path ${d.tracing.noSdk.nsPerBatch} ns per batch of 200`,
+      `claim engine, no-op publisher (worst case); ${d.tracing.noop.rowsPerSecond.withSdk} vs ${d.tracing.noop.rowsPerSecond.withoutSdk} rows/s; CPU ${d.tracing.noop.cpuMicrosPerMessage.withSdk} vs ${d.tracing.noop.cpuMicrosPerMessage.withoutSdk} µs per message; ${d.tracing.noop.spans.exported} of ${d.tracing.noop.spans.ended} spans exported; no-SDK path ${d.tracing.noSdk.nsPerBatch} ns per batch of 200`,
       'reported',
     ),
     line(
@@ -127,15 +127,15 @@ export function printTable(
             ? 'not measured: needs wal_level=logical on this server'
             : '1,000 msg/s steady, COMMIT sent → publish',
         mode === 'notify'
-          ? 'p50 and p95 <= 0.5x graphile_worker (issue 43; p95 <= 10 before)'
+          ? 'p50 and p95 <= 0.5x graphile_worker (issue 43; the lanes engine, a new schema’s)'
           : mode === 'cdc'
-            ? "p95 <= notify's (issue 43; <= 10 before)"
+            ? "p95 <= notify's (issue 43; the lanes engine)"
             : mode === 'raw_notify' || mode === 'raw_cdc'
               ? `floor of ${mode.slice(4)}`
               : mode === 'raw_claim'
                 ? 'floor of a claim-based design (issue 43)'
-                : mode === 'lanes' || mode === 'lanes_cdc'
-                  ? `the lanes engine (issue 43: ${mode === 'lanes' ? 'notify' : 'cdc'}'s target on it)`
+                : mode === 'notify_claims' || mode === 'cdc_claims'
+                  ? `the claim engine (${mode.slice(0, -7)}'s target on it)`
                   : 'context',
       ),
     ),

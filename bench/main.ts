@@ -83,13 +83,22 @@ interface CaseGroup {
  * by themselves with `--only latency`.
  */
 const latencyModes = {
-  notify: (d: BenchDatabase) => latency(d, 'notify', 1_000, size.latencySeconds),
+  // `notify` is the engine a new schema runs on (the lanes engine, since session 33: latency.ts
+  // mode 'lanes'), woken by LISTEN/NOTIFY; `notify_claims` the claim engine (mode 'notify').
+  notify: (d: BenchDatabase) => latency(d, 'lanes', 1_000, size.latencySeconds),
+  notify_claims: (d: BenchDatabase) => latency(d, 'notify', 1_000, size.latencySeconds),
   notify_sync_claim: (d: BenchDatabase) =>
     latency(d, 'notify_sync_claim', 1_000, size.latencySeconds),
   graphile_worker: (d: BenchDatabase) => graphileLatency(d, 1_000, size.latencySeconds),
   raw_claim: (d: BenchDatabase) => rawClaimLatency(d, 1_000, size.latencySeconds),
-  // Issue 43: the lanes engine (migration 024) woken by the same LISTEN/NOTIFY.
-  lanes: (d: BenchDatabase) => latency(d, 'lanes', 1_000, size.latencySeconds),
+};
+
+/** The CDC modes (wal_level=logical): `cdc` on the lanes engine as `notify`, `cdc_claims` not. */
+const cdcModes = {
+  cdc: (d: BenchDatabase) => latency(d, 'lanes_cdc', 1_000, size.latencySeconds),
+  cdc_claims: (d: BenchDatabase) => latency(d, 'cdc', 1_000, size.latencySeconds),
+  cdc_sync_claim: (d: BenchDatabase) => latency(d, 'cdc_sync_claim', 1_000, size.latencySeconds),
+  raw_cdc: (d: BenchDatabase) => latency(d, 'raw_cdc', 1_000, size.latencySeconds),
 };
 
 const fresh = onFreshDatabase;
@@ -117,7 +126,7 @@ const caseGroups: CaseGroup[] = [
       );
       return {
         keys: {
-          tracing_overhead: 'ratio' in tracing.broker ? tracing.broker.ratio : null,
+          tracing_overhead: 'ratio' in tracing.lanesBroker ? tracing.lanesBroker.ratio : null,
           tracing_overhead_noop: tracing.noop.ratio,
         },
         details: { tracing },
@@ -130,13 +139,7 @@ const caseGroups: CaseGroup[] = [
     run: (names) =>
       latencyOnly(fresh, size, names, {
         ...latencyModes,
-        ...(walLevel === 'logical' && {
-          cdc: (d: BenchDatabase) => latency(d, 'cdc', 1_000, size.latencySeconds),
-          cdc_sync_claim: (d: BenchDatabase) =>
-            latency(d, 'cdc_sync_claim', 1_000, size.latencySeconds),
-          raw_cdc: (d: BenchDatabase) => latency(d, 'raw_cdc', 1_000, size.latencySeconds),
-          lanes_cdc: (d: BenchDatabase) => latency(d, 'lanes_cdc', 1_000, size.latencySeconds),
-        }),
+        ...(walLevel === 'logical' && cdcModes),
       }),
     rows: () => [],
   },
@@ -205,24 +208,14 @@ try {
   // ran in a quieter minute won. Each figure is the median of its rounds' percentiles.
   const interleaved: Record<string, (fresh: BenchDatabase) => Promise<Percentiles>> = {
     ...latencyModes,
-    ...(cdc && {
-      cdc: (fresh: BenchDatabase) => latency(fresh, 'cdc', 1_000, size.latencySeconds),
-      cdc_sync_claim: (fresh: BenchDatabase) =>
-        latency(fresh, 'cdc_sync_claim', 1_000, size.latencySeconds),
-      raw_cdc: (fresh: BenchDatabase) => latency(fresh, 'raw_cdc', 1_000, size.latencySeconds),
-      // Issue 43: the lanes engine woken from the WAL (createLaneCdcWakeSource), beside `lanes`.
-      lanes_cdc: (fresh: BenchDatabase) => latency(fresh, 'lanes_cdc', 1_000, size.latencySeconds),
-    }),
+    ...(cdc && cdcModes),
   };
   const rounds: Record<string, Percentiles[]> = {};
   for (let r = 0; r < size.latencyRounds; r++)
     for (const [name, run] of Object.entries(interleaved))
       (rounds[name] ??= []).push(await onFreshDatabase(`lat_${name}_${r}`, run));
   for (const [name, runs] of Object.entries(rounds)) latencyMs[name] = medianPercentiles(runs);
-  latencyMs.cdc ??= null;
-  latencyMs.cdc_sync_claim ??= null;
-  latencyMs.raw_cdc ??= null;
-  latencyMs.lanes_cdc ??= null;
+  for (const name of Object.keys(cdcModes)) latencyMs[name] ??= null;
   const peers = await dispatchVsPeers(db, size.peerJobs, size.peerRounds);
   const rss = await memory(db, size.memorySeconds);
   // Both sides on databases created for this case, so the only difference is the history (the
@@ -267,7 +260,7 @@ try {
     notify_always_armed_enqueue_ratio: notify.armedRatio,
     dispatch_vs_raw_sql: dispatch.unorderedRatio,
     dispatch_ordered_vs_raw_sql: dispatch.orderedRatio,
-    tracing_overhead: 'ratio' in tracing.broker ? tracing.broker.ratio : null,
+    tracing_overhead: 'ratio' in tracing.lanesBroker ? tracing.lanesBroker.ratio : null,
     tracing_overhead_noop: tracing.noop.ratio,
     dispatch_vs_pg_boss: peers.pgBossRatio,
     dispatch_vs_graphile_worker: peers.graphileWorkerRatio,
@@ -303,7 +296,7 @@ try {
     notes: [
       'dispatch_vs_pg_boss / dispatch_vs_graphile_worker: our dispatcher (no-op publisher, unordered topic) over the peer for the same number of no-op jobs inserted beforehand, each side fetching as many per query: batch 200 against pg-boss (batchSize 200), batch 500 against graphile-worker (localQueue.size 500; at batch 200 in details.peers.graphileWorkerRatioAtBatch200). pg-boss 10.4.2: insert() in bulk, work() with batchSize 200, pollingIntervalSeconds 0.5 (its minimum) and notifyWorker() after every full batch (burst); 1 and 4 loops tried, the faster counts. graphile-worker 0.17.3: addJobs() in bulk, its documented performance preset (concurrentJobs 24, maxPoolSize 25, localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0). Peers are timed from their first job start to the last job completed in their table (their startup and first fetch are not counted; our drain is timed from its call).',
       'latency_ms.graphile_worker: commit → task start, add_job inside the producer transaction, same producers, clock and warm-up as ours, graphile-worker with the same performance preset (with its defaults, concurrency 1 and no local queue, it cannot sustain 1,000 jobs/s here). latency_ms.notify, latency_ms.graphile_worker, latency_ms.cdc and latency_ms.raw_cdc are the medians of size.latencyRounds interleaved rounds (3 full, 1 quick), each on a fresh database; details.latencyRounds has every round.',
-      'latency is measured from the producer COMMIT returning to the publisher call (since 2026-12-04, issue 43: the producer commit, its WAL flush, is the same for every system and outside a dispatcher; details.latencyFromCommitSent has every round counted from COMMIT sent, as before). latency_ms.notify runs the dispatcher with asyncClaim and asyncSettle (no WAL flush wait between a commit and its publish; sql/commit-mode.ts), latency_ms.notify_sync_claim with the defaults; details.latencyBreakdown splits both. details.latencyBreakdownLanes splits latency_ms.lanes per round (bench/cases/latency-lanes.ts: the read in the way, cursor sync, parked path, other statements, waiter write, wake-up, event loop, the read, the publish call; p50, p95 and means per part). latency_ms.cdc likewise runs the CDC dispatcher with asyncClaim and asyncSettle (since 2026-12-05), latency_ms.cdc_sync_claim with the defaults. raw_notify is the floor of notify: a bare pg_notify in the transaction, received by a bare LISTEN; raw_cdc the floor of cdc: a bare logical replication stream (pgoutput) of a one-column table, commit → arrival. latency_ms.lanes_cdc (wal_level=logical): the lanes engine as latency_ms.lanes, woken by createLaneCdcWakeSource (the WAL) instead of LISTEN/NOTIFY, in the same rounds. Each latency case (graphile_worker included) runs on a database of its own, created for it and dropped after it.',
+      'latency is measured from the producer COMMIT returning to the publisher call (since 2026-12-04, issue 43: the producer commit, its WAL flush, is the same for every system and outside a dispatcher; details.latencyFromCommitSent has every round counted from COMMIT sent, as before). latency_ms.notify is the engine a new schema runs on (the lanes engine, since session 33: it was latency_ms.lanes before) woken by LISTEN/NOTIFY; details.latencyBreakdownLanes splits it per round (bench/cases/latency-lanes.ts: the read in the way, cursor sync, parked path, other statements, waiter write, wake-up, event loop, the read, the publish call; p50, p95 and means per part). latency_ms.cdc (wal_level=logical) is the lanes engine woken by createLaneCdcWakeSource (the WAL) instead (it was latency_ms.lanes_cdc). The claim engine: latency_ms.notify_claims runs its dispatcher with asyncClaim and asyncSettle (no WAL flush wait between a commit and its publish; sql/commit-mode.ts), latency_ms.notify_sync_claim with the defaults (details.latencyBreakdown splits both), latency_ms.cdc_claims its CDC dispatcher with asyncClaim and asyncSettle, latency_ms.cdc_sync_claim with the defaults (these four were latency_ms.notify, notify_sync_claim, cdc, cdc_sync_claim before session 33). raw_notify is the floor of notify: a bare pg_notify in the transaction, received by a bare LISTEN; raw_cdc the floor of cdc: a bare logical replication stream (pgoutput) of a one-column table, commit → arrival. Each latency case (graphile_worker included) runs on a database of its own, created for it and dropped after it.',
       'polling uses the library default pollIntervalMs (1000); notify uses pollIntervalMs 5000 as fallback.',
       'tracing_overhead (issue 19): our dispatcher (NatsJetStreamPublisher into a stream of this run, batch 200, unordered topic, rows each carrying a sampled traceparent) with the OpenTelemetry SDK registered as outbox dispatch registers it (NodeTracerProvider, BatchSpanProcessor defaults, OTLP/HTTP protobuf exporter to an endpoint in a child process that discards what it gets) over the same drain with no SDK registered: the median of the ratios of 7 back-to-back pairs (5 quick) of size.dispatchRows / 5 rows each, after a warm-up; n/a without a NATS server (NATS_URL, default nats://127.0.0.1:4222). tracing_overhead_noop: the same with a publisher that does nothing (size.dispatchRows / 2 rows a drain), the worst case: nothing per message but our claim and settle. details.tracing.{broker,noop}.pairs has each pair; details.tracing.http is the same comparison with an HttpPublisher posting to a local sink (size.dispatchRows / 10 rows, 3 pairs). details.tracing.noSdk: what the dispatcher spends on tracing per batch when no SDK is registered (one no-op span; nothing per message).',
       "enqueue_overhead includes migration 005's wake trigger; details.enqueue.wakeTriggerRatio isolates it (outbox with the trigger / outbox with it disabled).",

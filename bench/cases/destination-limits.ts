@@ -140,13 +140,13 @@ export async function destinationLimitsCases(
     !names || names.has('rate_limit_accuracy')
       ? await fresh('rate', (d) => rateLimitAccuracy(d, quick ? 10 : 30))
       : null;
+  // On the engine a new schema runs on (lanes, since session 33); the claim engine's in details.
   const windows =
     !names || names.has('rate_limit_window_max_ratio') || names.has('rate_limit_utilisation')
-      ? await fresh('ratewin', (d) => rateLimitWindows(d, quick ? 750 : 1_500))
+      ? await fresh('ratewin', (d) => rateLimitWindows(d, quick ? 750 : 1_500, 'lanes'))
       : null;
-  // The same trial on the lanes engine (issue 43: one engine), in details only.
-  const windowsLanes = windows
-    ? await fresh('ratewin_lanes', (d) => rateLimitWindows(d, quick ? 750 : 1_500, 'lanes'))
+  const windowsClaims = windows
+    ? await fresh('ratewin_claims', (d) => rateLimitWindows(d, quick ? 750 : 1_500, 'claims'))
     : null;
   const outage =
     !names || names.has('outage_dead_letters')
@@ -171,7 +171,7 @@ export async function destinationLimitsCases(
     },
     details: {
       rateLimit: rate,
-      rateLimitWindows: windows && { ...windows, lanes: windowsLanes },
+      rateLimitWindows: windows && { ...windows, claims: windowsClaims },
       outage,
       fairShare: fair,
       lanesFairShare: lanesFair,
@@ -185,7 +185,7 @@ export function destinationLimitsRows(r: Record<string, unknown>): string[] {
     rateLimit: Awaited<ReturnType<typeof rateLimitAccuracy>> | null;
     rateLimitWindows:
       | (Awaited<ReturnType<typeof rateLimitWindows>> & {
-          lanes: Awaited<ReturnType<typeof rateLimitWindows>> | null;
+          claims: Awaited<ReturnType<typeof rateLimitWindows>> | null;
         })
       | null;
     outage: Awaited<ReturnType<typeof outageDeadLetters>> | null;
@@ -204,14 +204,14 @@ export function destinationLimitsRows(r: Record<string, unknown>): string[] {
     row(
       'rate_limit_window_max_ratio',
       w
-        ? `busiest 5 s after the first burst, ${w.delivered} delivered by ${w.dispatchers} under ${w.perSecond}/s (burst ${w.burst}); with the start ${w.windowMaxRatioWithStart}, busiest second ${w.busiestSecond}${w.lanes ? `; lanes engine ${w.lanes.windowMaxRatio}` : ''}`
+        ? `busiest 5 s after the first burst, ${w.delivered} delivered by ${w.dispatchers} under ${w.perSecond}/s (burst ${w.burst}); with the start ${w.windowMaxRatioWithStart}, busiest second ${w.busiestSecond} (lanes engine)${w.claims ? `; claim engine ${w.claims.windowMaxRatio}` : ''}`
         : 'not run',
       '≤ 1.1',
     ),
     row(
       'rate_limit_utilisation',
       w
-        ? `${w.delivered} in ${w.seconds} s; rows written per message: outbox ${w.outboxRowsWrittenPerMessage}, bucket ${w.bucketRowsWrittenPerMessage}${w.lanes ? `; lanes engine ${w.lanes.utilisation} (${w.lanes.seconds} s; rows a message: lanes tables ${w.lanes.outboxRowsWrittenPerMessage}, bucket ${w.lanes.bucketRowsWrittenPerMessage})` : ''}`
+        ? `${w.delivered} in ${w.seconds} s; rows written per message: lanes tables ${w.outboxRowsWrittenPerMessage}, bucket ${w.bucketRowsWrittenPerMessage} (lanes engine)${w.claims ? `; claim engine ${w.claims.utilisation} (${w.claims.seconds} s; rows a message: outbox ${w.claims.outboxRowsWrittenPerMessage}, bucket ${w.claims.bucketRowsWrittenPerMessage})` : ''}`
         : 'not run',
       '≥ 0.9',
     ),

@@ -257,6 +257,8 @@ export async function busyDatabaseCases(
           ),
         )
       : null;
+  // The claim engine's WAL per message, in details only: `wal_per_message_ratio` is measured on
+  // the engine a new schema runs on (lanes, bench/cases/pgq.ts) since session 33.
   const wal =
     !names || names.has('wal')
       ? await fresh('wal', (walDb) => walPerMessage(walDb, size.walMessages))
@@ -267,7 +269,6 @@ export async function busyDatabaseCases(
       held_snapshot_drain_ratio: held?.drainRatio ?? null,
       held_snapshot_vs_graphile_worker: held?.vsGraphileWorker ?? null,
       held_snapshot_vs_pg_boss: held?.vsPgBoss ?? null,
-      wal_per_message_ratio: wal?.ratio ?? null,
     },
     details: { held, wal },
   };
@@ -282,7 +283,6 @@ export function busyDatabaseRows(r: Record<string, unknown>): string[] {
   const row = (key: string, baseline: string, target: string) =>
     `| ${key} | ${r[key] === null || r[key] === undefined ? 'n/a' : String(r[key])} | ${baseline} | ${target} |`;
   const h = d.held;
-  const w = d.wal?.perMessage;
   return [
     row(
       'held_snapshot_claim_ratio',
@@ -309,13 +309,6 @@ export function busyDatabaseRows(r: Record<string, unknown>): string[] {
       'held_snapshot_vs_pg_boss',
       h ? `${h.perSecond.ours} vs ${h.perSecond.pgBoss} jobs/s (pg-boss, 4 loops)` : 'not run',
       'reported',
-    ),
-    row(
-      'wal_per_message_ratio',
-      w
-        ? `bytes per message: dispatch ${w.dispatch.bytes} + retention ${w.retention.bytes} (full-page images ${w.retention.fullPageImageBytes}) vs enqueue ${w.enqueue.bytes}; without full-page images ${d.wal!.ratioWithoutFullPageImages} (${d.wal!.checkpointsDuring} checkpoints of the server during enqueue and drain)`
-        : 'not run',
-      '<= 0.35 (issue 43)',
     ),
   ];
 }

@@ -6,7 +6,7 @@ import { splitWindow, type Span } from './latency-breakdown.js';
 import type { CommitTimes } from './latency.js';
 
 /**
- * Issue 43, latency: where the milliseconds of `latency_ms.lanes` go (the lanes engine's wake-up
+ * Issue 43, latency: where the milliseconds of `latency_ms.notify` go (the lanes engine's wake-up
  * chain), as latency-breakdown.ts does for `notify`.
  *
  * latency.ts wraps the lane dispatcher's executor and its LISTEN connection with

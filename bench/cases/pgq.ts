@@ -760,23 +760,29 @@ export async function pgqCases(
     heldSnapshotVsPgq(db, size),
   );
   const enqueue = await withPgq('enqueue_vs_pgq', 'pgq_enqueue', (db) => enqueueVsPgq(db, size));
-  const wal = wants('dispatch_wal_per_message_ratio')
-    ? await fresh('pgq_wal_lanes', (lanes) =>
-        fresh('pgq_wal_lanes_whole', (whole) =>
-          fresh('pgq_wal', (claims) =>
-            skipped
-              ? dispatchWal(lanes, whole, claims, null, size)
-              : fresh('pgq_wal_pgq', (theirs) => dispatchWal(lanes, whole, claims, theirs, size)),
+  // `wal_per_message_ratio` (the engine a new schema runs on: lanes, since session 33) is
+  // measured here too, with retention; `--only wal` picks it, the claim engine's in details.wal.
+  const wal =
+    wants('dispatch_wal_per_message_ratio') ||
+    names?.has('wal_per_message_ratio') ||
+    names?.has('wal')
+      ? await fresh('pgq_wal_lanes', (lanes) =>
+          fresh('pgq_wal_lanes_whole', (whole) =>
+            fresh('pgq_wal', (claims) =>
+              skipped
+                ? dispatchWal(lanes, whole, claims, null, size)
+                : fresh('pgq_wal_pgq', (theirs) => dispatchWal(lanes, whole, claims, theirs, size)),
+            ),
           ),
-        ),
-      )
-    : null;
+        )
+      : null;
   return {
     keys: {
       dispatch_vs_pgq: dispatch?.ratio ?? null,
       held_snapshot_vs_pgq: held?.ratio ?? null,
       enqueue_vs_pgq: enqueue?.ratio ?? null,
       dispatch_wal_per_message_ratio: wal?.ratio ?? null,
+      wal_per_message_ratio: wal?.withRetention.ratio ?? null,
     },
     details: {
       pgq: {
@@ -822,6 +828,13 @@ export function pgqRows(r: Record<string, unknown>): string[] {
         ? `lanes ${d.enqueue.msPerTx.ours} vs ${d.enqueue.msPerTx.pgq} ms/tx (bare ${d.enqueue.msPerTx.bare}; overhead ${d.enqueue.overheadRatio}x PgQ's); claims ${d.enqueue.claims.msPerTx} (${d.enqueue.claims.ratio})`
         : why,
       '<= 1.2 (issue 43)',
+    ),
+    row(
+      'wal_per_message_ratio',
+      d?.wal
+        ? `lanes engine (a new schema's): dispatch ${d.wal.bytesPerMessage.dispatch} + retention ${d.wal.withRetention.retentionBytesPerMessage.bytes} (full-page images ${d.wal.withRetention.retentionBytesPerMessage.fullPageImageBytes}, compressed by the prune) vs enqueue ${d.wal.bytesPerMessage.enqueue} bytes per message; ${d.wal.withRetention.uncompressedPrune.ratio} with the prune's compression off; the claim engine's in details.wal`
+        : 'not run',
+      '<= 0.35 (issue 43)',
     ),
     row(
       'dispatch_wal_per_message_ratio',

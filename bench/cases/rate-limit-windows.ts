@@ -39,8 +39,8 @@ async function rowsWritten(db: BenchDatabase, table: string): Promise<number> {
  *   claim and the settle).
  *
  * `engine: 'lanes'` runs the same trial on the lanes engine (`outbox dispatch --engine lanes`,
- * the messages written through `outbox_lane_inbox`): what the keys would read if the lanes
- * engine were the one engine (issue 43), in `details`. Its database cost is the rows written to
+ * the messages written through `outbox_lane_inbox`): the engine a new schema runs on, whose
+ * figures are the keys since session 33 (the claim engine's are in `details`). Its database cost is the rows written to
  * the lanes' own tables (`outbox_lanes`: a cursor move per batch and lane; `outbox_lane_parked`:
  * a message the limit held back and its settle) and to the buckets, per delivered message.
  */
@@ -92,7 +92,8 @@ export async function rateLimitWindows(
         url,
         '--rate-limit',
         `payment.*=${perSecond}/s`,
-        ...(lanes ? ['--engine', 'lanes'] : []),
+        '--engine',
+        engine,
       ],
       { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] },
     ),

@@ -51,7 +51,8 @@ const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
  *
  * `lanesBroker`: the key's comparison (NATS JetStream) on the lanes engine
  * (`createLaneDispatcher`, same batch size, rows written through `outbox_lane_inbox` with the
- * same headers): what the key would read if the lanes engine were the one engine (issue 43).
+ * same headers): the engine a new schema runs on, `tracing_overhead` since session 33 (`broker`,
+ * the claim engine's, was the key before).
  */
 export async function tracingOverhead(db: BenchDatabase, count: number, pairs: number) {
   const sink = await startDiscardingSink();

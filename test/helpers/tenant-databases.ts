@@ -119,7 +119,8 @@ const lanesOutbox = (schema = 'public') => {
 
 /**
  * {@link commitMessages}, with each message's per-aggregate sequence (for the history checker).
- * `lanes`: written with `createOutbox({ engine: 'lanes' })` in `schema` (default `public`).
+ * `lanes`: written with `createOutbox({ engine: 'lanes' })`; else into the claim engine's
+ * `outbox`; in `schema` either way (default: the search path's, `public`).
  */
 export async function commitWithSequences(
   url: string,
@@ -145,7 +146,7 @@ export async function commitWithSequences(
     const out: { messageId: string; aggregateId: string; sequence: number }[] = [];
     for (const m of messages) {
       const { rows } = await client.query<{ message_id: string; sequence: string }>(
-        'INSERT INTO outbox (aggregate_id, topic, payload) VALUES ($1, $2, $3) RETURNING message_id::text, sequence::text',
+        `INSERT INTO ${options.schema ? `"${options.schema}".` : ''}outbox (aggregate_id, topic, payload) VALUES ($1, $2, $3) RETURNING message_id::text, sequence::text`,
         [m.aggregateId, m.topic, JSON.stringify(m.payload)],
       );
       out.push({

@@ -78,7 +78,7 @@ export async function runFleet(run: FleetRun): Promise<number> {
     await fleet.start();
     log(
       'info',
-      `${run.engine === 'lanes' ? 'lanes ' : ''}fleet dispatcher ${fleet.member}: ${run.databases !== undefined ? `databases ${run.databases}` : `schemas ${run.schemas}`} on ${run.urls.map(redactUrl).join(', ')} → ${run.publisherLabel}`,
+      `${run.engine === 'lanes' ? 'lanes ' : run.engine === 'claims' ? 'claims ' : ''}fleet dispatcher ${fleet.member}: ${run.databases !== undefined ? `databases ${run.databases}` : `schemas ${run.schemas}`}${run.engine === undefined ? ', each on the engine it records,' : ''} on ${run.urls.map(redactUrl).join(', ')} → ${run.publisherLabel}`,
       {
         maxConnections: run.maxConnections,
         discoverInterval: formatDuration(run.discoverIntervalMs),

@@ -26,6 +26,7 @@ export function ordersScenarios(
   let mcp: InMemoryToolClient;
   let closeDatabase: () => Promise<void>;
   let mailboxDir: string;
+  let messagesTable: 'outbox' | 'outbox_lane_messages';
 
   beforeAll(async () => {
     const opened = await openDatabase();
@@ -37,6 +38,11 @@ export function ordersScenarios(
       injectFailure: (_tool, input) => (input as { user_id?: string }).user_id === 'fail-midway',
     });
     await example.setup();
+    // The engine's own table: a new schema (PGlite here) runs on lanes, the test template claims.
+    const { rows } = await sql<{ engine: string }>`SELECT engine FROM outbox_engine`.execute(
+      example.db,
+    );
+    messagesTable = rows[0]?.engine === 'lanes' ? 'outbox_lane_messages' : 'outbox';
     mcp = await connectInMemory(example.createServer());
   });
   afterAll(async () => {
@@ -58,8 +64,13 @@ export function ordersScenarios(
     mcp.client.callTool({ name, arguments: args, ...(meta ? { _meta: meta } : {}) });
   const count = async (table: 'orders' | 'outbox') =>
     Number(
-      (await sql<{ n: string }>`SELECT count(*) AS n FROM ${sql.table(table)}`.execute(example.db))
-        .rows[0]!.n,
+      (
+        await sql<{
+          n: string;
+        }>`SELECT count(*) AS n FROM ${sql.table(table === 'outbox' ? messagesTable : table)}`.execute(
+          example.db,
+        )
+      ).rows[0]!.n,
     );
   const outboxRows = async (aggregateId?: string) =>
     (
@@ -72,7 +83,7 @@ export function ordersScenarios(
         payload: unknown;
         headers: Record<string, string>;
         created_at: Date;
-      }>`SELECT * FROM outbox WHERE ${aggregateId === undefined ? sql`true` : sql`aggregate_id = ${aggregateId}`} ORDER BY aggregate_id, sequence`.execute(
+      }>`SELECT * FROM ${sql.table(messagesTable)} WHERE ${aggregateId === undefined ? sql`true` : sql`aggregate_id = ${aggregateId}`} ORDER BY aggregate_id, sequence`.execute(
         example.db,
       )
     ).rows;

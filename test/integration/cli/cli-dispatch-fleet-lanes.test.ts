@@ -57,11 +57,15 @@ function sample(prefix: string, exact: string): () => Promise<number> {
   };
 }
 
-function startFleet(url: string, scope: string[], extra: string[] = []): CliProcess {
+function startFleet(
+  url: string,
+  scope: string[],
+  extra: string[] = [],
+  engine: string[] = ['--engine', 'lanes'],
+): CliProcess {
   return startCli([
     'dispatch',
-    '--engine',
-    'lanes',
+    ...engine,
     '--database-url',
     url,
     ...scope,
@@ -201,6 +205,67 @@ describe('outbox dispatch --engine lanes --schemas', () => {
         .toBeGreaterThanOrEqual(expected.length);
       const maxSeen = await stop();
       expect(maxSeen).toBeGreaterThan(1);
+      expect(maxSeen).toBeLessThanOrEqual(BUDGET);
+      await expectDeliveredThenIdle(expected, db.name, db.name);
+    } finally {
+      await stop();
+      fleet.child.kill('SIGTERM');
+      expect(await fleet.exited, fleet.output()).toBe(0);
+    }
+  }, 120_000);
+});
+
+describe('outbox dispatch --schemas without --engine: each schema by its record', () => {
+  const SCHEMAS = 4;
+  let db: TestDatabase;
+  const schema = (n: number) => `tnr_${n}`;
+  // Even schemas on the claim engine, odd ones on the lanes engine (a new schema's default).
+  const engineOf = (n: number) => (n % 2 === 0 ? 'claims' : 'lanes');
+  beforeAll(async () => {
+    db = await createTestDatabase({ migrated: false });
+    for (let n = 0; n < SCHEMAS; n++)
+      await migrate(fromPg(db.pool), {
+        schema: schema(n),
+        ...(engineOf(n) === 'claims' && { engine: 'claims' as const }),
+      });
+  }, 120_000);
+  afterAll(() => db?.drop());
+
+  it('serves claims and lanes schemas in one fleet on one budget, woken by either engine’s writes', async () => {
+    const fleet = startFleet(db.url, ['--schemas', 'tnr_*'], [], []);
+    const stop = sample(db.name, db.name);
+    try {
+      await expect
+        .poll(() => fleet.output(), { timeout: 20_000 })
+        .toContain('schemas tnr_*, each on the engine it records,');
+      // After the fleet's first pass: only the activity probe can wake each schema in time.
+      await new Promise((r) => setTimeout(r, 2_000));
+      const expected: ExpectedMessage[] = [];
+      for (let round = 0; round < 4; round++)
+        await Promise.all(
+          Array.from({ length: SCHEMAS }, async (_, n) => {
+            const written = await commitWithSequences(
+              db.url,
+              Array.from({ length: 4 }, (_, i) => ({
+                topic: 'payment.charge',
+                aggregateId: `${n}:agg-${i % 2}`,
+                payload: { round, i },
+              })),
+              { engine: engineOf(n), schema: schema(n) },
+            );
+            for (const m of written) expected.push({ ...m, ordered: true });
+          }),
+        );
+      const ids = new Set(expected.map((m) => m.messageId));
+      await expect
+        .poll(
+          () =>
+            new Set(receiver.events.filter((e) => ids.has(e.messageId)).map((e) => e.messageId))
+              .size,
+          { timeout: 30_000, interval: 200 },
+        )
+        .toBeGreaterThanOrEqual(expected.length);
+      const maxSeen = await stop();
       expect(maxSeen).toBeLessThanOrEqual(BUDGET);
       await expectDeliveredThenIdle(expected, db.name, db.name);
     } finally {
