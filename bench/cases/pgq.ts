@@ -747,7 +747,13 @@ export async function pgqCases(
 ) {
   const size = quick ? PGQ_SIZE.quick : PGQ_SIZE.full;
   const wants = (key: (typeof KEYS)[number]) => !names || names.has(key) || names.has('pgq');
-  if (!KEYS.some(wants)) return { keys: {}, details: {} };
+  // `wal_per_message_ratio` (the engine a new schema runs on: lanes, since session 33) is
+  // measured here too, with retention; `--only wal` picks it, the claim engine's in details.wal.
+  const wantsWal =
+    wants('dispatch_wal_per_message_ratio') ||
+    names?.has('wal_per_message_ratio') === true ||
+    names?.has('wal') === true;
+  if (!KEYS.some(wants) && !wantsWal) return { keys: {}, details: {} };
   const skipped = await fresh('pgq_probe', pgqMissing);
   if (skipped) log(`PgQ keys skipped: ${skipped}`);
   const withPgq = <T>(
@@ -760,22 +766,17 @@ export async function pgqCases(
     heldSnapshotVsPgq(db, size),
   );
   const enqueue = await withPgq('enqueue_vs_pgq', 'pgq_enqueue', (db) => enqueueVsPgq(db, size));
-  // `wal_per_message_ratio` (the engine a new schema runs on: lanes, since session 33) is
-  // measured here too, with retention; `--only wal` picks it, the claim engine's in details.wal.
-  const wal =
-    wants('dispatch_wal_per_message_ratio') ||
-    names?.has('wal_per_message_ratio') ||
-    names?.has('wal')
-      ? await fresh('pgq_wal_lanes', (lanes) =>
-          fresh('pgq_wal_lanes_whole', (whole) =>
-            fresh('pgq_wal', (claims) =>
-              skipped
-                ? dispatchWal(lanes, whole, claims, null, size)
-                : fresh('pgq_wal_pgq', (theirs) => dispatchWal(lanes, whole, claims, theirs, size)),
-            ),
+  const wal = wantsWal
+    ? await fresh('pgq_wal_lanes', (lanes) =>
+        fresh('pgq_wal_lanes_whole', (whole) =>
+          fresh('pgq_wal', (claims) =>
+            skipped
+              ? dispatchWal(lanes, whole, claims, null, size)
+              : fresh('pgq_wal_pgq', (theirs) => dispatchWal(lanes, whole, claims, theirs, size)),
           ),
-        )
-      : null;
+        ),
+      )
+    : null;
   return {
     keys: {
       dispatch_vs_pgq: dispatch?.ratio ?? null,
