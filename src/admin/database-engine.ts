@@ -103,7 +103,12 @@ export async function setDatabaseEngine(
   engine: Engine,
   options: { schema?: string; force?: boolean } = {},
 ): Promise<EngineChange> {
-  if (engine !== 'claims' && engine !== 'lanes') resolveEngine(engine);
+  // Named, not defaulted: a change of the record says which engine (undefined is no choice here).
+  if (engine !== 'claims' && engine !== 'lanes')
+    throw new OutboxValidationError(
+      'engine',
+      `must be 'claims' or 'lanes', got ${JSON.stringify(engine) ?? 'undefined'}`,
+    );
   const schemaName = options.schema ?? DEFAULT_SCHEMA;
   const schema = quoteIdentifier(schemaName);
   const { rows: present } = await executor.query<{ recorded: boolean }>(engineRecordedSql, [

@@ -96,6 +96,7 @@ export class FleetTarget {
   /** Made at once for a fleet of one engine, at the schema check when it follows the record. */
   #engine: TargetEngine | undefined;
   readonly #makeEngine: (engine: FleetEngine) => TargetEngine;
+  #engineName: FleetEngine | undefined;
   #state: FleetTargetState = 'idle';
   #pool: pg.Pool | undefined;
   #open: ReadonlySet<pg.PoolClient> = new Set();
@@ -146,7 +147,10 @@ export class FleetTarget {
       this.#forwardEvents(made.dispatcher);
       return made;
     };
-    if (args.settings.engine !== undefined) this.#engine = this.#makeEngine(args.settings.engine);
+    if (args.settings.engine !== undefined) {
+      this.#engine = this.#makeEngine(args.settings.engine);
+      this.#engineName = args.settings.engine;
+    }
   }
 
   get state(): FleetTargetState {
@@ -245,7 +249,11 @@ export class FleetTarget {
               refused.slice(0, refused.indexOf(':')),
               `schema "${this.info.schema}" records the lanes engine, which does not take ${refused}`,
             );
-          this.#engine ??= this.#makeEngine(recorded);
+          // Checked again after a failure: a record changed meanwhile is followed from then on.
+          if (this.#engineName !== recorded) {
+            this.#engine = this.#makeEngine(recorded);
+            this.#engineName = recorded;
+          }
         } else if (recorded !== engine)
           this.#host.events.emit('fleet:target:other-engine', {
             target: this.info,

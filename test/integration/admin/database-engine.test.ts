@@ -159,4 +159,13 @@ describe('the engine a schema records (migration 036)', () => {
       /no engine record \(migration 36\): run `outbox migrate --schema e_none`/,
     );
   });
+
+  it('refuses a change that names no engine, and changes nothing', async () => {
+    await migrateSchema('e_unnamed');
+    for (const engine of [undefined, 'queues'])
+      await expect(
+        setDatabaseEngine(fromPg(db.pool), engine as never, { schema: 'e_unnamed' }),
+      ).rejects.toThrow(/must be 'claims' or 'lanes', got (undefined|"queues")/);
+    expect(await readDatabaseEngine(fromPg(db.pool), { schema: 'e_unnamed' })).toBe('lanes');
+  });
 });
