@@ -11,7 +11,7 @@ import {
   type SqlExecutor,
 } from '../../src/index.js';
 
-/** One message as the demo's report and its settle loop read it. */
+/** One outbox row as the report reads it (both demos: SQLite's reads its own). */
 export interface MessageFact {
   id: string;
   topic: string;
@@ -20,12 +20,15 @@ export interface MessageFact {
   traceparent: string | null;
   dispatched: boolean;
   dead: boolean;
-  /** The status as `readEffectStatus` reads it (approval decision included). */
+}
+
+/** A message with its status as `readEffectStatus` reads it (approval decision included). */
+export interface MessageStatusFact extends MessageFact {
   status: EffectStatus;
 }
 
 /** Reads every message of the `public` schema, oldest first. */
-export async function readMessageFacts(executor: SqlExecutor): Promise<MessageFact[]> {
+export async function readMessageFacts(executor: SqlExecutor): Promise<MessageStatusFact[]> {
   const table =
     (await readDatabaseEngine(executor)) === 'lanes' ? 'outbox_lane_messages' : 'outbox_messages';
   const { rows } = await executor.query<Omit<MessageFact, 'dispatched' | 'dead' | 'status'>>(
@@ -52,7 +55,7 @@ export async function readMessageFacts(executor: SqlExecutor): Promise<MessageFa
  * How many messages a dispatcher can still get to: not those held for a person, nor those of
  * an aggregate that has one waiting (ordered behind it, they go once a person decides).
  */
-export function dispatchableCount(messages: readonly MessageFact[]): number {
+export function dispatchableCount(messages: readonly MessageStatusFact[]): number {
   const held = new Set(
     messages.filter((m) => m.status.state === 'awaiting approval').map((m) => m.aggregate_id),
   );

@@ -4,7 +4,9 @@
  * demo's own counters, so a bug anywhere on the path shows up as a failed check.
  */
 import { TOPIC, type FakePaymentProvider, type Mailbox } from '../orders/index.js';
-import { readMessageFacts } from './message-facts.js';
+import { readMessageFacts, type MessageFact } from './message-facts.js';
+
+export type { MessageFact } from './message-facts.js';
 import type { DemoPipeline, PipelineCounters } from './pipeline.js';
 
 /** What the agent's tool calls came to, as the tools answered them. */
@@ -109,17 +111,6 @@ function sameSet(a: readonly string[], b: readonly string[]): boolean {
 }
 
 const TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
-
-/** One outbox row as the report reads it. */
-export interface MessageFact {
-  id: string;
-  topic: string;
-  aggregate_id: string;
-  /** The message's `traceparent` header, or null. */
-  traceparent: string | null;
-  dispatched: boolean;
-  dead: boolean;
-}
 
 /**
  * What the report is computed from, read from whichever database the demo ran on (Postgres here,

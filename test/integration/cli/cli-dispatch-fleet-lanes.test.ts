@@ -107,6 +107,44 @@ async function expectDeliveredThenIdle(
   expect(await stop(), 'connections while every tenant is idle').toBe(1);
 }
 
+/**
+ * Writes `rounds` rounds of four messages (two aggregates) into each schema, all schemas at once
+ * a round, with `engine(n)`'s writer; waits until the receiver has every one. The messages.
+ */
+async function writeSchemaRounds(
+  url: string,
+  schemas: number,
+  rounds: number,
+  schemaOf: (n: number) => string,
+  engineOf: (n: number) => 'claims' | 'lanes',
+): Promise<ExpectedMessage[]> {
+  const expected: ExpectedMessage[] = [];
+  for (let round = 0; round < rounds; round++)
+    await Promise.all(
+      Array.from({ length: schemas }, async (_, n) => {
+        const written = await commitWithSequences(
+          url,
+          Array.from({ length: 4 }, (_, i) => ({
+            topic: 'payment.charge',
+            aggregateId: `${n}:agg-${i % 2}`,
+            payload: { round, i },
+          })),
+          { engine: engineOf(n), schema: schemaOf(n) },
+        );
+        for (const m of written) expected.push({ ...m, ordered: true });
+      }),
+    );
+  const ids = new Set(expected.map((m) => m.messageId));
+  await expect
+    .poll(
+      () =>
+        new Set(receiver.events.filter((e) => ids.has(e.messageId)).map((e) => e.messageId)).size,
+      { timeout: 30_000, interval: 200 },
+    )
+    .toBeGreaterThanOrEqual(expected.length);
+  return expected;
+}
+
 describe('outbox dispatch --engine lanes --databases', () => {
   const family = tenantFamily();
   const TENANTS = 12;
@@ -175,34 +213,7 @@ describe('outbox dispatch --engine lanes --schemas', () => {
       // Written after the fleet's first pass: only the activity probe (lanes inserts) can wake
       // each schema within the timeout; the idle poll is a minute away.
       await new Promise((r) => setTimeout(r, 2_000));
-      const expected: ExpectedMessage[] = [];
-      for (let round = 0; round < 6; round++)
-        await Promise.all(
-          Array.from({ length: SCHEMAS }, async (_, n) => {
-            const written = await commitWithSequences(
-              db.url,
-              Array.from({ length: 4 }, (_, i) => ({
-                topic: 'payment.charge',
-                aggregateId: `${n}:agg-${i % 2}`,
-                payload: { round, i },
-              })),
-              { engine: 'lanes', schema: schema(n) },
-            );
-            for (const m of written) expected.push({ ...m, ordered: true });
-          }),
-        );
-      const ids = new Set(expected.map((m) => m.messageId));
-      await expect
-        .poll(
-          () =>
-            new Set(receiver.events.filter((e) => ids.has(e.messageId)).map((e) => e.messageId))
-              .size,
-          {
-            timeout: 30_000,
-            interval: 200,
-          },
-        )
-        .toBeGreaterThanOrEqual(expected.length);
+      const expected = await writeSchemaRounds(db.url, SCHEMAS, 6, schema, () => 'lanes');
       const maxSeen = await stop();
       expect(maxSeen).toBeGreaterThan(1);
       expect(maxSeen).toBeLessThanOrEqual(BUDGET);
@@ -240,31 +251,7 @@ describe('outbox dispatch --schemas without --engine: each schema by its record'
         .toContain('schemas tnr_*, each on the engine it records,');
       // After the fleet's first pass: only the activity probe can wake each schema in time.
       await new Promise((r) => setTimeout(r, 2_000));
-      const expected: ExpectedMessage[] = [];
-      for (let round = 0; round < 4; round++)
-        await Promise.all(
-          Array.from({ length: SCHEMAS }, async (_, n) => {
-            const written = await commitWithSequences(
-              db.url,
-              Array.from({ length: 4 }, (_, i) => ({
-                topic: 'payment.charge',
-                aggregateId: `${n}:agg-${i % 2}`,
-                payload: { round, i },
-              })),
-              { engine: engineOf(n), schema: schema(n) },
-            );
-            for (const m of written) expected.push({ ...m, ordered: true });
-          }),
-        );
-      const ids = new Set(expected.map((m) => m.messageId));
-      await expect
-        .poll(
-          () =>
-            new Set(receiver.events.filter((e) => ids.has(e.messageId)).map((e) => e.messageId))
-              .size,
-          { timeout: 30_000, interval: 200 },
-        )
-        .toBeGreaterThanOrEqual(expected.length);
+      const expected = await writeSchemaRounds(db.url, SCHEMAS, 4, schema, engineOf);
       const maxSeen = await stop();
       expect(maxSeen).toBeLessThanOrEqual(BUDGET);
       await expectDeliveredThenIdle(expected, db.name, db.name);
