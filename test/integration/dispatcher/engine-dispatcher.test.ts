@@ -88,7 +88,8 @@ describe('createDispatcher and the recorded engine', () => {
       const written = await write(schema, messages(4));
       await expect.poll(() => publisher.published.length, { timeout: 10_000 }).toBe(4);
       expect(outcomes.sort()).toEqual(written.map((m) => m.messageId).sort());
-      expect(dispatcher.stats().published).toBe(4);
+      // Counted when the batch's settle commits, which may follow the publish and its event.
+      await expect.poll(() => dispatcher.stats().published, { timeout: 10_000 }).toBe(4);
       await dispatcher.stop();
       expect(dispatcher.state).toBe('stopped');
       const table = engine === 'lanes' ? 'outbox_lane_messages' : 'outbox';
