@@ -9,8 +9,25 @@
  * second UPDATE re-evaluates its SET on the row's LATEST version (EvalPlanQual) — a value from
  * a FROM subquery would still be the one its snapshot saw, and both would spend the same tokens.
  */
-const refilled = `least(r.burst, r.tokens + r.per_second
-                     * greatest(0, extract(epoch FROM now() - r.refilled_at)))`;
+const unbounded = `r.tokens + r.per_second * greatest(0, extract(epoch FROM now() - r.refilled_at))`;
+
+/**
+ * What the bucket may hold: its burst, but while a backlog waits — slots were handed out past
+ * the last take (`queued_until`, see {@link takeTokensSql}) — a quarter of a second's tokens (at
+ * least one, at most the burst). Why: a burst is for a quiet destination. With messages waiting
+ * on their slots, tokens pile up only when nobody takes them (lanes changing hands between
+ * dispatchers, a dispatcher restarting); the late messages then came back together and spent a
+ * whole burst at once, on top of the rate (bench `rate_limit_window_max_ratio`: a 5-second
+ * window at 1.10 of the limit, its busiest second at the rate plus the burst). The time of such
+ * a pause is lost to the limit, as it would be to a caller who paused. A quarter of a second,
+ * not one token: several dispatchers take in turn, each for what came due since its last take
+ * (a few slots), and a bucket that held one token would refuse those again and again.
+ */
+const capacity = `CASE WHEN r.queued_until > r.refilled_at
+                       THEN least(r.burst, greatest(1, r.per_second / 4))
+                       ELSE r.burst END`;
+
+const refilled = `least(${capacity}, ${unbounded})`;
 
 /**
  * Declares limits (the last declaration of a pattern wins: one limit per pattern for all).
@@ -65,7 +82,8 @@ ORDER BY r.pattern`;
  * wait, never more than the limit: a message that comes back still takes its token. And a take
  * that finds the bucket full forgets the slots handed out: had their messages come, each would
  * have taken the token of its slot and the bucket would not have filled (messages replayed,
- * skipped or deleted while they waited; a backlog gone). A limit declared at another rate
+ * skipped or deleted while they waited; a backlog gone). Full means what it would hold without
+ * the backlog's smaller capacity: a burst's time with no take. A limit declared at another rate
  * forgets them too ({@link declareRateLimitsSql}): they were spaced for the old one.
  */
 export const takeTokensSql = (s: string) => `
@@ -82,11 +100,11 @@ SET granted = least(w.wanted, floor(${refilled}))::int,
     window_at = CASE WHEN now() - r.window_at >= interval '10 seconds' THEN now()
                      ELSE r.window_at END,
     queued_until = CASE WHEN w.wanted > floor(${refilled})
-      THEN greatest(CASE WHEN ${refilled} >= r.burst THEN '-infinity' ELSE r.queued_until END,
+      THEN greatest(CASE WHEN ${unbounded} >= r.burst THEN '-infinity' ELSE r.queued_until END,
                     now() + (1 - (${refilled} - floor(${refilled}))) / r.per_second
                             * interval '1 second')
            + (w.wanted - floor(${refilled})) / r.per_second * interval '1 second'
-      WHEN ${refilled} >= r.burst THEN '-infinity'
+      WHEN ${unbounded} >= r.burst THEN '-infinity'
       ELSE r.queued_until END
 FROM unnest($1::text[], $2::int[]) AS w(pattern, wanted)
 WHERE r.pattern = w.pattern

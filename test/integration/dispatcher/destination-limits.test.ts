@@ -44,6 +44,30 @@ const fast = {
 
 const count = async (sql: string) => (await db.pool.query<{ n: number }>(sql)).rows[0]!.n;
 
+/** `n` limited messages, each on its own aggregate, as a gate sees them. */
+const charges = (who: string, n: number): OutgoingMessage[] =>
+  Array.from({ length: n }, (_, i) => ({
+    id: `${who}-${i}`,
+    rowId: `${who}${i}`,
+    topic: 'payment.charge',
+    aggregateId: `${who}-${i}`,
+    sequence: 1,
+    payload: {},
+    headers: {},
+    createdAt: new Date(),
+    attempts: 0,
+  }));
+
+/** A gate on the `public` schema's buckets, one per dispatcher. */
+const gateOf = () =>
+  new DestinationLimits({
+    executor: fromPg(db.pool),
+    schema: 'public',
+    routeOf: (topic) => topic,
+    pause: {},
+    leaseMs: 30_000,
+  });
+
 describe('destination health (issue 27)', () => {
   it('an outage pauses the route: no attempts charged, no dead letters, all delivered after it', async () => {
     await enqueueCommitted(db.pool, manyMessages(20, 3));
@@ -200,28 +224,8 @@ describe('rate limits (issue 27)', () => {
     await db.pool.query(
       `INSERT INTO outbox_rate_limits (pattern, per_second, burst, tokens) VALUES ('payment.*', 10, 1, 1)`,
     );
-    const gate = () =>
-      new DestinationLimits({
-        executor: fromPg(db.pool),
-        schema: 'public',
-        routeOf: (topic) => topic,
-        pause: {},
-        leaseMs: 30_000,
-      });
-    const messages = (who: string): OutgoingMessage[] =>
-      Array.from({ length: 5 }, (_, i) => ({
-        id: `${who}-${i}`,
-        rowId: `${who}${i}`,
-        topic: 'payment.charge',
-        aggregateId: `${who}-${i}`,
-        sequence: 1,
-        payload: {},
-        headers: {},
-        createdAt: new Date(),
-        attempts: 0,
-      }));
-    const a = await gate().gate('a', messages('a'));
-    const b = await gate().gate('b', messages('b'));
+    const a = await gateOf().gate('a', charges('a', 5));
+    const b = await gateOf().gate('b', charges('b', 5));
     expect(a.send).toHaveLength(1);
     expect(b.send).toHaveLength(0);
     const delays = [...a.held, ...b.held]
@@ -247,31 +251,36 @@ describe('rate limits (issue 27)', () => {
       `INSERT INTO outbox_rate_limits (pattern, per_second, burst, tokens, queued_until)
        VALUES ('payment.*', 10, 1, 1, now() + interval '1 hour')`,
     );
-    const gate = new DestinationLimits({
-      executor: fromPg(db.pool),
-      schema: 'public',
-      routeOf: (topic) => topic,
-      pause: {},
-      leaseMs: 30_000,
-    });
-    const { send, held } = await gate.gate(
-      'a',
-      [0, 1, 2].map((i) => ({
-        id: `m-${i}`,
-        rowId: `${i}`,
-        topic: 'payment.charge',
-        aggregateId: `m-${i}`,
-        sequence: 1,
-        payload: {},
-        headers: {},
-        createdAt: new Date(),
-        attempts: 0,
-      })),
-    );
+    const { send, held } = await gateOf().gate('a', charges('m', 3));
     expect(send).toHaveLength(1);
     const delays = held.map((s) => (s.kind === 'defer' ? s.delayMs : Number.NaN));
     expect(delays).toHaveLength(2);
     for (const delay of delays) expect(delay).toBeLessThan(1_000);
+  });
+
+  it('a pause in taking while a backlog waits carries over a quarter of a second’s tokens, not the burst', async () => {
+    // 40/s, burst 40, nobody took for two seconds. With slots handed out past the last take (a
+    // backlog waiting: lanes changing hands, say), the late messages used to find the whole
+    // burst and go out at once on top of the rate (bench rate_limit_window_max_ratio 1.10).
+    const bucket = (pattern: string, queuedUntil: string) =>
+      db.pool.query(
+        `INSERT INTO outbox_rate_limits (pattern, per_second, burst, tokens, refilled_at, queued_until)
+         VALUES ($1, 40, 40, 0, now() - interval '2 seconds', ${queuedUntil})`,
+        [pattern],
+      );
+    await bucket('payment.*', `now() - interval '1 second'`);
+    const backlog = await gateOf().gate('a', charges('late', 60));
+    expect(backlog.send).toHaveLength(10);
+    // The rest wait for the next tokens, one slot each (25 ms), from now: not behind the slots
+    // whose messages were late.
+    const delays = backlog.held.map((s) => (s.kind === 'defer' ? s.delayMs : Number.NaN));
+    expect(delays).toHaveLength(50);
+    expect(Math.min(...delays)).toBeLessThan(100);
+    expect(Math.max(...delays)).toBeLessThan(50 * 25 + 100);
+    // No backlog (no slot past the last take): the burst, as before.
+    await db.pool.query('TRUNCATE outbox_rate_limits');
+    await bucket('payment.*', `'-infinity'`);
+    expect((await gateOf().gate('a', charges('quiet', 60))).send).toHaveLength(40);
   });
 
   it('three dispatchers on their own pools deliver the limit while a backlog waits, and no window exceeds it (issue 43)', async () => {
