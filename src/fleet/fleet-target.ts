@@ -96,7 +96,6 @@ export class FleetTarget {
   /** Made at once for a fleet of one engine, at the schema check when it follows the record. */
   #engine: TargetEngine | undefined;
   readonly #makeEngine: (engine: FleetEngine) => TargetEngine;
-  #engineName: FleetEngine | undefined;
   #state: FleetTargetState = 'idle';
   #pool: pg.Pool | undefined;
   #open: ReadonlySet<pg.PoolClient> = new Set();
@@ -147,10 +146,7 @@ export class FleetTarget {
       this.#forwardEvents(made.dispatcher);
       return made;
     };
-    if (args.settings.engine !== undefined) {
-      this.#engine = this.#makeEngine(args.settings.engine);
-      this.#engineName = args.settings.engine;
-    }
+    if (args.settings.engine !== undefined) this.#engine = this.#makeEngine(args.settings.engine);
   }
 
   get state(): FleetTargetState {
@@ -250,10 +246,7 @@ export class FleetTarget {
               `schema "${this.info.schema}" records the lanes engine, which does not take ${refused}`,
             );
           // Checked again after a failure: a record changed meanwhile is followed from then on.
-          if (this.#engineName !== recorded) {
-            this.#engine = this.#makeEngine(recorded);
-            this.#engineName = recorded;
-          }
+          if (this.#engine?.name !== recorded) this.#engine = this.#makeEngine(recorded);
         } else if (recorded !== engine)
           this.#host.events.emit('fleet:target:other-engine', {
             target: this.info,

@@ -23,6 +23,18 @@ import { globMatcher, globToLike } from './glob.js';
 import { FleetMembership } from './membership.js';
 import { databaseUrlWithName, redactDatabaseUrl } from './url.js';
 
+/**
+ * What the fleet reads to see which tenants have work: a database per tenant reads its own
+ * statistics whatever the engine; a schema per tenant reads the counters of the engine's tables
+ * (both engines' when the fleet follows each schema's record).
+ */
+const DATABASE_READS = { activity: databaseActivitySql, counter: databaseCounterSql };
+const SCHEMA_READS = {
+  claims: { activity: schemaActivitySql, counter: schemaCounterSql },
+  lanes: { activity: laneSchemaActivitySql, counter: laneSchemaCounterSql },
+  recorded: { activity: recordedSchemaActivitySql, counter: recordedSchemaCounterSql },
+};
+
 /** What a fleet serves on one server. */
 export type FleetScope =
   { kind: 'databases'; glob: string; schema: string } | { kind: 'schemas'; glob: string };
@@ -99,25 +111,8 @@ export class ServerFleet implements TargetHost {
     this.#controlOpen = trackPoolConnections(this.#control);
     this.#executor = fromPg(this.#control, { preparedStatements: false });
     const scope = options.scope;
-    const engine = options.target.engine;
-    this.#sql = {
-      activity:
-        scope.kind === 'databases'
-          ? databaseActivitySql
-          : engine === 'lanes'
-            ? laneSchemaActivitySql
-            : engine === 'claims'
-              ? schemaActivitySql
-              : recordedSchemaActivitySql,
-      counter:
-        scope.kind === 'databases'
-          ? databaseCounterSql
-          : engine === 'lanes'
-            ? laneSchemaCounterSql
-            : engine === 'claims'
-              ? schemaCounterSql
-              : recordedSchemaCounterSql,
-    };
+    const engine = options.target.engine ?? 'recorded';
+    this.#sql = scope.kind === 'databases' ? DATABASE_READS : SCHEMA_READS[engine];
     this.#membership = new FleetMembership({
       control: this.#executor,
       member: options.member,
@@ -126,7 +121,7 @@ export class ServerFleet implements TargetHost {
       // serve the same tenants and must not take each other's. The claim engine's scope as before.
       scope:
         (scope.kind === 'databases' ? `db:${scope.glob}:${scope.schema}` : `schema:${scope.glob}`) +
-        (engine === 'lanes' ? ':lanes' : engine === undefined ? ':recorded' : ''),
+        (engine === 'claims' ? '' : `:${engine}`),
       leaseMs: options.leaseMs,
     });
   }

@@ -27,6 +27,8 @@ export type TenantDispatcherOptions = Omit<
  * gauges, and whether a turn with nothing published moves the tenant's write counter by itself.
  */
 export interface TargetEngine {
+  /** Which engine it is (a fleet following the records rebuilds it when the record changes). */
+  readonly name: FleetEngine;
   readonly dispatcher: Dispatcher;
   /** Once per connection, before the first drain (what the claim dispatcher does itself). */
   prepare(executor: SqlExecutor): Promise<void>;
@@ -56,6 +58,7 @@ export function createTargetEngine(args: {
   if (args.engine === 'lanes') {
     const timed = withStatementTimeout(executor, resolved.statementTimeoutMs);
     return {
+      name: 'lanes',
       dispatcher: createLaneDispatcher({
         executor: timed,
         publisher: options.publisher,
@@ -93,6 +96,7 @@ export function createTargetEngine(args: {
     turnOver,
   );
   return {
+    name: 'claims',
     dispatcher: createDispatcher({ ...options, engine: 'claims', schema, executor, store, id }),
     prepare: () => Promise.resolve(),
     nextDueSql: nextDueSql(quoted),
