@@ -4,7 +4,7 @@ import { TypedEmitter } from '../dispatcher/events.js';
 import type { WakeSource } from '../dispatcher/wake-source.js';
 import type { ReconnectDelayOptions } from '../dispatcher/wake/reconnect-delay.js';
 import { positiveMs, Reconnecting } from '../dispatcher/wake/reconnecting.js';
-import { advanceSlotSql, createLanePublicationSql } from '../sql/cdc.js';
+import { advanceSlotSql, createLanePublicationSql, serverVersionNumSql } from '../sql/cdc.js';
 import type { SqlExecutor } from '../store/sql-executor.js';
 import { parseLsn, type Lsn } from './lsn.js';
 import type { PgConnectionConfig } from './options.js';
@@ -28,7 +28,12 @@ export interface LaneCdcWakeSourceOptions {
    * polls meanwhile).
    */
   slotName?: string;
-  /** Default `agent_outbox_lanes_<schema>`. Created (INSERTs of the lane messages) when missing. */
+  /**
+   * Default `agent_outbox_lanes_<schema>`. Created when missing: INSERTs of the lane messages,
+   * from PostgreSQL 15 only the columns a wake-up reads (`id`, `lane`, `available_at`; the
+   * payload is not streamed). One created by an earlier version streams whole rows: drop it
+   * (`DROP PUBLICATION`) while no dispatcher streams, and the next start creates the smaller one.
+   */
   publicationName?: string;
   /**
    * The stream counts as lost when nothing arrived on it for this long (a connection a network
@@ -159,7 +164,14 @@ class PgLaneCdcWakeSource implements LaneCdcWakeSource {
       const executor = this.#options.executor;
       const database = await currentDatabase(executor);
       const slot = (this.#slot ??= defaultSlotName(database, `lanes_${this.#schema}`));
-      await ensurePublication(executor, this.#publication, this.#schema, createLanePublicationSql);
+      const { rows: server } = await executor.query<{ version: number }>(serverVersionNumSql);
+      const columnList = Number(server[0]?.version) >= 150_000;
+      await ensurePublication(
+        executor,
+        this.#publication,
+        this.#schema,
+        createLanePublicationSql(columnList),
+      );
       const created = await ensureSlot(executor, slot, database);
       // Nothing before now is worth decoding: the catch-up wake-up below reads the lanes.
       const { rows } = await executor.query<{ lsn: string }>(advanceSlotSql, [slot]);

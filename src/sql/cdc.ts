@@ -217,13 +217,23 @@ FROM pg_replication_slots WHERE slot_name = $1`;
 /** Name of this connection's database, for the default slot name (slots are cluster-wide). */
 export const currentDatabaseSql = `SELECT current_database() AS name`;
 
+/** `server_version_num` of the server, e.g. 150020 (a column list needs 150000). */
+export const serverVersionNumSql = `SELECT current_setting('server_version_num')::int AS version`;
+
 /**
  * The lanes engine's publication (src/cdc/lane-cdc-wake-source.ts): INSERTs of
  * `outbox_lane_messages` only, as {@link createPublicationSql} for the claim engine's table. A
  * lanes reader never updates a message row, so nothing else would be sent anyway.
+ *
+ * From PostgreSQL 15, only the three columns a wake-up reads (`columns`): the stream names
+ * messages, it does not carry them (the dispatcher reads them by id), so the payload and headers
+ * were decoded by the server, sent and parsed by the client for nothing — a 100 kB payload
+ * streamed to be thrown away. Before 15 (no column lists) the whole row.
  */
-export const createLanePublicationSql = (publication: string, schema: string) =>
-  `CREATE PUBLICATION ${publication} FOR TABLE ${schema}.outbox_lane_messages WITH (publish = 'insert')`;
+export const createLanePublicationSql =
+  (columns: boolean) => (publication: string, schema: string) =>
+    `CREATE PUBLICATION ${publication} FOR TABLE ${schema}.outbox_lane_messages` +
+    `${columns ? ' (id, lane, available_at)' : ''} WITH (publish = 'insert')`;
 
 /**
  * Moves an inactive slot to the current end of WAL without streaming what lies before. The lanes

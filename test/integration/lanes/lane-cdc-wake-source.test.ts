@@ -145,6 +145,12 @@ describe('lanes engine: CDC wake-ups', () => {
     const first = before!;
     const waiters = await db.pool.query('SELECT 1 FROM outbox_waiters');
     expect(waiters.rowCount).toBe(0);
+    // The publication it created streams what a wake-up reads, not the payload (PostgreSQL 15+).
+    const columns = await db.pool.query<{ names: string }>(
+      `SELECT string_agg(a, ',' ORDER BY a) AS names
+       FROM pg_publication_tables, unnest(attnames) AS a WHERE pubname = 'agent_outbox_lanes_public'`,
+    );
+    expect(columns.rows[0]!.names).toBe('available_at,id,lane');
 
     // The aggregate's next message goes the same way (this dispatcher published the one before).
     await settled(statements);

@@ -7,6 +7,8 @@ import { fromPg } from '../../../src/store/from-pg.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/database.js';
 import { enqueueLanes, listenWakeSource, armed } from '../../helpers/lanes.js';
 import { recordingExecutor } from '../../helpers/recording-executor.js';
+import type { SqlExecutor } from '../../../src/store/sql-executor.js';
+import type { WakeSource } from '../../../src/dispatcher/wake-source.js';
 import { createOutbox } from '../../../src/writer/create-outbox.js';
 
 /**
@@ -30,10 +32,29 @@ const count = async (sql: string) => Number((await db.pool.query<{ n: string }>(
  * A lane dispatcher on a recording executor, woken by LISTEN only (no poll in the test's time):
  * `since()` is what it ran after the last `mark()`.
  */
-function named(options: { backoff?: { baseMs: number; maxMs: number; jitterMs: number } } = {}) {
-  const { executor, calls } = recordingExecutor(fromPg(db.pool));
+function named(
+  options: {
+    backoff?: { baseMs: number; maxMs: number; jitterMs: number };
+    wakeSource?: WakeSource;
+  } = {},
+) {
+  const { executor: recording, calls } = recordingExecutor(fromPg(db.pool));
+  /** `afterHintRead`: run once, after the next read by id returned and before it is seen. */
+  const hooks: { afterHintRead?: () => Promise<void> } = {};
+  const executor: SqlExecutor = {
+    query: async <Row>(text: string, values?: readonly unknown[], queryOptions?: object) => {
+      const result = await recording.query<Row>(text, values, queryOptions);
+      const hook = hooks.afterHintRead;
+      if (hook && isHintRead(text)) {
+        hooks.afterHintRead = undefined;
+        await hook();
+      }
+      return result;
+    },
+  };
   let from = 0;
   return {
+    hooks,
     mark: () => void (from = calls.length),
     since: () => calls.slice(from).map((call) => call.text),
     /** Each statement since the mark with when it started and ended. */
@@ -193,6 +214,59 @@ describe('lanes engine: messages named by the wake-up', () => {
       await new Promise((resolve) => setTimeout(resolve, 500));
       expect(published.map((m) => m.aggregateId)).toEqual(['late']);
     } finally {
+      await dispatcher.stop();
+    }
+  });
+
+  it('reads again by id what a wake-up named before it was visible, instead of reading its lanes', async () => {
+    // The WAL (CDC wake-ups) can name a commit a moment before the committing session leaves
+    // the running transactions: the first read by id misses it. Here the name comes while the
+    // writer's transaction is open, which commits right after that first read. A wake source
+    // that only names, as the CDC one: no waiter row, so the writer sends no NOTIFY of its own.
+    let wake: (hint?: string) => void = () => undefined;
+    const run = named({
+      wakeSource: {
+        start: async (w) => void (wake = w),
+        stop: async () => undefined,
+      },
+    });
+    let before: string[] | undefined;
+    const dispatcher = run.start({
+      publish: async (messages) => {
+        if (messages.some((m) => m.aggregateId === 'unseen')) before ??= run.since();
+        return messages.map(() => ({ status: 'published' as const }));
+      },
+    });
+    const client = await db.pool.connect();
+    try {
+      await dispatcher.onIdle();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await client.query('BEGIN');
+      const [written] = await outbox.enqueue(fromPg(client), [
+        { topic: 'mail.send', aggregateId: 'unseen', payload: {} },
+      ]);
+      const { rows } = await client.query<{ lane: number }>(
+        'SELECT lane FROM outbox_lane_messages WHERE id = $1',
+        [written!.id],
+      );
+      run.mark();
+      const committed = new Promise<void>((resolve) => {
+        run.hooks.afterHintRead = async () => {
+          await client.query('COMMIT');
+          resolve();
+        };
+      });
+      wake(`${rows[0]!.lane}:${written!.id}`);
+      await committed;
+      await expect.poll(() => before !== undefined, { timeout: 10_000 }).toBe(true);
+      // The miss, the read again that found it, and no lane read between.
+      expect(before!.filter(isHintRead)).toHaveLength(2);
+      expect(before!.filter(isLaneRead)).toEqual([]);
+      await expect.poll(() => dispatcher.stats().published, { timeout: 10_000 }).toBe(1);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(dispatcher.stats().published).toBe(1);
+    } finally {
+      client.release();
       await dispatcher.stop();
     }
   });
