@@ -31,8 +31,10 @@ function recorder() {
     publish: async (messages) => {
       inCall++;
       if (inCall > 1) overlapped++;
-      // A yield, as any real publisher makes: another member's batch may be published meanwhile.
-      await new Promise((resolve) => setImmediate(resolve));
+      // A wait, as any real publisher makes: another member's batch may be published meanwhile.
+      // A few milliseconds, not a setImmediate: under CI's load one member drained its lanes
+      // between the other's turns, and no two calls overlapped.
+      await new Promise((resolve) => setTimeout(resolve, 5));
       published.push(...messages);
       inCall--;
       return messages.map(() => ({ status: 'published' as const }));
