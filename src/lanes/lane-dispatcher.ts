@@ -192,6 +192,13 @@ const CLAIMS_CAP = 10_000;
 /** Held messages one sweep decides at most (as the claim engine's). */
 const APPROVAL_SWEEP_BATCH = 100;
 
+/**
+ * A batch read ahead (#readAhead) is sent this long before the publish of the batch before it is
+ * expected to end, beyond twice the last read's time: the read is done when the publish is, and
+ * what committed meanwhile (a tenant's share, issue 43's fair share) is in it.
+ */
+const AHEAD_MARGIN_MS = 5;
+
 /** Messages named by wake-ups a dispatcher keeps at most until it looks at them. */
 const NAMED_MAX = 256;
 
@@ -313,6 +320,11 @@ class LaneDispatcher implements Dispatcher {
    * database reads while this process publishes. Settled as a call on its own would be.
    */
   #ahead: Promise<Batch> | undefined;
+  /** Sends the read ahead now if it is still waiting for its time (#readAhead). */
+  #aheadNow: (() => void) | undefined;
+  /** The last two saturated batches' publish times, and the last read ahead's, ms. */
+  #publishMs: [number, number] = [0, 0];
+  #aheadReadMs = 0;
   /**
    * Ordered aggregates (`lane:aggregate`) the last batch did not publish: their parks are not
    * committed yet when the batch after it is read ahead, so that batch's messages of them are
@@ -650,6 +662,7 @@ class LaneDispatcher implements Dispatcher {
   async #discardAhead(): Promise<void> {
     const ahead = this.#ahead;
     this.#ahead = undefined;
+    this.#aheadNow?.();
     if (ahead) await ahead.catch(() => undefined);
   }
 
@@ -714,12 +727,14 @@ class LaneDispatcher implements Dispatcher {
         now < this.#balanceAt &&
         now < this.#parkedAt
       ) {
-        const readAfter = this.#advanced(batch, new Map(this.#positions));
-        this.#ahead = this.#next(this.#options.batchSize, false, readAfter);
+        this.#ahead = this.#readAhead(this.#advanced(batch, new Map(this.#positions)));
         // Handled when the next cycle awaits it (or discards it); not an unhandled rejection.
         this.#ahead.catch(() => undefined);
       }
+      const publishing = performance.now();
       const moved = await this.#publishBatch(batch, messages);
+      if (saturated) this.#publishMs = [this.#publishMs[1], performance.now() - publishing];
+      this.#aheadNow?.();
       // When what this batch parked is due (committed by the next call, so looked at after it).
       const parkedDue = draining ? Infinity : this.#parkedDue();
       let parked = 0;
@@ -853,11 +868,50 @@ class LaneDispatcher implements Dispatcher {
    * `outbox_lane_next`: commits the parked failures and, when `sync` or every
    * {@link CURSOR_SYNC_MS}, the lanes' positions as their cursors; reads up to `batch` rows.
    */
-  async #next(batch: number, sync = false, readAfter?: Map<number, string>): Promise<Batch> {
-    // Taken now: a batch published while this call runs records its outcome for the next one.
+  async #next(batch: number, sync = false): Promise<Batch> {
+    return this.#send(this.#take(sync), batch);
+  }
+
+  /**
+   * The next batch, read while the current one is published (`readAfter`: where the current one
+   * leaves each lane). What the call commits is taken now, as a call sent now would take it; the
+   * call itself is sent so as to end when the publish is expected to (the last two publishes'
+   * shorter time less twice the last such read's, {@link AHEAD_MARGIN_MS} earlier), or when the
+   * publish ends, whichever comes first. Sent at once, a batch published to a slow destination
+   * (an HTTP endpoint: 200 ms for 500) was read before most of what committed during its
+   * publish, and a tenant's share written then waited two batches instead of one (issue 43,
+   * `lanes_fair_share_p95_ms`). A fast publisher (a drain to a broker) gets it at once, as before.
+   */
+  #readAhead(readAfter: Map<number, string>): Promise<Batch> {
+    const taken = this.#take(false);
+    const waitMs = Math.min(...this.#publishMs) - 2 * this.#aheadReadMs - AHEAD_MARGIN_MS;
+    const due =
+      waitMs <= 0
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, waitMs);
+            this.#aheadNow = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+    return due.then(async () => {
+      this.#aheadNow = undefined;
+      const sent = performance.now();
+      const read = await this.#send(taken, this.#options.batchSize, readAfter);
+      this.#aheadReadMs = performance.now() - sent;
+      return read;
+    });
+  }
+
+  /**
+   * What a call commits: the last batch's outcome, and when `sync` or every
+   * {@link CURSOR_SYNC_MS} the lanes' positions as their cursors.
+   */
+  #take(sync: boolean): Outcome {
+    // Taken now: a batch published while the call runs records its outcome for the next one.
     const o = this.#outcome;
     this.#outcome = emptyOutcome();
-    const ahead = readAfter !== undefined;
     if (sync || Date.now() >= this.#syncAt)
       for (const [lane, position] of this.#positions) {
         const cursor = this.#cursors.get(lane);
@@ -866,6 +920,12 @@ class LaneDispatcher implements Dispatcher {
         o.from.push(cursor);
         o.to.push(position);
       }
+    return o;
+  }
+
+  /** Sends `outbox_lane_next` with what {@link #take} took; reads up to `batch` rows. */
+  async #send(o: Outcome, batch: number, readAfter?: Map<number, string>): Promise<Batch> {
+    const ahead = readAfter !== undefined;
     const reading = [...(readAfter ?? this.#positions)];
     const lookAt = batch > 0 ? this.#writers.readBegins() : undefined;
     const { rows } = await this.#executor.query<LaneRow>(this.#sql.next, [
@@ -942,7 +1002,13 @@ class LaneDispatcher implements Dispatcher {
     // (their parks are not committed yet): those are parked behind, unsent, in order.
     const behind = (m: LaneRow) =>
       batch.ahead && m.ordered && this.#unpublished.has(`${m.lane}:${m.aggregate_id}`);
-    const sending = messages.filter((m) => !behind(m));
+    // A tenant's share first: it was written while the batch's tenant held the lanes, and at the
+    // end of a batch to a slow destination it waited for the whole batch. Order is kept:
+    // publishInOrder sends each aggregate's messages by sequence whatever their place here.
+    const sending = [
+      ...messages.filter((m) => m.share),
+      ...messages.filter((m) => !m.share),
+    ].filter((m) => !behind(m));
     const plans = sending.length > 0 ? await this.#publishGated(sending, 0) : [];
     const unpublished = new Set<string>();
     const park = (m: LaneRow, settled: Settlement) => this.#park(m, settled, unpublished);

@@ -74,6 +74,35 @@ function expectInOrder(seen: readonly { m: OutgoingMessage }[]): void {
   }
 }
 
+/** A destination recording each publish call's messages; each call waits `delayMs` first. */
+function recordingCalls(delayMs: number): Publisher & {
+  calls: OutgoingMessage[][];
+  callStarted(n: number): Promise<void>;
+} {
+  const calls: OutgoingMessage[][] = [];
+  const waiting = new Map<number, () => void>();
+  return {
+    calls,
+    callStarted: (n) =>
+      n <= calls.length ? Promise.resolve() : new Promise((r) => waiting.set(n, r)),
+    publish: async (messages): Promise<PublishOutcome[]> => {
+      calls.push([...messages]);
+      waiting.get(calls.length)?.();
+      await sleep(delayMs);
+      return messages.map(() => ({ status: 'published' }));
+    },
+  };
+}
+
+/** The 1-based number of the call that carried tenant B's message, and its place in it. */
+function bCall(calls: readonly OutgoingMessage[][]): { call: number; index: number } {
+  for (const [i, call] of calls.entries()) {
+    const index = call.findIndex((m) => m.headers.tenant_id === 'tenant-b');
+    if (index >= 0) return { call: i + 1, index };
+  }
+  return { call: 0, index: -1 };
+}
+
 describe('lanes engine: tenant shares (migration 028)', () => {
   it("publishes B's trickle while A's backlog still waits in the same lanes", async () => {
     await burst(12_000, 1_200);
@@ -229,6 +258,52 @@ describe('lanes engine: tenant shares (migration 028)', () => {
     expect(new Set(destination.seen.map((s) => s.m.id)).size).toBe(3_017);
     expectInOrder(destination.seen);
   }, 120_000);
+
+  it("publishes a share first in its batch's call, not after the batch's 500", async () => {
+    await burst(100, 100);
+    await enqueueLanes(db.pool, [
+      { topic: 'mail.send', aggregateId: 'b-0', payload: {}, tenantId: 'tenant-b' },
+    ]);
+    const destination = recordingCalls(0);
+    await createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher: destination,
+      batchSize: 10,
+    }).drain();
+    // The first batch came back full of A's: B's message went with it, as its share.
+    expect(bCall(destination.calls)).toEqual({ call: 1, index: 0 });
+    expect(destination.calls[0]).toHaveLength(11);
+    expect(destination.calls.flat()).toHaveLength(101);
+  });
+
+  it('reads the next batch as the publish of a slow batch ends, so a share written during it goes next', async () => {
+    await burst(100, 100);
+    const destination = recordingCalls(250);
+    const dispatcher = createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher: destination,
+      batchSize: 10,
+      // The parked path is looked at every poll (at most every second), and never with a batch
+      // read ahead: at a poll of 20 ms no batch of 250 ms is read ahead at all.
+      pollIntervalMs: 1_000,
+    });
+    dispatcher.start();
+    try {
+      // Two publishes of 250 ms tell the dispatcher how long one takes; during the third, B
+      // commits. The batch after the third is read as that publish ends, with B's share in it;
+      // read as the third began (as before), it had nothing of B, and B went a batch later.
+      await destination.callStarted(3);
+      await enqueueLanes(db.pool, [
+        { topic: 'mail.send', aggregateId: 'b-0', payload: {}, tenantId: 'tenant-b' },
+      ]);
+      const until = Date.now() + 30_000;
+      while (destination.calls.flat().length < 101 && Date.now() < until) await sleep(20);
+    } finally {
+      await dispatcher.stop();
+    }
+    expect(bCall(destination.calls)).toEqual({ call: 4, index: 0 });
+    expect(new Set(destination.calls.flat().map((m) => m.id)).size).toBe(101);
+  }, 60_000);
 
   it('a dispatcher after a stop does not publish again what was published ahead', async () => {
     await burst(3_000, 300);
