@@ -80,6 +80,13 @@ async function settled(dispatcher: ReturnType<typeof createLaneDispatcher>) {
   await new Promise((resolve) => setTimeout(resolve, 300));
 }
 
+/** `n` published, and still `n` a moment later: what a read by id published, no read repeats. */
+async function publishedOnce(dispatcher: ReturnType<typeof createLaneDispatcher>, n: number) {
+  await expect.poll(() => dispatcher.stats().published, { timeout: 10_000 }).toBe(n);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  expect(dispatcher.stats().published).toBe(n);
+}
+
 /** The cursors pass every message, and `prefix-0`…`prefix-(n-1)` went out once each. */
 async function passedOnce(published: OutgoingMessage[], prefix: string, n: number) {
   await expect
@@ -119,9 +126,7 @@ describe('lanes engine: messages named by the wake-up', () => {
       expect(before!.filter(isHintRead)).toHaveLength(1);
       expect(before!.filter(isLaneRead)).toEqual([]);
       // The lane read that follows skips it: published once.
-      await expect.poll(() => dispatcher.stats().published, { timeout: 10_000 }).toBe(1);
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(dispatcher.stats().published).toBe(1);
+      await publishedOnce(dispatcher, 1);
 
       // Its aggregate's next message: this dispatcher published the one before, so it has
       // nothing before it either, and goes out the same way.
@@ -262,9 +267,7 @@ describe('lanes engine: messages named by the wake-up', () => {
       // The miss, the read again that found it, and no lane read between.
       expect(before!.filter(isHintRead)).toHaveLength(2);
       expect(before!.filter(isLaneRead)).toEqual([]);
-      await expect.poll(() => dispatcher.stats().published, { timeout: 10_000 }).toBe(1);
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(dispatcher.stats().published).toBe(1);
+      await publishedOnce(dispatcher, 1);
     } finally {
       client.release();
       await dispatcher.stop();
@@ -295,9 +298,7 @@ describe('lanes engine: messages named by the wake-up', () => {
       await expect.poll(() => before !== undefined, { timeout: 10_000 }).toBe(true);
       expect(before!.filter(isHintRead)).toHaveLength(1);
       expect(before!.filter(isLaneRead)).toEqual([]);
-      await expect.poll(() => dispatcher.stats().published, { timeout: 10_000 }).toBe(2);
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(dispatcher.stats().published).toBe(2);
+      await publishedOnce(dispatcher, 2);
     } finally {
       release?.();
       await dispatcher.stop();
