@@ -621,3 +621,41 @@ describe('lanes engine: lanes whose owner stopped renewing', () => {
     }
   });
 });
+
+describe('lanes engine: a drain while a write transaction holds the horizon', () => {
+  it('goes on past a batch it had published already, and publishes everything once the transaction ends', async () => {
+    // 1,200 messages on 1,200 aggregates (~75 in each of the 16 lanes; the dispatcher owns one),
+    // and a transaction that wrote something (any table) still open: the horizon stays below
+    // their ids, so the lane's position cannot pass what was published and the next read
+    // returns it again.
+    await write(Array.from({ length: 1_200 }, (_, i) => mail(`a-${i}`, i)));
+    const writer = await db.pool.connect();
+    await writer.query('BEGIN');
+    await writer.query(`CREATE TEMPORARY TABLE held (n int)`);
+    const publisher = new InMemoryPublisher();
+    const dispatcher = createLaneDispatcher({
+      executor: fromPg(db.pool),
+      publisher,
+      batchSize: 10,
+      maxLanes: 1,
+    });
+    try {
+      const ended = setTimeout(() => void writer.query('COMMIT'), 300);
+      const result = await dispatcher.drain();
+      clearTimeout(ended);
+      // Ended by the drain rather than after a batch read again: everything of its lane.
+      const lane = (
+        await db.pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM outbox_lane_messages m
+           JOIN outbox_lanes l ON l.lane = m.lane WHERE l.lane = 0`,
+        )
+      ).rows[0]!.n;
+      expect(lane).toBeGreaterThan(20);
+      expect(result.published).toBe(lane);
+      expect(new Set(publisher.published.map((m) => m.id)).size).toBe(lane);
+    } finally {
+      await writer.query('ROLLBACK').catch(() => undefined);
+      writer.release();
+    }
+  });
+});
