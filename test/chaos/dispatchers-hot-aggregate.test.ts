@@ -84,15 +84,21 @@ describe('dispatcher processes on hot aggregates', () => {
     // delivered, so the commit after it lands while that run is in flight and the two race for
     // the chain. Without the pause, a process that kept claiming back to back won every
     // hand-over now and then ([2000, 0] on CI and on a loaded machine), and "both took turns"
-    // below held by luck. Paused while idle, it holds no claim: its polls found nothing.
+    // below held by luck. Paused while idle (all delivered and settled), it holds no claim.
     const written = [];
     for (let t = 0; t < 20; t++) {
       const paused = t % 2 === 0 ? dispatchers[(t / 2) % 2]! : undefined;
       if (paused) {
+        // Delivered AND settled: a process stopped between its publish and its settle would
+        // hold its run's lease, the other could not take the aggregate until the lease expired
+        // (30 s) and would publish that run again (50 duplicates on CI, session 35).
         const delivered = written.length;
         await expect
-          .poll(() => receiver.distinct(), { timeout: 60_000, interval: 20 })
-          .toBe(delivered);
+          .poll(async () => receiver.distinct() === delivered && (await pending(db)) === 0, {
+            timeout: 60_000,
+            interval: 20,
+          })
+          .toBe(true);
         paused.child.kill('SIGSTOP');
       }
       const batch: OutboxMessage[] = Array.from({ length: 100 }, (_, i) => ({
