@@ -218,6 +218,18 @@ const NAMED_MAX = 256;
  */
 const HINTED_CATCH_UP_MS = 100;
 
+/**
+ * Publishes by id of what wake-ups named that run at once at most, while the loop sleeps. One at
+ * a time, a NOTIFY that landed during a read by id and its publish waited for both: at 1,000
+ * messages a second that wait was most of `latency_ms.notify`'s p95 tail (bench
+ * `details.latencyBreakdownLanes`, `readInTheWay`). Concurrent ones keep G3 and G4 as one does:
+ * a message is taken (`#handled`) in the same turn of the event loop as it is found eligible, and
+ * an ordered message is eligible only when its aggregate's previous one was published
+ * (`#lastPublished`), which a call still in flight has not recorded yet: then the lane read
+ * publishes it, after every call in flight has ended.
+ */
+const HINTED_CONCURRENCY = 4;
+
 /** Aggregates {@link LaneDispatcher}'s `#lastPublished` remembers at most. */
 const LAST_PUBLISHED_MAX = 10_000;
 
@@ -344,10 +356,11 @@ class LaneDispatcher implements Dispatcher {
   /** True while the loop sleeps idle: nothing read, published or held in memory is in flight. */
   #sleeping = false;
   /**
-   * Messages a wake-up named, being published ({@link #publishHinted}); the loop's next read
-   * waits for it, so no read runs beside it.
+   * Publishes of what wake-ups named in flight ({@link #publishHinted}, at most
+   * {@link HINTED_CONCURRENCY}); the loop's next read waits for them ({@link #hintedSettled}), so
+   * no lane read runs beside them.
    */
-  #hinted: Promise<void> | undefined;
+  #hinted = new Set<Promise<void>>();
   /** The deferred lane read after messages went out by id ({@link HINTED_CATCH_UP_MS}). */
   #catchUp: NodeJS.Timeout | undefined;
   /** The last batch came back full (a backlog): the wake source is disarmed then. */
@@ -575,7 +588,7 @@ class LaneDispatcher implements Dispatcher {
     // Stopping with messages published by id above their lanes' positions (their lane read was
     // deferred: HINTED_CATCH_UP_MS): that read now, so that the cursors given back pass them and
     // the next owner does not publish them again.
-    if (this.#hinted) await this.#hinted;
+    await this.#hintedSettled();
     if ([...this.#handled.values()].some((ids) => ids.size > 0))
       await this.#cycle(false).catch(() => undefined);
     await this.#leave();
@@ -649,7 +662,7 @@ class LaneDispatcher implements Dispatcher {
   /** Commits what is pending, then gives the lanes back (best effort: else their leases expire). */
   async #leave(): Promise<void> {
     try {
-      await this.#hinted;
+      await this.#hintedSettled();
       await this.#discardAhead();
       if (this.#pending()) await this.#next(0, true);
       await this.#executor.query(this.#sql.leave, [this.id]);
@@ -691,7 +704,7 @@ class LaneDispatcher implements Dispatcher {
     clearTimeout(this.#catchUp);
     this.#catchUp = undefined;
     try {
-      if (this.#hinted) await this.#hinted;
+      await this.#hintedSettled();
       // Named by wake-ups while this dispatcher was busy: before the next read, which would find
       // them too but reads every lane (not with a batch read ahead: a backlog, no latency to win).
       if (!draining && !this.#ahead && this.#named.length > 0) await this.#publishNamed();
@@ -1136,13 +1149,19 @@ class LaneDispatcher implements Dispatcher {
     return true;
   }
 
-  /** Runs {@link #publishAsleep} unless it runs already (it takes what was named since). */
+  /**
+   * Runs {@link #publishAsleep} beside those running, up to {@link HINTED_CONCURRENCY}; at the
+   * limit, the first of them to finish its read and publish takes what was named since.
+   */
   #startPublishAsleep(): void {
-    if (this.#hinted) return;
-    const hinted = this.#publishAsleep().finally(() => {
-      if (this.#hinted === hinted) this.#hinted = undefined;
-    });
-    this.#hinted = hinted;
+    if (this.#hinted.size >= HINTED_CONCURRENCY) return;
+    const hinted: Promise<void> = this.#publishAsleep().finally(() => this.#hinted.delete(hinted));
+    this.#hinted.add(hinted);
+  }
+
+  /** Until no publish of what wake-ups named is in flight (none starts while the loop is awake). */
+  async #hintedSettled(): Promise<void> {
+    while (this.#hinted.size > 0) await Promise.all(this.#hinted);
   }
 
   /**
@@ -1183,8 +1202,9 @@ class LaneDispatcher implements Dispatcher {
   /**
    * Publishes the messages wake-ups named ({@link #publishHinted}) that are still to publish: of
    * a lane this dispatcher owns, above its position and not handled (a lane read since may have
-   * published them), read by primary key, then those nothing can come before. Runs while nothing
-   * else does (the loop asleep, or at the start of a cycle with no batch read ahead). Never
+   * published them), read by primary key, then those nothing can come before. Runs while no lane
+   * read does: while the loop sleeps (beside other calls of its own, {@link HINTED_CONCURRENCY}),
+   * or at the start of a cycle with no batch read ahead. Never
    * rejects: what it could not do, the lane read does; true when there is such a thing (a named
    * message of an owned lane it did not publish, or one it parked).
    */

@@ -305,6 +305,49 @@ describe('lanes engine: messages named by the wake-up', () => {
     }
   });
 
+  it('what a NOTIFY names during a slow publish by id goes out beside it, not after it; its aggregate’s next waits for it (G4)', async () => {
+    const run = named();
+    const releases: (() => void)[] = [];
+    const started: string[] = [];
+    const ended: string[] = [];
+    const dispatcher = run.start({
+      publish: async (messages) => {
+        const names = messages.map((m) => `${m.aggregateId}/${m.sequence}`);
+        started.push(...names);
+        if (messages.some((m) => m.aggregateId === 'slow'))
+          await new Promise<void>((resolve) => releases.push(resolve));
+        ended.push(...names);
+        return messages.map(() => ({ status: 'published' as const }));
+      },
+    });
+    try {
+      await settled(dispatcher);
+      run.mark();
+      await write([{ topic: 'mail.send', aggregateId: 'slow', payload: {} }]);
+      await expect.poll(() => releases.length, { timeout: 10_000 }).toBe(1);
+      // Asleep, one publish by id in flight: another aggregate's message and slow's next.
+      await write([{ topic: 'mail.send', aggregateId: 'fast', payload: {} }]);
+      await write([{ topic: 'mail.send', aggregateId: 'slow', payload: { n: 2 } }]);
+      // 'fast' goes out while 'slow' is still being published (one at a time: only after it).
+      await expect.poll(() => ended, { timeout: 5_000 }).toContain('fast/1');
+      expect(ended).not.toContain('slow/1');
+      expect(run.since().filter(isLaneRead)).toEqual([]);
+      // slow/2 has its aggregate's previous one in flight: not published beside it.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(started).not.toContain('slow/2');
+      releases[0]!();
+      await expect.poll(() => started, { timeout: 10_000 }).toContain('slow/2');
+      releases[1]?.();
+      await expect.poll(() => ended, { timeout: 10_000 }).toContain('slow/2');
+      expect(started.filter((n) => n.startsWith('slow/'))).toEqual(['slow/1', 'slow/2']);
+      expect(ended.indexOf('slow/1')).toBeLessThan(started.indexOf('slow/2'));
+      await publishedOnce(dispatcher, 3);
+    } finally {
+      for (const release of releases) release();
+      await dispatcher.stop();
+    }
+  });
+
   it('a trickle of named messages goes out by id without a lane read after each; the deferred read then moves the cursors past them', async () => {
     const run = named();
     const published: OutgoingMessage[] = [];
