@@ -284,7 +284,8 @@ function registerSdk(url: string) {
       },
     ],
   });
-  provider.register();
+  // As `outbox dispatch` registers it (src/cli/telemetry.ts): no async context manager.
+  provider.register({ contextManager: null });
   return { provider, ended: () => ended, exported: () => exported };
 }
 

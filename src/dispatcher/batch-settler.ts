@@ -1,3 +1,4 @@
+import type { SpanContext } from '@opentelemetry/api';
 import { toError } from '../core/errors.js';
 import type { OutgoingMessage } from '../publishers/publisher.js';
 import type { DispatcherStats } from './dispatcher-stats.js';
@@ -85,6 +86,8 @@ export class BatchSettler {
     settlements: Settlement[],
     messages: OutgoingMessage[],
     leaseDeadline: number,
+    /** The batch span's, when traced: carried by the events (their log lines name the trace). */
+    spanContext?: SpanContext,
   ): Promise<void> {
     const { events, stats } = this.#parts;
     const started = Date.now();
@@ -96,6 +99,7 @@ export class BatchSettler {
           settled,
           fenced,
           durationMs: Date.now() - started,
+          ...(spanContext && { spanContext }),
         });
         if (deferred.length > 0) {
           stats.deferred += deferred.length;
@@ -111,6 +115,7 @@ export class BatchSettler {
             owner,
             error: toError(error),
             messages: settlements.length,
+            ...(spanContext && { spanContext }),
           });
           return;
         }

@@ -253,7 +253,8 @@ export class ClaimLoop {
       await pipeline.settling;
       idle.begin();
       pipeline.pending = true;
-      const settle = () => settler.settle(owner, settlements, messages, leaseDeadline);
+      const settle = () =>
+        settler.settle(owner, settlements, messages, leaseDeadline, batch?.spanContext);
       pipeline.settling = (batch ? batch.within(settle) : settle()).finally(() => {
         this.#parts.routes.deferred(gate);
         idle.end();

@@ -39,6 +39,12 @@ export const MAX_LINKS = 128;
 
 /** The tracing of one batch: see the module comment. */
 export interface BatchTrace {
+  /**
+   * The batch span's context, for what names its trace explicitly (the settle's events, and so
+   * `outbox dispatch`'s log lines): the CLI registers no async context manager
+   * (src/cli/telemetry.ts), so the active context does not follow an `await`.
+   */
+  readonly spanContext: SpanContext;
   /** Runs `fn` in the batch span's context: publish calls and the settle run in it. */
   within<T>(fn: () => T): T;
   /** Starts the send spans of one publish call. */
@@ -96,6 +102,7 @@ export function startBatchTrace(
   const batchContext = trace.setSpan(parent, span);
   const batchLink: Link[] = [{ context: span.spanContext() }];
   return {
+    spanContext: span.spanContext(),
     within: (fn) => context.with(batchContext, fn),
     send: (publisher, batch) => startSendSpans(publisher, batch, stored, batchContext, batchLink),
     end: (settlements) => endBatch(span, settlements),

@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import type { SpanContext } from '@opentelemetry/api';
 import type { OutgoingMessage, PublishOutcome } from '../publishers/publisher.js';
 
 /**
@@ -14,11 +15,20 @@ export interface DispatcherEventMap {
   'dispatcher:publish:outcome': [
     { message: OutgoingMessage; outcome: PublishOutcome; durationMs: number },
   ];
+  /** `spanContext`: the batch span's, when an OpenTelemetry SDK records the batch. */
   'dispatcher:settle:success': [
-    { owner: string; settled: number; fenced: number; durationMs: number },
+    {
+      owner: string;
+      settled: number;
+      fenced: number;
+      durationMs: number;
+      spanContext?: SpanContext;
+    },
   ];
   /** Settling failed: the messages stay leased, and are published again after the lease expires. */
-  'dispatcher:settle:failure': [{ owner: string; error: Error; messages: number }];
+  'dispatcher:settle:failure': [
+    { owner: string; error: Error; messages: number; spanContext?: SpanContext },
+  ];
   'dispatcher:dead-letter': [{ message: OutgoingMessage; error: string }];
   'dispatcher:idle': [];
   /** A route's destination was found down (or said `Retry-After`): its messages wait (issue 27). */

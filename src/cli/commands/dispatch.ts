@@ -437,8 +437,8 @@ export async function dispatchCommand(argv: string[]): Promise<number> {
     await logNatsStream(publisher, log);
 
     if (values.once) {
-      dispatcher.on('dispatcher:settle:success', ({ settled }) => {
-        if (settled > 0) log('info', 'batch settled', progress(dispatcher.stats()));
+      dispatcher.on('dispatcher:settle:success', ({ settled, spanContext }) => {
+        if (settled > 0) log('info', 'batch settled', progress(dispatcher.stats()), spanContext);
       });
       const result = await dispatcher.drain!();
       log('info', result.failed ? 'drained with failures' : 'drained', progress(result));

@@ -24,11 +24,14 @@ export function logDispatcherEvents(dispatcher: DispatchRunner, log: Log): void 
     if (!(readOnly && isReadOnlyError(error)))
       log('error', 'claim failed', { error: error.message, retryInMs });
   });
-  dispatcher.on('dispatcher:settle:failure', ({ error, messages }) =>
-    log('error', 'settle failed; messages will be published again after the lease expires', {
-      error: error.message,
-      messages,
-    }),
+  // In the batch's trace: named by the event (the CLI registers no async context manager).
+  dispatcher.on('dispatcher:settle:failure', ({ error, messages, spanContext }) =>
+    log(
+      'error',
+      'settle failed; messages will be published again after the lease expires',
+      { error: error.message, messages },
+      spanContext,
+    ),
   );
   dispatcher.on('dispatcher:route:paused', ({ route, reason }) =>
     log('warn', 'route paused: its destination is down; messages wait without attempts', {

@@ -96,6 +96,7 @@ describe('OTEL_* environment', () => {
       protocol: 'http/protobuf',
       endpoint: 'http://collector:4318/v1/traces',
       reason: 'OTEL_EXPORTER_OTLP_ENDPOINT is set',
+      asyncContext: false,
     });
     expect(
       tracingRequest({
@@ -110,6 +111,9 @@ describe('OTEL_* environment', () => {
     expect(tracingRequest({ OTEL_TRACES_EXPORTER: 'console' })).toMatchObject({
       exporter: 'console',
     });
+    expect(
+      tracingRequest({ OTEL_TRACES_EXPORTER: 'console', OUTBOX_OTEL_ASYNC_CONTEXT: 'true' }),
+    ).toMatchObject({ asyncContext: true });
   });
 
   it('refuses what it cannot do, as a usage error', () => {
@@ -117,5 +121,8 @@ describe('OTEL_* environment', () => {
       tracingRequest({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }),
     ).toThrow(/grpc/);
     expect(() => tracingRequest({ OTEL_TRACES_EXPORTER: 'zipkin' })).toThrow(UsageError);
+    expect(() =>
+      tracingRequest({ OTEL_TRACES_EXPORTER: 'otlp', OUTBOX_OTEL_ASYNC_CONTEXT: 'yes please' }),
+    ).toThrow(/OUTBOX_OTEL_ASYNC_CONTEXT=yes please: give true/);
   });
 });
