@@ -100,9 +100,10 @@ export function startBatchTrace(
   }
   if (links.length > 0 && span.isRecording()) span.addLinks(links);
   const batchContext = trace.setSpan(parent, span);
-  const batchLink: Link[] = [{ context: span.spanContext() }];
+  const spanContext = span.spanContext();
+  const batchLink: Link[] = [{ context: spanContext }];
   return {
-    spanContext: span.spanContext(),
+    spanContext,
     within: (fn) => context.with(batchContext, fn),
     send: (publisher, batch) => startSendSpans(publisher, batch, stored, batchContext, batchLink),
     end: (settlements) => endBatch(span, settlements),
