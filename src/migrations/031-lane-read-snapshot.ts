@@ -1,4 +1,4 @@
-import { laneNextFunctionSql } from '../sql/lanes.js';
+import { laneNextFunction031 } from './031-frozen-functions.js';
 import type { Migration } from './migration.js';
 
 /**
@@ -16,5 +16,5 @@ import type { Migration } from './migration.js';
 export const laneReadSnapshot: Migration = {
   version: 31,
   name: 'lane-read-snapshot',
-  up: (s) => [laneNextFunctionSql(s)],
+  up: (s) => [laneNextFunction031(s)],
 };

@@ -34,6 +34,7 @@ import { laneArchive } from './033-lane-archive.js';
 import { lanePruneWalCompression } from './034-lane-prune-wal-compression.js';
 import { rateLimitQueue } from './035-rate-limit-queue.js';
 import { engineRecord } from './036-engine-record.js';
+import { laneParkedProbe } from './037-lane-parked-probe.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in order. Append only. */
@@ -74,6 +75,7 @@ export const MIGRATIONS: readonly Migration[] = [
   lanePruneWalCompression,
   rateLimitQueue,
   engineRecord,
+  laneParkedProbe,
 ];
 
 /** The schema version this build of agent-outbox expects. */

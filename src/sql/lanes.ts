@@ -410,10 +410,14 @@ BEGIN
                  SELECT 1 FROM ${s}.outbox_lane_parked p
                  WHERE p.lane = m.lane AND p.aggregate_id = m.aggregate_id AND p.blocks
                    AND p.id <= m.id) AS behind,
-               -- An unordered delayed message parked by an earlier read, read again.
+               -- An unordered delayed message parked by an earlier read, read again. A probe
+               -- of the primary key a row. OFFSET 0 (migration 037): with statistics of the
+               -- table the planner made this a hashed subplan, built from a walk of the
+               -- whole primary key, with every dead entry a held snapshot keeps (4,961
+               -- buffers for a batch instead of 20: lane-approvals-bound.test.ts).
                m.available_at IS NOT NULL AND EXISTS (
                  SELECT 1 FROM ${s}.outbox_lane_parked p
-                 WHERE p.lane = m.lane AND p.id = m.id) AS parked,
+                 WHERE p.lane = m.lane AND p.id = m.id OFFSET 0) AS parked,
                -- Published (or parked) ahead of the cursor by a tenant share (migration 028).
                v_lane.ahead AND EXISTS (
                  SELECT 1 FROM ${s}.outbox_lane_ahead a
