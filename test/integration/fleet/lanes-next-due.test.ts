@@ -16,6 +16,9 @@ const held = useHeldSnapshotDatabase();
 async function explainNextDue() {
   const client = await held.current().pool.connect();
   try {
+    // With statistics, as autovacuum gives a production table: without, the planner guessed and
+    // the test read whichever plan that gave (a sequential scan a lane once it had them).
+    await client.query('ANALYZE outbox_lanes, outbox_lane_messages, outbox_lane_parked');
     const plan = await explainAnalyze(client, laneNextDueSql('public'), []);
     const { rows } = await client.query<{ inMs: number | null }>(laneNextDueSql('public'));
     return { blocks: blocksOf(plan), inMs: rows[0]!.inMs };
