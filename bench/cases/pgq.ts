@@ -8,6 +8,7 @@ import {
   type OutboxMessage,
 } from '../../src/index.js';
 import type { BenchDatabase } from '../lib/database.js';
+import { cpuSample, cpuSince, type CpuSpent } from '../lib/cpu.js';
 import { log, median, round, timed } from '../lib/measure.js';
 import { rate } from './dispatch.js';
 import { noopPublisher, orderMessages } from './enqueue.js';
@@ -47,7 +48,8 @@ import { lsn, walBytes, walPerMessage, walRecords } from './wal-per-message.js';
  *   `concurrency: 2`: {@link LANE_CONCURRENCY}) over PgQ's drain of `count` events. Best of
  *   `rounds` alternated runs each. The same with one batch in flight in
  *   `details.oneBatchInFlight`; the claim engine's drains (dispatch.ts's `rate`, batch 500) in
- *   `details.claims`.
+ *   `details.claims`. The CPU of each side's best drain per message, this Node process's and
+ *   the server's, in `details.cpuPerMessageUs` (bench/lib/cpu.ts): which of the two bounds it.
  * - `held_snapshot_vs_pgq`: the same after `heldHistory` messages (on each engine) and
  *   `heldHistory` events were processed under a REPEATABLE READ snapshot held on another
  *   connection of the same database (ours by one dispatcher per engine that keeps running, as
@@ -134,6 +136,8 @@ interface PgqDrain {
   batches: number;
   largestBatch: number;
   ms: number;
+  /** CPU of the drain, this process's and the server's (bench/lib/cpu.ts). */
+  cpu?: CpuSpent;
 }
 
 /**
@@ -143,8 +147,9 @@ interface PgqDrain {
  */
 export async function drainPgq(db: BenchDatabase): Promise<PgqDrain> {
   const client = await db.client();
-  const result = { events: 0, batches: 0, largestBatch: 0, ms: 0 };
+  const result: PgqDrain = { events: 0, batches: 0, largestBatch: 0, ms: 0 };
   try {
+    const cpu = await cpuSample(db);
     result.ms = await timed(async () => {
       for (;;) {
         const next = await client.query<{ id: string | null }>(
@@ -164,6 +169,7 @@ export async function drainPgq(db: BenchDatabase): Promise<PgqDrain> {
         result.largestBatch = Math.max(result.largestBatch, events.rows.length);
       }
     });
+    result.cpu = await cpuSince(db, cpu);
   } finally {
     await client.end();
   }
@@ -255,16 +261,29 @@ async function laneRate(
   ordered: boolean,
   reset: boolean,
 ): Promise<number> {
+  return (await laneDrain(db, dispatcher, count, ordered, reset)).perSecond;
+}
+
+/** {@link laneRate} with the drain's CPU (bench/lib/cpu.ts). */
+async function laneDrain(
+  db: BenchDatabase,
+  dispatcher: ReturnType<typeof laneDispatcher>,
+  count: number,
+  ordered: boolean,
+  reset: boolean,
+): Promise<{ perSecond: number; cpu: CpuSpent }> {
   if (reset) await db.pool.query('TRUNCATE outbox_lane_messages, outbox_lane_parked');
   await writeLaneMessages(db, count, ordered);
   await db.pool.query('VACUUM ANALYZE outbox_lane_messages');
   await db.pool.query('CHECKPOINT');
   let published = 0;
+  const before = await cpuSample(db);
   const ms = await timed(async () => {
     published = (await dispatcher.drain()).published;
   });
+  const cpu = await cpuSince(db, before);
   if (published !== count) throw new Error(`bench: lanes drained ${published} of ${count}`);
-  return (count / ms) * 1000;
+  return { perSecond: (count / ms) * 1000, cpu };
 }
 
 /** `dispatch_vs_pgq`: alternated drains, best of `rounds` each. */
@@ -272,16 +291,29 @@ export async function dispatchVsPgq(db: BenchDatabase, size: PgqSize) {
   const version = await createQueue(db);
   const best = { unordered: 0, ordered: 0, pgq: 0, claimsUnordered: 0, claimsOrdered: 0 };
   const single = { unordered: 0, ordered: 0 };
+  // The CPU of each side's best drain, per message (bench/lib/cpu.ts).
+  const cpu: Partial<Record<'unordered' | 'ordered' | 'pgq', CpuSpent>> = {};
   let last: PgqDrain | undefined;
   for (let r = 0; r < size.rounds; r++) {
     const lanes = laneDispatcher(db);
     const one = laneDispatcher(db, 1);
-    best.unordered = Math.max(best.unordered, await laneRate(db, lanes, size.count, false, true));
+    const unordered = await laneDrain(db, lanes, size.count, false, true);
+    if (unordered.perSecond > best.unordered) {
+      best.unordered = unordered.perSecond;
+      cpu.unordered = unordered.cpu;
+    }
     single.unordered = Math.max(single.unordered, await laneRate(db, one, size.count, false, true));
     const pgq = await pgqRate(db, size.count);
     last = pgq;
-    best.pgq = Math.max(best.pgq, pgq.perSecond);
-    best.ordered = Math.max(best.ordered, await laneRate(db, lanes, size.count, true, true));
+    if (pgq.perSecond > best.pgq) {
+      best.pgq = pgq.perSecond;
+      cpu.pgq = pgq.cpu;
+    }
+    const ordered = await laneDrain(db, lanes, size.count, true, true);
+    if (ordered.perSecond > best.ordered) {
+      best.ordered = ordered.perSecond;
+      cpu.ordered = ordered.cpu;
+    }
     single.ordered = Math.max(single.ordered, await laneRate(db, one, size.count, true, true));
     best.claimsUnordered = Math.max(
       best.claimsUnordered,
@@ -295,7 +327,7 @@ export async function dispatchVsPgq(db: BenchDatabase, size: PgqSize) {
   const ours = Math.min(best.unordered, best.ordered);
   const claims = Math.min(best.claimsUnordered, best.claimsOrdered);
   log(
-    `PgQ ${version}: ${Math.round(best.pgq)} events/s; lanes (concurrency ${LANE_CONCURRENCY}) ${Math.round(best.unordered)} unordered, ${Math.round(best.ordered)} ordered msg/s, one batch in flight ${Math.round(single.unordered)} / ${Math.round(single.ordered)}; claims ${Math.round(best.claimsUnordered)} / ${Math.round(best.claimsOrdered)} (batch ${BATCH})`,
+    `PgQ ${version}: ${Math.round(best.pgq)} events/s; lanes (concurrency ${LANE_CONCURRENCY}) ${Math.round(best.unordered)} unordered, ${Math.round(best.ordered)} ordered msg/s, one batch in flight ${Math.round(single.unordered)} / ${Math.round(single.ordered)}; claims ${Math.round(best.claimsUnordered)} / ${Math.round(best.claimsOrdered)} (batch ${BATCH}); CPU µs a message, node/server/autovacuum: ${cpuText(cpu.unordered, size.count)} unordered, ${cpuText(cpu.ordered, size.count)} ordered, PgQ ${cpuText(cpu.pgq, size.count)}`,
   );
   return {
     ratio: round(ours / best.pgq),
@@ -319,9 +351,27 @@ export async function dispatchVsPgq(db: BenchDatabase, size: PgqSize) {
       },
     },
     pgqBatches: last && { batches: last.batches, largest: last.largestBatch },
+    cpuPerMessageUs: {
+      note: 'CPU of each best drain over its messages, µs: this Node process, the client backends of the bench database, its background workers (autovacuum) (bench/lib/cpu.ts)',
+      oursUnordered: cpuPerMessage(cpu.unordered, size.count),
+      oursOrdered: cpuPerMessage(cpu.ordered, size.count),
+      pgq: cpuPerMessage(cpu.pgq, size.count),
+    },
     count: size.count,
     rounds: size.rounds,
   };
+}
+
+const cpuText = (cpu: CpuSpent | undefined, count: number) => {
+  const us = cpuPerMessage(cpu, count);
+  return us ? `${us.node}/${us.server ?? '?'}/${us.background ?? '?'}` : '?';
+};
+
+/** µs of CPU a message: Node's and the server's (undefined when /proc could not be read). */
+function cpuPerMessage(cpu: CpuSpent | undefined, count: number) {
+  if (!cpu) return undefined;
+  const us = (ms: number | undefined) => (ms === undefined ? null : round((ms * 1000) / count));
+  return { node: us(cpu.nodeMs), server: us(cpu.serverMs), background: us(cpu.backgroundMs) };
 }
 
 /** Inserts `count` pending messages without emptying the table (unlike seedPending's callers). */
@@ -382,13 +432,23 @@ export async function heldSnapshotVsPgq(db: BenchDatabase, size: PgqSize) {
     }
     log(`held snapshot vs PgQ: ${size.heldHistory.toLocaleString('en-US')} processed on each side`);
     const best = { unordered: 0, ordered: 0, pgq: 0, claimsUnordered: 0, claimsOrdered: 0 };
+    const cpu: Partial<Record<'unordered' | 'ordered' | 'pgq', CpuSpent>> = {};
     for (let r = 0; r < size.rounds; r++) {
-      best.unordered = Math.max(
-        best.unordered,
-        await laneRate(db, lanes, size.count, false, false),
-      );
-      best.pgq = Math.max(best.pgq, (await pgqRate(db, size.count)).perSecond);
-      best.ordered = Math.max(best.ordered, await laneRate(db, lanes, size.count, true, false));
+      const unordered = await laneDrain(db, lanes, size.count, false, false);
+      if (unordered.perSecond > best.unordered) {
+        best.unordered = unordered.perSecond;
+        cpu.unordered = unordered.cpu;
+      }
+      const pgq = await pgqRate(db, size.count);
+      if (pgq.perSecond > best.pgq) {
+        best.pgq = pgq.perSecond;
+        cpu.pgq = pgq.cpu;
+      }
+      const ordered = await laneDrain(db, lanes, size.count, true, false);
+      if (ordered.perSecond > best.ordered) {
+        best.ordered = ordered.perSecond;
+        cpu.ordered = ordered.cpu;
+      }
       best.claimsUnordered = Math.max(best.claimsUnordered, await claimsDrain(size.count, false));
       best.claimsOrdered = Math.max(best.claimsOrdered, await claimsDrain(size.count, true));
     }
@@ -399,7 +459,7 @@ export async function heldSnapshotVsPgq(db: BenchDatabase, size: PgqSize) {
     const ours = Math.min(best.unordered, best.ordered);
     const claims = Math.min(best.claimsUnordered, best.claimsOrdered);
     log(
-      `held snapshot vs PgQ: ${Math.round(best.pgq)} events/s; lanes ${Math.round(best.unordered)} unordered, ${Math.round(best.ordered)} ordered; claims ${Math.round(best.claimsUnordered)} / ${Math.round(best.claimsOrdered)}`,
+      `held snapshot vs PgQ: ${Math.round(best.pgq)} events/s; lanes ${Math.round(best.unordered)} unordered, ${Math.round(best.ordered)} ordered; claims ${Math.round(best.claimsUnordered)} / ${Math.round(best.claimsOrdered)}; CPU µs a message, node/server/autovacuum: ${cpuText(cpu.unordered, size.count)} unordered, ${cpuText(cpu.ordered, size.count)} ordered, PgQ ${cpuText(cpu.pgq, size.count)}`,
     );
     return {
       ratio: round(ours / best.pgq),
@@ -416,6 +476,11 @@ export async function heldSnapshotVsPgq(db: BenchDatabase, size: PgqSize) {
           unordered: Math.round(best.claimsUnordered),
           ordered: Math.round(best.claimsOrdered),
         },
+      },
+      cpuPerMessageUs: {
+        oursUnordered: cpuPerMessage(cpu.unordered, size.count),
+        oursOrdered: cpuPerMessage(cpu.ordered, size.count),
+        pgq: cpuPerMessage(cpu.pgq, size.count),
       },
       history: size.heldHistory,
       count: size.count,
