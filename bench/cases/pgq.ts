@@ -292,28 +292,19 @@ export async function dispatchVsPgq(db: BenchDatabase, size: PgqSize) {
   const best = { unordered: 0, ordered: 0, pgq: 0, claimsUnordered: 0, claimsOrdered: 0 };
   const single = { unordered: 0, ordered: 0 };
   // The CPU of each side's best drain, per message (bench/lib/cpu.ts).
-  const cpu: Partial<Record<'unordered' | 'ordered' | 'pgq', CpuSpent>> = {};
+  const cpu: Partial<Record<Side, CpuSpent>> = {};
   let last: PgqDrain | undefined;
   for (let r = 0; r < size.rounds; r++) {
     const lanes = laneDispatcher(db);
     const one = laneDispatcher(db, 1);
     const unordered = await laneDrain(db, lanes, size.count, false, true);
-    if (unordered.perSecond > best.unordered) {
-      best.unordered = unordered.perSecond;
-      cpu.unordered = unordered.cpu;
-    }
+    keepBest(best, cpu, 'unordered', unordered);
     single.unordered = Math.max(single.unordered, await laneRate(db, one, size.count, false, true));
     const pgq = await pgqRate(db, size.count);
     last = pgq;
-    if (pgq.perSecond > best.pgq) {
-      best.pgq = pgq.perSecond;
-      cpu.pgq = pgq.cpu;
-    }
+    keepBest(best, cpu, 'pgq', pgq);
     const ordered = await laneDrain(db, lanes, size.count, true, true);
-    if (ordered.perSecond > best.ordered) {
-      best.ordered = ordered.perSecond;
-      cpu.ordered = ordered.cpu;
-    }
+    keepBest(best, cpu, 'ordered', ordered);
     single.ordered = Math.max(single.ordered, await laneRate(db, one, size.count, true, true));
     best.claimsUnordered = Math.max(
       best.claimsUnordered,
@@ -360,6 +351,20 @@ export async function dispatchVsPgq(db: BenchDatabase, size: PgqSize) {
     count: size.count,
     rounds: size.rounds,
   };
+}
+
+type Side = 'unordered' | 'ordered' | 'pgq';
+
+/** `drain` as `side`'s best, with its CPU, when it is faster than the best so far. */
+function keepBest(
+  best: Record<Side, number>,
+  cpu: Partial<Record<Side, CpuSpent>>,
+  side: Side,
+  drain: { perSecond: number; cpu?: CpuSpent | undefined },
+): void {
+  if (drain.perSecond <= best[side]) return;
+  best[side] = drain.perSecond;
+  if (drain.cpu) cpu[side] = drain.cpu;
 }
 
 const cpuText = (cpu: CpuSpent | undefined, count: number) => {
@@ -432,23 +437,14 @@ export async function heldSnapshotVsPgq(db: BenchDatabase, size: PgqSize) {
     }
     log(`held snapshot vs PgQ: ${size.heldHistory.toLocaleString('en-US')} processed on each side`);
     const best = { unordered: 0, ordered: 0, pgq: 0, claimsUnordered: 0, claimsOrdered: 0 };
-    const cpu: Partial<Record<'unordered' | 'ordered' | 'pgq', CpuSpent>> = {};
+    const cpu: Partial<Record<Side, CpuSpent>> = {};
     for (let r = 0; r < size.rounds; r++) {
       const unordered = await laneDrain(db, lanes, size.count, false, false);
-      if (unordered.perSecond > best.unordered) {
-        best.unordered = unordered.perSecond;
-        cpu.unordered = unordered.cpu;
-      }
+      keepBest(best, cpu, 'unordered', unordered);
       const pgq = await pgqRate(db, size.count);
-      if (pgq.perSecond > best.pgq) {
-        best.pgq = pgq.perSecond;
-        cpu.pgq = pgq.cpu;
-      }
+      keepBest(best, cpu, 'pgq', pgq);
       const ordered = await laneDrain(db, lanes, size.count, true, false);
-      if (ordered.perSecond > best.ordered) {
-        best.ordered = ordered.perSecond;
-        cpu.ordered = ordered.cpu;
-      }
+      keepBest(best, cpu, 'ordered', ordered);
       best.claimsUnordered = Math.max(best.claimsUnordered, await claimsDrain(size.count, false));
       best.claimsOrdered = Math.max(best.claimsOrdered, await claimsDrain(size.count, true));
     }
