@@ -75,6 +75,19 @@ describe('kill -9 of a lanes dispatcher mid-burst with tenant shares', () => {
     victim.child.kill('SIGKILL');
     const killedAt = performance.now();
     expect(await victim.exited).toBe('SIGKILL');
+    // What the victim had recorded when it died: its lanes' cursors and what it recorded as
+    // published ahead of them. Nothing of it may be published again.
+    const recorded = await db.pool.query<{ lane: number; cursor: string }>(
+      'SELECT lane, cursor::text AS cursor FROM outbox_lanes',
+    );
+    const cursorAtKill = new Map(recorded.rows.map((r) => [r.lane, BigInt(r.cursor)]));
+    const aheadAtKill = new Set(
+      (
+        await db.pool.query<{ key: string }>(
+          `SELECT lane || ':' || id AS key FROM outbox_lane_ahead`,
+        )
+      ).rows.map((r) => r.key),
+    );
     harness.fast();
     await sleep(500);
     trickling = false;
@@ -96,8 +109,11 @@ describe('kill -9 of a lanes dispatcher mid-burst with tenant shares', () => {
     expect(report.unexpected).toEqual([]);
     expect(report.orderViolations).toEqual([]);
     expect(report.concurrentDuplicates).toEqual([]);
-    // Published twice: only what the victim first published within the last cursor write's
-    // second (and a batch in flight) before the kill. Nothing recorded before that.
+    // Published twice: only what the victim had not recorded when it died (above its lane's
+    // cursor, not recorded ahead of it): what it published since its last cursor write, about a
+    // second (CURSOR_SYNC_MS), and a batch in flight. How long before the kill that began is
+    // printed, not asserted: on a loaded machine a second of the victim's stretches (CI once
+    // read 3,991 ms against a bound of 3,000 for what was, by the rows, unrecorded).
     const first = new Map<string, number>();
     const count = new Map<string, number>();
     for (const e of receiver.events) {
@@ -109,7 +125,19 @@ describe('kill -9 of a lanes dispatcher mid-burst with tenant shares', () => {
     console.log(
       `[lanes tenants kill -9] ${written.length} written, ${twice.length} published twice (${twice.filter((id) => isB(id)).length} of B), ${atKill} out at the kill, the earliest first published ${Math.round(killedAt - earliest)} ms before the kill`,
     );
-    expect(killedAt - earliest).toBeLessThan(3_000);
+    const places = await db.pool.query<{ lane: number; id: string; messageId: string }>(
+      `SELECT lane, id::text AS id, message_id::text AS "messageId"
+       FROM outbox_lane_messages WHERE message_id = ANY ($1::uuid[])`,
+      [twice],
+    );
+    expect(places.rows).toHaveLength(twice.length);
+    const recordedTwice = places.rows.filter(
+      (r) => BigInt(r.id) <= cursorAtKill.get(r.lane)! || aheadAtKill.has(`${r.lane}:${r.id}`),
+    );
+    expect(recordedTwice).toEqual([]);
+    // And some were unrecorded at the kill (the check above is not vacuous): the victim was
+    // publishing A's burst when it died.
+    expect(twice.length).toBeGreaterThan(0);
     const { rows } = await db.pool.query<{ n: number }>(
       'SELECT count(*)::int AS n FROM outbox_lane_ahead',
     );
