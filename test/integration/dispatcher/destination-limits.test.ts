@@ -224,16 +224,20 @@ describe('rate limits (issue 27)', () => {
     await db.pool.query(
       `INSERT INTO outbox_rate_limits (pattern, per_second, burst, tokens) VALUES ('payment.*', 10, 1, 1)`,
     );
+    const aAt = Date.now();
     const a = await gateOf().gate('a', charges('a', 5));
     const b = await gateOf().gate('b', charges('b', 5));
+    // Each call's delays count from its own statement's clock: B's from a later one, by up to
+    // the two calls' time (20 ms on a loaded machine once made a 100 ms step read 79.5).
+    const callsMs = Date.now() - aAt;
     expect(a.send).toHaveLength(1);
     expect(b.send).toHaveLength(0);
     const delays = [...a.held, ...b.held]
       .map((s) => (s.kind === 'defer' ? s.delayMs : Number.NaN))
       .sort((x, y) => x - y);
     expect(delays).toHaveLength(9);
-    // Nine slots in a row, about 100 ms apart (the two calls a few ms apart on the clock).
-    delays.slice(1).forEach((delay, i) => expect(delay - delays[i]!).toBeGreaterThan(80));
+    // Nine slots in a row, about 100 ms apart (the same slot twice would be ~0 apart).
+    delays.slice(1).forEach((delay, i) => expect(delay - delays[i]!).toBeGreaterThan(80 - callsMs));
     expect(delays[0]).toBeGreaterThan(0);
     expect(delays[8]).toBeGreaterThan(800);
     expect(delays[8]).toBeLessThan(1_000);
